@@ -1,0 +1,80 @@
+"""The seam between grail_core and the GPU code in ``kernels``: backend choice for labeling and search.
+
+grail_core never imports ``kernels`` anywhere else. Both backends take and return plain numpy arrays
+and give identical answers; the GPU one is used when numba finds a CUDA device (or when forced).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import BackendUnavailableError, InvalidParameterError
+from .labeling import label_all
+from .query import QueryArrays, search_pairs_cpu
+
+__all__ = ["BACKENDS", "LabelResult", "cuda_available", "resolve_backend", "compute_labels", "search_pairs"]
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class LabelResult:
+    """Labels of every dimension, shape (dims, N+1), and the time each phase took."""
+
+    post: np.ndarray
+    minpost: np.ndarray
+    tree_low: np.ndarray
+    backend: str
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def cuda_available() -> bool:
+    """True when numba-cuda is installed and finds a device; never raises."""
+    try:
+        from kernels.device import cuda_available as probe
+    except ImportError:
+        return False
+    return probe()
+
+
+def resolve_backend(name: str) -> str:
+    """'cpu' or 'cuda' for a requested backend name; 'auto' picks the GPU when there is one."""
+    if name not in BACKENDS:
+        raise InvalidParameterError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    if name == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if name == "cuda" and not cuda_available():
+        raise BackendUnavailableError("backend 'cuda' was requested but no CUDA device is available")
+    return name
+
+
+def compute_labels(
+    backend: str,
+    indptr: np.ndarray,
+    child_orders: np.ndarray,
+    root: int,
+    progress: Callable[[str, float], None] | None = None,
+) -> LabelResult:
+    """Labels of the labeling graph (DAG + virtual root) on the resolved backend."""
+    if backend == "cuda":
+        from kernels.labeling import label_dag
+
+        post, minpost, tree_low, phase_seconds = label_dag(indptr, child_orders, root)
+        return LabelResult(post, minpost, tree_low, "cuda", dict(phase_seconds))
+    post, minpost, tree_low = label_all(indptr, child_orders, root)
+    return LabelResult(post, minpost, tree_low, "cpu")
+
+
+def search_pairs(backend: str, arrays: QueryArrays, sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, str]:
+    """Answers for undecided DAG pairs, and the engine that produced them."""
+    if backend == "cuda" and sources.size > 0:
+        from kernels.search import search_pairs as gpu_search
+
+        return gpu_search(arrays, sources, targets), "cuda"
+    return search_pairs_cpu(arrays, sources, targets), "cpu"
