@@ -16,7 +16,10 @@ from .errors import BackendUnavailableError, InvalidParameterError
 from .labeling import label_all
 from .query import QueryArrays, search_pairs_cpu
 
-__all__ = ["BACKENDS", "LabelResult", "cuda_available", "resolve_backend", "compute_labels", "search_pairs"]
+__all__ = [
+    "BACKENDS", "LabelResult", "cuda_available", "resolve_backend", "compute_labels", "search_pairs",
+    "choose_search_backend",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +68,11 @@ def compute_labels(
     if backend == "cuda":
         from kernels.labeling import label_dag
 
-        post, minpost, tree_low, phase_seconds = label_dag(indptr, child_orders, root)
-        return LabelResult(post, minpost, tree_low, "cuda", dict(phase_seconds))
+        try:
+            post, minpost, tree_low, phase_seconds = label_dag(indptr, child_orders, root)
+            return LabelResult(post, minpost, tree_low, "cuda", dict(phase_seconds))
+        except MemoryError as error:
+            log.warning("GPU labeling did not fit (%s); labeling %d nodes on the CPU instead", error, indptr.size - 1)
     post, minpost, tree_low = label_all(indptr, child_orders, root)
     return LabelResult(post, minpost, tree_low, "cpu")
 
@@ -78,3 +84,16 @@ def search_pairs(backend: str, arrays: QueryArrays, sources: np.ndarray, targets
 
         return gpu_search(arrays, sources, targets), "cuda"
     return search_pairs_cpu(arrays, sources, targets), "cpu"
+
+
+GPU_SEARCH_MIN_PAIRS = 4096
+
+
+def choose_search_backend(index_backend: str, num_pairs: int, arrays: QueryArrays) -> str:
+    """The hybrid scheduler: where a batch's undecided pairs are searched.
+
+    Small batches never pay a GPU round trip; an index built on the CPU backend searches on the CPU.
+    """
+    if index_backend != "cuda" or num_pairs < GPU_SEARCH_MIN_PAIRS:
+        return "cpu"
+    return "cuda"

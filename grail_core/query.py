@@ -13,7 +13,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["QueryArrays", "NO", "YES", "UNDECIDED", "filter_pairs", "search_pairs_cpu"]
+__all__ = ["QueryArrays", "NO", "YES", "UNDECIDED", "classify", "filter_pairs", "search_pairs_cpu", "answer_pair"]
 
 NO = np.int8(0)
 YES = np.int8(1)
@@ -122,3 +122,18 @@ def search_pairs_cpu(arrays: QueryArrays, sources: np.ndarray, targets: np.ndarr
     finally:
         numba.set_num_threads(available)
     return answers
+
+
+@njit(nogil=True, cache=True)
+def _answer_one(a, s, t):
+    code = classify(a, s, t)
+    if code != UNDECIDED:
+        return code == YES, False
+    n = a.level.size
+    return _pruned_dfs(a, s, t, np.zeros(n, dtype=np.int32), np.int32(1), np.empty(n, dtype=np.int32)), True
+
+
+def answer_pair(arrays: QueryArrays, source: int, target: int) -> tuple[bool, bool]:
+    """(reachable, needed a search) for one pair of node ids, on the calling thread."""
+    answer, searched = _answer_one(arrays, arrays.comp[source], arrays.comp[target])
+    return bool(answer), bool(searched)

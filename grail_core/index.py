@@ -1,0 +1,227 @@
+"""``ReachabilityIndex``: build a GRAIL index from a graph, answer reachability, save and load it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from . import backends
+from .condensation import condense
+from .errors import InvalidParameterError
+from .graph import Digraph
+from .labeling import make_child_orders, with_virtual_root
+from .names import NodeNames
+from .query import UNDECIDED, YES, QueryArrays, answer_pair, filter_pairs
+from .readers import GraphInput, GraphSource, read_graph
+from .stats import IndexStats, QueryStats
+from .storage import read_index_dir, write_index_dir
+from .supportive import choose_hubs, hub_reach_masks
+
+__all__ = ["ReachabilityIndex", "MAX_DIMS", "ProgressCallback"]
+
+log = logging.getLogger(__name__)
+
+MAX_DIMS = 8
+ProgressCallback = Callable[[str, float], None]
+
+# Share of the build time each phase usually takes, for the progress fraction.
+_PHASES = (("graph", 0.15), ("condense", 0.25), ("labels", 0.45), ("hubs", 0.15))
+
+
+class _Timer:
+    """Times the build's phases and reports progress after each one."""
+
+    def __init__(self, progress: ProgressCallback | None) -> None:
+        self.progress = progress
+        self.seconds: dict[str, float] = {}
+        self.done = 0.0
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        if self.progress:
+            self.progress(name, self.done)
+        start = time.perf_counter()
+        yield
+        self.seconds[name] = time.perf_counter() - start
+        self.done += dict(_PHASES)[name]
+        if self.progress:
+            self.progress(name, min(self.done, 1.0))
+
+
+def _check_parameters(dims: int, seed: int) -> None:
+    if isinstance(dims, bool) or not isinstance(dims, (int, np.integer)) or not 1 <= dims <= MAX_DIMS:
+        raise InvalidParameterError(f"dims must be an integer from 1 to {MAX_DIMS}, got {dims!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise InvalidParameterError(f"seed must be a non-negative integer, got {seed!r}")
+
+
+class ReachabilityIndex:
+    """An exact reachability index: GRAIL interval labels over the SCC condensation, plus hub masks.
+
+    Queries take node names as uploaded; ``reachable(u, v)`` is True when a directed path leads from
+    u to v (every node reaches itself).
+    """
+
+    def __init__(self, names: NodeNames, graph: Digraph, arrays: QueryArrays, stats: IndexStats) -> None:
+        self.names = names
+        self.graph = graph
+        self.arrays = arrays
+        self.stats = stats
+
+    # Building -----------------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, graph: GraphInput, *, dims: int = 2, seed: int = 0, backend: str = "auto",
+              progress: ProgressCallback | None = None) -> ReachabilityIndex:
+        """Index a parsed graph; ``backend`` is 'auto' (GPU when there is one), 'cpu' or 'cuda'."""
+        _check_parameters(dims, seed)
+        resolved = backends.resolve_backend(backend)
+        timer = _Timer(progress)
+        with timer.phase("graph"):
+            digraph = Digraph.from_edges(graph.num_nodes, graph.src, graph.dst)
+        with timer.phase("condense"):
+            condensation = condense(digraph)
+        dag = condensation.dag
+        with timer.phase("labels"):
+            indptr, indices, root = with_virtual_root(dag.out_indptr, dag.out_indices)
+            orders = make_child_orders(indptr, indices, dims, seed)
+            labels = backends.compute_labels(resolved, indptr, orders, root)
+        with timer.phase("hubs"):
+            hubs = choose_hubs(dag)
+            fwd, bwd = hub_reach_masks(dag, hubs)
+        n_dag = dag.num_nodes
+        arrays = QueryArrays(
+            comp=condensation.comp,
+            out_indptr=dag.out_indptr,
+            out_indices=dag.out_indices,
+            level=condensation.level,
+            lo=np.ascontiguousarray(labels.minpost[:, :n_dag].T),
+            hi=np.ascontiguousarray(labels.post[:, :n_dag].T),
+            tree_lo=np.ascontiguousarray(labels.tree_low[:, :n_dag].T),
+            fwd=fwd,
+            bwd=bwd,
+        )
+        phase_seconds = dict(timer.seconds)
+        phase_seconds.update({f"labels.{name}": value for name, value in labels.phase_seconds.items()})
+        stats = IndexStats(
+            nodes=digraph.num_nodes, edges=digraph.num_edges, edge_entries=graph.num_edge_entries,
+            components=n_dag, dag_nodes=n_dag, dag_edges=dag.num_edges, levels=condensation.num_levels,
+            dims=int(dims), seed=int(seed), backend=labels.backend, hubs=int(hubs.size), names=graph.names.kind,
+            phase_seconds=phase_seconds,
+        )
+        log.info("indexed %d nodes, %d edges (%d DAG nodes) on %s in %.3f s", stats.nodes, stats.edges,
+                 stats.dag_nodes, stats.backend, stats.build_seconds)
+        return cls(graph.names, digraph, arrays, stats)
+
+    @classmethod
+    def from_edges(cls, src: Any, dst: Any = None, *, num_nodes: int | None = None, **build: Any) -> ReachabilityIndex:
+        """Index integer edge arrays: ``from_edges(src, dst)`` or ``from_edges(edges_m_by_2)``.
+
+        Nodes are 0..num_nodes-1 (default: one more than the largest id); names are those integers.
+        """
+        if dst is None:
+            edges = np.asarray(src)
+            if edges.ndim != 2 or edges.shape[1] != 2:
+                raise InvalidParameterError(f"edges must have shape (m, 2), got {edges.shape}")
+            src, dst = edges[:, 0], edges[:, 1]
+        src = np.asarray(src)
+        dst = np.asarray(dst)
+        if src.shape != dst.shape or src.ndim != 1:
+            raise InvalidParameterError("src and dst must be one-dimensional arrays of equal length")
+        if src.size and (src.dtype.kind not in "iu" or dst.dtype.kind not in "iu"):
+            raise InvalidParameterError("edge arrays must hold integer node ids")
+        largest = int(max(src.max(), dst.max())) if src.size else -1
+        n = largest + 1 if num_nodes is None else int(num_nodes)
+        if src.size and (min(src.min(), dst.min()) < 0 or largest >= n):
+            raise InvalidParameterError(f"node ids must lie in 0..{n - 1}")
+        if n == 0:
+            raise InvalidParameterError("empty graph: no nodes")
+        graph = GraphInput(n, src.astype(np.int64), dst.astype(np.int64), NodeNames.identity(n), "arrays")
+        return cls.build(graph, **build)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], format: str | None = None, **build: Any) -> ReachabilityIndex:
+        """Read a graph file (``.gra``, edge list or JSON, optionally gzip) and index it."""
+        return cls.build(read_graph(path, format), **build)
+
+    @classmethod
+    def from_bytes(cls, data: GraphSource, format: str | None = None, **build: Any) -> ReachabilityIndex:
+        """Parse graph bytes and index them."""
+        return cls.build(read_graph(data, format), **build)
+
+    # Queries ------------------------------------------------------------------------------------
+
+    @property
+    def names_are_integers(self) -> bool:
+        return self.names.are_integers
+
+    def reachable(self, source: Any, target: Any) -> bool:
+        """True when a directed path leads from ``source`` to ``target`` (names as uploaded)."""
+        ids = self.names.lookup([source, target])
+        return answer_pair(self.arrays, int(ids[0]), int(ids[1]))[0]
+
+    def query_batch(self, pairs: Any) -> np.ndarray:
+        """Answers (bool array) for an (M, 2) array-like of (source, target) names."""
+        return self.query_batch_with_stats(pairs)[0]
+
+    def query_batch_with_stats(self, pairs: Any) -> tuple[np.ndarray, QueryStats]:
+        """Answers and what they cost: the label filter first, then a search for the undecided pairs."""
+        start = time.perf_counter()
+        array = np.asarray(pairs)
+        if array.size == 0:
+            return np.zeros(0, dtype=np.bool_), QueryStats(0, 0, 0, 0, time.perf_counter() - start, "none")
+        if array.ndim != 2 or array.shape[1] != 2:
+            raise InvalidParameterError(f"pairs must have shape (M, 2), got {array.shape}")
+        ids = self.names.lookup(array)
+        return self.query_ids(np.ascontiguousarray(ids[:, 0]), np.ascontiguousarray(ids[:, 1]), start)
+
+    def query_ids(self, sources: np.ndarray, targets: np.ndarray,
+                  start: float | None = None) -> tuple[np.ndarray, QueryStats]:
+        """``query_batch_with_stats`` on internal node ids (int64 arrays), names already resolved."""
+        start = time.perf_counter() if start is None else start
+        codes = filter_pairs(self.arrays, sources, targets)
+        answers = codes == YES
+        undecided = np.flatnonzero(codes == UNDECIDED)
+        engine = "none"
+        if undecided.size:
+            engine = backends.choose_search_backend(self.stats.backend, undecided.size, self.arrays)
+            comp = self.arrays.comp
+            found, engine = backends.search_pairs(engine, self.arrays, comp[sources[undecided]],
+                                                  comp[targets[undecided]])
+            answers[undecided] = found
+        stats = QueryStats(
+            pairs=int(sources.size), decided_by_filter=int(sources.size - undecided.size), searched=int(undecided.size),
+            positives=int(np.count_nonzero(answers)), seconds=time.perf_counter() - start, search_backend=engine,
+        )
+        return answers, stats
+
+    # Files --------------------------------------------------------------------------------------
+
+    def save(self, directory: str | os.PathLike[str], overwrite: bool = False) -> None:
+        """Write the index to ``directory`` atomically (a temporary folder renamed when complete)."""
+        arrays = {f"query_{name}": value for name, value in self.arrays._asdict().items()}
+        arrays |= {"graph_out_indptr": self.graph.out_indptr, "graph_out_indices": self.graph.out_indices,
+                   "names": self.names.to_array()}
+        metadata = {"stats": self.stats.to_dict(), "num_nodes": self.names.size}
+        write_index_dir(directory, arrays, metadata, overwrite=overwrite)
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str], mmap: bool = True, verify: bool = True) -> ReachabilityIndex:
+        """Read an index written by ``save``; IndexFileError when it is missing, truncated or corrupted."""
+        arrays, metadata = read_index_dir(directory, mmap=mmap, verify=verify)
+        from .errors import IndexFileError
+
+        try:
+            query = QueryArrays(**{name: arrays[f"query_{name}"] for name in QueryArrays._fields})
+            graph = Digraph.from_csr(np.asarray(arrays["graph_out_indptr"]), np.asarray(arrays["graph_out_indices"]))
+            names = NodeNames.from_array(int(metadata["num_nodes"]), np.asarray(arrays["names"]))
+            stats = IndexStats.from_dict(metadata["stats"])
+        except (KeyError, TypeError) as error:
+            raise IndexFileError(f"{directory} is incomplete: {error}") from None
+        return cls(names, graph, query, stats)

@@ -1,0 +1,112 @@
+"""Index files: one ``.npy`` per array plus ``manifest.json`` (format version, shapes, sha256 checksums).
+
+A directory is written under a temporary name and renamed when complete, so a crash never leaves a
+half-written index under the final name; loading verifies every checksum before trusting an array.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import IndexFileError
+
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "write_index_dir", "read_index_dir"]
+
+FORMAT_NAME = "grail-index"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+_CHUNK = 1 << 22
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_index_dir(directory: str | os.PathLike[str], arrays: dict[str, np.ndarray], metadata: dict[str, Any],
+                    overwrite: bool = False) -> Path:
+    """Write ``arrays`` and ``metadata`` to ``directory`` atomically (temporary folder, then rename)."""
+    final = Path(directory)
+    if final.exists() and not overwrite:
+        raise IndexFileError(f"{final} already exists")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    temporary = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex}"
+    temporary.mkdir()
+    try:
+        entries = {}
+        for name, array in arrays.items():
+            path = temporary / f"{name}.npy"
+            np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+            _fsync(path)
+            entries[name] = {"file": path.name, "sha256": _sha256(path), "dtype": array.dtype.str,
+                             "shape": list(array.shape), "bytes": path.stat().st_size}
+        manifest = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "metadata": metadata, "arrays": entries}
+        manifest_path = temporary / MANIFEST
+        manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        _fsync(manifest_path)
+        _fsync(temporary)
+        if final.exists():
+            retired = final.parent / f".{final.name}.old-{uuid.uuid4().hex}"
+            final.rename(retired)
+            temporary.rename(final)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            temporary.rename(final)
+        _fsync(final.parent)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return final
+
+
+def read_index_dir(directory: str | os.PathLike[str], mmap: bool = True,
+                   verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Arrays and metadata of an index directory; IndexFileError when anything is missing or altered."""
+    root = Path(directory)
+    try:
+        manifest = json.loads((root / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise IndexFileError(f"{root} is not an index directory (no {MANIFEST})") from None
+    except (OSError, ValueError) as error:
+        raise IndexFileError(f"{root / MANIFEST} is unreadable: {error}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise IndexFileError(f"{root / MANIFEST} does not describe a {FORMAT_NAME}")
+    if manifest.get("version") != FORMAT_VERSION:
+        raise IndexFileError(f"index format version {manifest.get('version')!r} is not supported "
+                             f"(this build reads version {FORMAT_VERSION})")
+    arrays: dict[str, np.ndarray] = {}
+    try:
+        for name, entry in manifest["arrays"].items():
+            path = root / entry["file"]
+            if not path.is_file() or path.stat().st_size != entry["bytes"]:
+                raise IndexFileError(f"{path} is missing or truncated")
+            if verify and _sha256(path) != entry["sha256"]:
+                raise IndexFileError(f"{path} is corrupted (checksum mismatch)")
+            array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+            if array.dtype.str != entry["dtype"] or list(array.shape) != entry["shape"]:
+                raise IndexFileError(f"{path} holds {array.dtype}{array.shape}, the manifest says otherwise")
+            arrays[name] = array
+        return arrays, manifest["metadata"]
+    except (KeyError, TypeError) as error:
+        raise IndexFileError(f"{root / MANIFEST} is incomplete: {error}") from None
+    except ValueError as error:
+        raise IndexFileError(f"{root} holds an unreadable array: {error}") from None
