@@ -1,0 +1,72 @@
+"""The app factory: wires settings, registry, build runner, metrics and routers together."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from .deps import ServiceState
+from .errors import install_error_handlers
+from .jobs import BuildRunner
+from .metrics import Metrics, MetricsMiddleware
+from .registry import GraphRegistry
+from .routers import graphs, health, queries
+from .settings import Settings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("grail.service")
+
+
+def _gpu_name() -> str | None:
+    """The CUDA device's name for /health, or None; the probe never raises (no GPU is the normal case)."""
+    from grail_core.backends import cuda_available
+
+    if not cuda_available():
+        return None
+    try:
+        from numba import cuda
+
+        name = cuda.get_current_device().name
+    except Exception:  # a device that numba lists but cannot open is reported as absent
+        return None
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """A ready-to-serve app; graphs on disk are recovered and interrupted builds restarted at start-up."""
+    settings = settings or Settings.from_env()
+    settings.check()
+    metrics = Metrics()
+    registry = GraphRegistry(settings.data_dir)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runner = BuildRunner(registry, metrics, settings.build_workers)
+        to_build = registry.recover()
+        gpu = _gpu_name() if settings.backend != "cpu" else None
+        app.state.grail = ServiceState(settings, registry, runner, metrics, gpu)
+        for record in to_build:
+            runner.submit(record)
+        log.info("grail service ready: data dir %s, default backend %s, gpu %s", settings.data_dir,
+                 settings.backend, gpu or "none")
+        try:
+            yield
+        finally:
+            runner.shutdown()
+
+    app = FastAPI(
+        title="grail",
+        summary="GRAIL reachability indexes over HTTP: upload a directed graph, ask whether u reaches v.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(graphs.router)
+    app.include_router(queries.router)
+    app.include_router(health.router)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app

@@ -1,0 +1,285 @@
+"""Python clients of the grail HTTP API on httpx: ``GrailClient`` (sync) and ``AsyncGrailClient``.
+
+Both share the request building and answer parsing below, so they differ only in how they wait.
+Integer pairs held in numpy travel as binary int64 (no JSON for a million pairs); others as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+__all__ = ["GrailClient", "AsyncGrailClient", "GrailServiceError", "BuildFailedError", "content_type_for",
+           "DEFAULT_URL"]
+
+DEFAULT_URL = os.environ.get("GRAIL_URL", "http://127.0.0.1:8000")
+_CHUNK = 1 << 20
+_BINARY = "application/octet-stream"
+
+_SUFFIX_TYPES = {
+    ".gra": "text/x-grail-gra",
+    ".csv": "text/csv",
+    ".tsv": "text/tab-separated-values",
+    ".json": "application/json",
+}
+
+Record = dict[str, Any]
+Progress = Callable[[Record], None]
+Source = str | os.PathLike[str] | bytes
+
+
+class GrailServiceError(Exception):
+    """The server answered 4xx/5xx; ``status``, ``error`` (its kind) and ``detail`` say what and why."""
+
+    def __init__(self, status: int, error: str, detail: str, body: Any = None) -> None:
+        super().__init__(f"{status} {error}: {detail}")
+        self.status = status
+        self.error = error
+        self.detail = detail
+        self.body = body
+
+
+class BuildFailedError(GrailServiceError):
+    """wait_until_ready found the graph failed; ``record`` holds its error (with the line, for format errors)."""
+
+    def __init__(self, record: Record) -> None:
+        error = record.get("error") or {}
+        super().__init__(422, str(error.get("type", "BuildError")), str(error.get("message", "build failed")), record)
+        self.record = record
+
+
+def content_type_for(path: str | os.PathLike[str]) -> tuple[str, str | None]:
+    """Content-Type and Content-Encoding of a graph file from its name (``x.gra.gz`` -> gra, gzip)."""
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    encoding = None
+    if suffixes and suffixes[-1] == ".gz":
+        encoding = "gzip"
+        suffixes = suffixes[:-1]
+    media = _SUFFIX_TYPES.get(suffixes[-1], "text/plain") if suffixes else "text/plain"
+    return media, encoding
+
+
+@dataclass
+class _Upload:
+    params: dict[str, Any]
+    headers: dict[str, str]
+    body: bytes | Path
+    size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.size = len(self.body) if isinstance(self.body, bytes) else self.body.stat().st_size
+        # A known length lets the server refuse an oversized upload (413) before it is sent.
+        self.headers["Content-Length"] = str(self.size)
+
+
+def _upload(source: Source, *, name: str | None, format: str | None, dims: int, seed: int, backend: str | None,
+            wait: bool, content_type: str | None, content_encoding: str | None) -> _Upload:
+    if isinstance(source, bytes):
+        body: bytes | Path = source
+        guessed_type, guessed_encoding = "application/octet-stream", None
+    else:
+        body = Path(source)
+        guessed_type, guessed_encoding = content_type_for(body)
+        name = name or body.name
+    params: dict[str, Any] = {"dims": dims, "seed": seed, "wait": "true" if wait else "false"}
+    for key, value in (("name", name), ("format", format), ("backend", backend)):
+        if value is not None:
+            params[key] = value
+    headers = {"Content-Type": content_type or guessed_type}
+    encoding = content_encoding or guessed_encoding
+    if encoding:
+        headers["Content-Encoding"] = encoding
+    return _Upload(params, headers, body)
+
+
+def _file_chunks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            yield chunk
+
+
+async def _file_chunks_async(path: Path) -> AsyncIterator[bytes]:
+    with open(path, "rb") as fh:
+        while chunk := await asyncio.to_thread(fh.read, _CHUNK):
+            yield chunk
+
+
+def _pairs_request(pairs: Any) -> tuple[bytes, dict[str, str]]:
+    array = np.asarray(pairs) if not isinstance(pairs, np.ndarray) else pairs
+    if array.dtype.kind in "iu" and array.ndim == 2 and array.shape[1] == 2:
+        return array.astype("<i8", copy=False).tobytes(), {"Content-Type": _BINARY, "Accept": _BINARY}
+    as_list = array.tolist() if isinstance(pairs, np.ndarray) else [list(p) for p in pairs]
+    return json.dumps({"pairs": as_list}).encode(), {"Content-Type": "application/json", "Accept": _BINARY}
+
+
+def _answers(response: httpx.Response) -> np.ndarray:
+    _check(response)
+    return np.frombuffer(response.content, dtype=np.uint8).astype(bool)
+
+
+def _check(response: httpx.Response) -> httpx.Response:
+    if response.status_code < 400:
+        return response
+    try:
+        body = response.json()
+        detail, error = str(body.get("detail")), str(body.get("error", "HTTPError"))
+    except ValueError:
+        body, detail, error = response.text, response.text or response.reason_phrase, "HTTPError"
+    raise GrailServiceError(response.status_code, error, detail, body)
+
+
+def _finished(record: Record) -> bool:
+    if record["status"] == "failed":
+        raise BuildFailedError(record)
+    return record["status"] == "ready"
+
+
+class GrailClient:
+    """Synchronous client. Use as a context manager, or call ``close()``."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0, http: httpx.Client | None = None) -> None:
+        self.http = http or httpx.Client(base_url=base_url, timeout=timeout)
+
+    def __enter__(self) -> GrailClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def health(self) -> Record:
+        return _check(self.http.get("/health")).json()
+
+    def upload(self, source: Source, *, name: str | None = None, format: str | None = None, dims: int = 2,
+               seed: int = 0, backend: str | None = None, wait: bool = False, content_type: str | None = None,
+               content_encoding: str | None = None) -> Record:
+        """Send a graph file (path, streamed) or bytes; returns its record (ready when ``wait``)."""
+        up = _upload(source, name=name, format=format, dims=dims, seed=seed, backend=backend, wait=wait,
+                     content_type=content_type, content_encoding=content_encoding)
+        content = up.body if isinstance(up.body, bytes) else _file_chunks(up.body)
+        timeout = None if wait else httpx.USE_CLIENT_DEFAULT
+        return _check(self.http.post("/graphs", params=up.params, headers=up.headers, content=content,
+                                     timeout=timeout)).json()
+
+    def get(self, graph_id: str) -> Record:
+        return _check(self.http.get(f"/graphs/{graph_id}")).json()
+
+    def list(self) -> list[Record]:
+        return _check(self.http.get("/graphs")).json()["graphs"]
+
+    def wait_until_ready(self, graph_id: str, *, timeout: float | None = None, poll: float = 0.1,
+                         on_progress: Progress | None = None) -> Record:
+        """Poll until ready; BuildFailedError if the build failed, TimeoutError after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            record = self.get(graph_id)
+            if on_progress is not None:
+                on_progress(record)
+            if _finished(record):
+                return record
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"graph {graph_id} is still {record['status']} after {timeout} s")
+            time.sleep(poll)
+
+    def reachable(self, graph_id: str, source: int | str, target: int | str) -> bool:
+        response = self.http.get(f"/graphs/{graph_id}/reachable", params={"source": source, "target": target})
+        return bool(_check(response).json()["reachable"])
+
+    def reachable_many(self, graph_id: str, pairs: Sequence[tuple[int | str, int | str]]) -> list[bool]:
+        """A few pairs in one GET (the server caps how many); use query_batch for more."""
+        text = ";".join(f"{u},{v}" for u, v in pairs)
+        return _check(self.http.get(f"/graphs/{graph_id}/reachable", params={"pairs": text})).json()["reachable"]
+
+    def query_batch(self, graph_id: str, pairs: Any) -> np.ndarray:
+        """Answers (bool array) for an (M, 2) array or a list of pairs of names."""
+        body, headers = _pairs_request(pairs)
+        return _answers(self.http.post(f"/graphs/{graph_id}/queries", content=body, headers=headers))
+
+    def query_lines(self, graph_id: str, lines: bytes) -> bytes:
+        """'u v' text lines in, '0'/'1' lines out, untouched on this side (what the CLI pipes)."""
+        response = self.http.post(f"/graphs/{graph_id}/queries", content=lines,
+                                  headers={"Content-Type": "text/plain", "Accept": "text/plain"})
+        return _check(response).content
+
+    def delete(self, graph_id: str) -> None:
+        _check(self.http.delete(f"/graphs/{graph_id}"))
+
+
+class AsyncGrailClient:
+    """The same API as GrailClient, awaitable. Use as an async context manager, or ``await aclose()``."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0,
+                 http: httpx.AsyncClient | None = None) -> None:
+        self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
+
+    async def __aenter__(self) -> AsyncGrailClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def health(self) -> Record:
+        return _check(await self.http.get("/health")).json()
+
+    async def upload(self, source: Source, *, name: str | None = None, format: str | None = None, dims: int = 2,
+                     seed: int = 0, backend: str | None = None, wait: bool = False, content_type: str | None = None,
+                     content_encoding: str | None = None) -> Record:
+        up = _upload(source, name=name, format=format, dims=dims, seed=seed, backend=backend, wait=wait,
+                     content_type=content_type, content_encoding=content_encoding)
+        content = up.body if isinstance(up.body, bytes) else _file_chunks_async(up.body)
+        timeout = None if wait else httpx.USE_CLIENT_DEFAULT
+        return _check(await self.http.post("/graphs", params=up.params, headers=up.headers, content=content,
+                                           timeout=timeout)).json()
+
+    async def get(self, graph_id: str) -> Record:
+        return _check(await self.http.get(f"/graphs/{graph_id}")).json()
+
+    async def list(self) -> list[Record]:
+        return _check(await self.http.get("/graphs")).json()["graphs"]
+
+    async def wait_until_ready(self, graph_id: str, *, timeout: float | None = None, poll: float = 0.1,
+                               on_progress: Progress | None = None) -> Record:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            record = await self.get(graph_id)
+            if on_progress is not None:
+                on_progress(record)
+            if _finished(record):
+                return record
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"graph {graph_id} is still {record['status']} after {timeout} s")
+            await asyncio.sleep(poll)
+
+    async def reachable(self, graph_id: str, source: int | str, target: int | str) -> bool:
+        response = await self.http.get(f"/graphs/{graph_id}/reachable", params={"source": source, "target": target})
+        return bool(_check(response).json()["reachable"])
+
+    async def reachable_many(self, graph_id: str, pairs: Sequence[tuple[int | str, int | str]]) -> list[bool]:
+        text = ";".join(f"{u},{v}" for u, v in pairs)
+        return _check(await self.http.get(f"/graphs/{graph_id}/reachable", params={"pairs": text})).json()["reachable"]
+
+    async def query_batch(self, graph_id: str, pairs: Any) -> np.ndarray:
+        body, headers = _pairs_request(pairs)
+        return _answers(await self.http.post(f"/graphs/{graph_id}/queries", content=body, headers=headers))
+
+    async def query_lines(self, graph_id: str, lines: bytes) -> bytes:
+        response = await self.http.post(f"/graphs/{graph_id}/queries", content=lines,
+                                        headers={"Content-Type": "text/plain", "Accept": "text/plain"})
+        return _check(response).content
+
+    async def delete(self, graph_id: str) -> None:
+        _check(await self.http.delete(f"/graphs/{graph_id}"))

@@ -1,0 +1,28 @@
+"""FastAPI dependencies: the shared state that create_app puts on ``app.state``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from .jobs import BuildRunner
+from .metrics import Metrics
+from .registry import GraphRegistry
+from .settings import Settings
+
+__all__ = ["ServiceState", "get_state"]
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    settings: Settings
+    registry: GraphRegistry
+    runner: BuildRunner
+    metrics: Metrics
+    gpu_name: str | None
+
+
+def get_state(request: Request) -> ServiceState:
+    state: ServiceState = request.app.state.grail
+    return state

@@ -1,0 +1,82 @@
+"""Request and response bodies of the HTTP API (the wire format; the domain records live in registry)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .registry import GraphRecord
+
+__all__ = ["NodeName", "GraphOut", "GraphList", "ErrorOut", "PairsIn", "PairOut", "PairsOut", "BatchOut",
+           "HealthOut", "GraphFormat", "Backend"]
+
+# Integer names for .gra and all-integer edge lists, strings otherwise; an integer may come as a decimal string.
+NodeName = int | str
+GraphFormat = Literal["gra", "edgelist", "json"]
+Backend = Literal["auto", "cpu", "cuda"]
+
+
+class GraphOut(BaseModel):
+    id: str
+    name: str
+    status: Literal["queued", "building", "ready", "failed"]
+    phase: str | None = Field(None, description="current build phase while queued or building")
+    progress: float | None = Field(None, ge=0, le=1, description="fraction of the current build done")
+    error: dict[str, Any] | None = Field(None, description="why the build failed: type, message, line when known")
+    stats: dict[str, Any] | None = Field(None, description="index statistics once ready (nodes, edges, components, "
+                                         "dag_nodes, dag_edges, levels, dims, seed, backend, phase_seconds)")
+    format: str | None
+    dims: int
+    seed: int
+    backend: str
+    upload_bytes: int
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def from_record(cls, record: GraphRecord) -> GraphOut:
+        return cls(id=record.id, name=record.name, status=record.status.value, phase=record.phase,
+                   progress=record.progress, error=record.error, stats=record.stats,
+                   format=record.params.format, dims=record.params.dims, seed=record.params.seed,
+                   backend=record.params.backend, upload_bytes=record.upload_bytes,
+                   created_at=record.created_at, updated_at=record.updated_at)
+
+
+class GraphList(BaseModel):
+    graphs: list[GraphOut]
+
+
+class ErrorOut(BaseModel):
+    detail: str = Field(description="what is wrong, for a human")
+    error: str = Field(description="machine-readable kind, e.g. GraphFormatError, UnknownNodeError, GraphNotReady")
+    line: int | None = Field(None, description="1-based line of the graph file, for format errors")
+    node: NodeName | None = Field(None, description="the unknown node, for UnknownNodeError")
+
+
+class PairsIn(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"example": {"pairs": [[0, 5], [3, 1]]}})
+
+    pairs: list[tuple[NodeName, NodeName]]
+
+
+class PairOut(BaseModel):
+    source: NodeName
+    target: NodeName
+    reachable: bool
+
+
+class PairsOut(BaseModel):
+    reachable: list[bool]
+
+
+class BatchOut(BaseModel):
+    reachable: list[bool]
+    stats: dict[str, Any] = Field(description="pairs, decided_by_filter, searched, positives, seconds, search_backend")
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+    backend: str = Field(description="default build backend of this server")
+    gpu: str | None = Field(None, description="name of the CUDA device, when one is usable")
+    graphs: dict[str, int]

@@ -1,0 +1,322 @@
+"""The graphs the service knows: one folder per graph under ``<data_dir>/graphs/<id>/``.
+
+Each folder holds ``record.json`` (small, rewritten atomically: temp file, fsync, rename) and, once
+built, ``index/`` (written by ``ReachabilityIndex.save``, itself atomic). The upload waits in
+``<data_dir>/uploads/<id>`` until its index is published, so that a build a crash interrupted can be
+redone from it. A graph is served only when its record says ``ready`` and its index loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import threading
+import time
+from dataclasses import asdict, dataclass, replace
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from grail_core import IndexFileError, ReachabilityIndex
+
+__all__ = ["GraphStatus", "GraphRecord", "GraphRegistry", "GraphNotFound", "GraphNotReady", "BuildParams"]
+
+log = logging.getLogger("grail.service.registry")
+
+RECORD_FILE = "record.json"
+INDEX_DIR = "index"
+
+
+class GraphStatus(str, Enum):
+    queued = "queued"
+    building = "building"
+    ready = "ready"
+    failed = "failed"
+
+
+class GraphNotFound(LookupError):
+    def __init__(self, graph_id: str) -> None:
+        super().__init__(f"no graph with id {graph_id!r}")
+        self.graph_id = graph_id
+
+
+class GraphNotReady(RuntimeError):
+    def __init__(self, record: GraphRecord) -> None:
+        detail = f": {record.error['message']}" if record.error else ""
+        super().__init__(f"graph {record.id!r} is {record.status.value}, not ready{detail}")
+        self.record = record
+
+
+@dataclass(frozen=True)
+class BuildParams:
+    """What the build job passes to grail_core; kept in the record so that a rebuild uses the same."""
+
+    format: str | None
+    dims: int
+    seed: int
+    backend: str
+
+
+@dataclass(frozen=True)
+class GraphRecord:
+    id: str
+    name: str
+    params: BuildParams
+    status: GraphStatus
+    created_at: float
+    updated_at: float
+    upload_bytes: int = 0
+    phase: str | None = None
+    progress: float | None = None
+    error: dict[str, Any] | None = None
+    stats: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GraphRecord:
+        values = dict(data)
+        values["params"] = BuildParams(**values["params"])
+        values["status"] = GraphStatus(values["status"])
+        return cls(**values)
+
+
+@dataclass
+class _Entry:
+    record: GraphRecord
+    index: ReachabilityIndex | None = None
+    # Set by delete() so that a build still running for this graph drops its result instead of publishing it.
+    deleted: bool = False
+
+
+class GraphRegistry:
+    """Thread-safe map of graph id to record and loaded index, mirrored on disk."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self.uploads_dir = self.data_dir / "uploads"
+        self.graphs_dir = self.data_dir / "graphs"
+        self._lock = threading.Lock()
+        # Serialises the rare writes that touch disk (record files, removal), so that a delete racing a
+        # build's publish can never leave a record behind for a graph the user deleted.
+        self._io_lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+
+    # ---- paths -------------------------------------------------------------------------------------
+
+    def upload_path(self, graph_id: str) -> Path:
+        return self.uploads_dir / graph_id
+
+    def index_path(self, graph_id: str) -> Path:
+        return self.graphs_dir / graph_id / INDEX_DIR
+
+    def new_upload_file(self) -> tuple[str, Path]:
+        """A fresh id and the path its upload streams to (created empty, so the id is taken on disk)."""
+        self.uploads_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            graph_id = secrets.token_hex(6)
+            path = self.upload_path(graph_id)
+            try:
+                path.touch(exist_ok=False)
+            except FileExistsError:
+                continue
+            return graph_id, path
+
+    # ---- start-up ----------------------------------------------------------------------------------
+
+    def recover(self) -> list[GraphRecord]:
+        """Load every record on disk; returns the graphs whose build must (re)start.
+
+        A ``ready`` graph whose index does not load is marked failed. A ``queued`` or ``building``
+        one was interrupted by a crash: it is ready if its index was published before the crash
+        (saving is atomic, so a loadable index is a complete one), rebuilt if its upload survived,
+        failed otherwise.
+        """
+        self.uploads_dir.mkdir(parents=True, exist_ok=True)
+        self.graphs_dir.mkdir(parents=True, exist_ok=True)
+        to_build: list[GraphRecord] = []
+        known: set[str] = set()
+        for folder in sorted(self.graphs_dir.iterdir()):
+            record_file = folder / RECORD_FILE
+            if not record_file.is_file():
+                continue
+            try:
+                record = GraphRecord.from_json(json.loads(record_file.read_text()))
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                log.error("ignoring unreadable record %s: %s", record_file, exc)
+                continue
+            known.add(record.id)
+            self._remove_leftovers(folder)
+            index = None
+            if record.status in (GraphStatus.ready, GraphStatus.queued, GraphStatus.building):
+                index = self._try_load(record.id)
+            if index is not None:
+                if record.status is not GraphStatus.ready:
+                    log.info("graph %s: index was published before the interruption; serving it", record.id)
+                    record = replace(record, status=GraphStatus.ready, phase=None, progress=None,
+                                     stats=index.stats.to_dict(), updated_at=time.time())
+                    self._write_record(record)
+                    self.upload_path(record.id).unlink(missing_ok=True)
+            elif record.status is GraphStatus.ready:
+                record = self._failed(record, "IndexFileError", "index files are missing or corrupt; upload the graph again")
+                self._write_record(record)
+            elif record.status in (GraphStatus.queued, GraphStatus.building):
+                if self.upload_path(record.id).is_file():
+                    log.info("graph %s: build was interrupted; rebuilding from the saved upload", record.id)
+                    shutil.rmtree(self.index_path(record.id), ignore_errors=True)
+                    record = replace(record, status=GraphStatus.queued, phase=None, progress=None, updated_at=time.time())
+                    self._write_record(record)
+                    to_build.append(record)
+                else:
+                    record = self._failed(record, "Interrupted", "the build was interrupted and its upload is gone; upload the graph again")
+                    self._write_record(record)
+            self._entries[record.id] = _Entry(record, index)
+        for orphan in self.uploads_dir.iterdir():
+            if orphan.name not in known:
+                log.info("removing orphan upload %s", orphan)
+                orphan.unlink(missing_ok=True)
+        log.info("registry at %s: %d graphs, %d to build", self.data_dir, len(self._entries), len(to_build))
+        return to_build
+
+    @staticmethod
+    def _remove_leftovers(folder: Path) -> None:
+        # Temporary files and folders of writes a crash interrupted (ours and those of ReachabilityIndex.save).
+        for path in folder.iterdir():
+            if path.name in (RECORD_FILE, INDEX_DIR):
+                continue
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+    def _try_load(self, graph_id: str) -> ReachabilityIndex | None:
+        path = self.index_path(graph_id)
+        if not path.exists():
+            return None
+        try:
+            return ReachabilityIndex.load(path, mmap=True)
+        except (IndexFileError, OSError) as exc:
+            log.error("graph %s: cannot load index %s: %s", graph_id, path, exc)
+            return None
+
+    # ---- reads -------------------------------------------------------------------------------------
+
+    def get(self, graph_id: str) -> GraphRecord:
+        with self._lock:
+            entry = self._entries.get(graph_id)
+            if entry is None or entry.deleted:
+                raise GraphNotFound(graph_id)
+            return entry.record
+
+    def records(self) -> list[GraphRecord]:
+        with self._lock:
+            return sorted((e.record for e in self._entries.values() if not e.deleted), key=lambda r: r.created_at)
+
+    def ready_index(self, graph_id: str) -> ReachabilityIndex:
+        """The index to query; 404 if unknown, 409 (GraphNotReady) while not built."""
+        entry = self._entries.get(graph_id)  # a dict read is atomic: no lock on the hot query path
+        if entry is None or entry.deleted:
+            raise GraphNotFound(graph_id)
+        if entry.index is None:
+            raise GraphNotReady(entry.record)
+        return entry.index
+
+    def count_by_status(self) -> dict[str, int]:
+        counts = {status.value: 0 for status in GraphStatus}
+        for record in self.records():
+            counts[record.status.value] += 1
+        return counts
+
+    # ---- writes ------------------------------------------------------------------------------------
+
+    def add(self, graph_id: str, name: str, params: BuildParams, upload_bytes: int) -> GraphRecord:
+        now = time.time()
+        record = GraphRecord(id=graph_id, name=name, params=params, status=GraphStatus.queued,
+                             created_at=now, updated_at=now, upload_bytes=upload_bytes)
+        self._write_record(record)
+        with self._lock:
+            self._entries[graph_id] = _Entry(record)
+        return record
+
+    def set_progress(self, graph_id: str, phase: str, progress: float) -> None:
+        """Called from the build thread, often: memory only; the status change to building is persisted once."""
+        with self._lock:
+            entry = self._entries.get(graph_id)
+            if entry is None or entry.deleted:
+                return
+            first = entry.record.status is GraphStatus.queued
+            entry.record = replace(entry.record, status=GraphStatus.building, phase=phase,
+                                   progress=min(max(float(progress), 0.0), 1.0), updated_at=time.time())
+        if first:
+            with self._io_lock:
+                if not entry.deleted:
+                    self._write_record(entry.record)
+
+    def publish(self, graph_id: str, index: ReachabilityIndex) -> GraphRecord | None:
+        """Index saved: serve it. Returns None when the graph was deleted meanwhile (its files are removed)."""
+        with self._io_lock:
+            entry = self._entries.get(graph_id)
+            if entry is None or entry.deleted:
+                self._remove_files(graph_id)
+                return None
+            record = replace(entry.record, status=GraphStatus.ready, phase=None, progress=None, error=None,
+                             stats=index.stats.to_dict(), updated_at=time.time())
+            self._write_record(record)
+            with self._lock:
+                entry.record = record
+                entry.index = index
+            self.upload_path(graph_id).unlink(missing_ok=True)
+        return record
+
+    def fail(self, graph_id: str, exc: BaseException) -> GraphRecord | None:
+        """The build raised: keep the graph as failed with the error, so its owner can read why."""
+        with self._io_lock:
+            entry = self._entries.get(graph_id)
+            if entry is None or entry.deleted:
+                self._remove_files(graph_id)
+                return None
+            record = self._failed(entry.record, type(exc).__name__, getattr(exc, "message", None) or str(exc),
+                                  line=getattr(exc, "line", None))
+            self._write_record(record)
+            with self._lock:
+                entry.record = record
+            self.upload_path(graph_id).unlink(missing_ok=True)
+        return record
+
+    def delete(self, graph_id: str) -> None:
+        """Forget the graph and remove its files. Queries already holding the index finish on it
+        (memory-mapped files stay readable after unlink); a running build discards its result."""
+        with self._io_lock:
+            with self._lock:
+                entry = self._entries.pop(graph_id, None)
+                if entry is None or entry.deleted:
+                    raise GraphNotFound(graph_id)
+                entry.deleted = True
+            self._remove_files(graph_id)
+
+    def _remove_files(self, graph_id: str) -> None:
+        shutil.rmtree(self.graphs_dir / graph_id, ignore_errors=True)
+        self.upload_path(graph_id).unlink(missing_ok=True)
+
+    @staticmethod
+    def _failed(record: GraphRecord, kind: str, message: str, line: int | None = None) -> GraphRecord:
+        error: dict[str, Any] = {"type": kind, "message": message}
+        if line is not None:
+            error["line"] = line
+        return replace(record, status=GraphStatus.failed, phase=None, progress=None, error=error, updated_at=time.time())
+
+    def _write_record(self, record: GraphRecord) -> None:
+        folder = self.graphs_dir / record.id
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{RECORD_FILE}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(record.to_json(), fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, folder / RECORD_FILE)

@@ -1,0 +1,1 @@
+"""One router per resource: graphs, queries on a graph, health and metrics."""

@@ -1,0 +1,145 @@
+"""Upload, list, inspect and delete graphs. Uploads stream to disk; the index builds in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
+
+from grail_core.backends import resolve_backend
+from grail_core.index import MAX_DIMS
+
+from ..deps import ServiceState, get_state
+from ..errors import ServiceError, error_response
+from ..formats import format_for
+from ..models import Backend, ErrorOut, GraphFormat, GraphList, GraphOut
+from ..registry import BuildParams, GraphRecord, GraphStatus
+
+__all__ = ["router"]
+
+log = logging.getLogger("grail.service.graphs")
+
+router = APIRouter(prefix="/graphs", tags=["graphs"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "unknown graph"},
+}
+
+# Failed builds answered to ``wait=true``: bad input is the client's (422); anything else is ours (500).
+_CLIENT_ERRORS = {"GraphFormatError", "InvalidParameterError", "BackendUnavailableError", "UnknownNodeError"}
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=GraphOut,
+    summary="Upload a graph and build its index",
+    responses={
+        201: {"model": GraphOut, "description": "with wait=true: the index is ready"},
+        413: {"model": ErrorOut, "description": "body over the size limit"},
+        415: {"model": ErrorOut, "description": "format unknown from Content-Type and no ?format="},
+        422: {"model": ErrorOut, "description": "bad parameter, or (wait=true) malformed graph, with its line"},
+    },
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "text/x-grail-gra": {"schema": {"type": "string"}},
+        "text/csv": {"schema": {"type": "string"}},
+        "text/tab-separated-values": {"schema": {"type": "string"}},
+        "text/plain": {"schema": {"type": "string"}},
+        "application/json": {"schema": {"type": "object", "example": {"edges": [[0, 1], [1, 2]], "nodes": [3]}}},
+        "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+    }}},
+)
+async def upload_graph(
+    request: Request,
+    state: Annotated[ServiceState, Depends(get_state)],
+    name: Annotated[str | None, Query(max_length=200, description="label for people; defaults to the id")] = None,
+    format: Annotated[GraphFormat | None, Query(description="overrides the Content-Type")] = None,
+    dims: Annotated[int, Query(ge=1, le=MAX_DIMS, description="GRAIL label dimensions")] = 2,
+    seed: Annotated[int, Query(ge=0, lt=2**63, description="seed of the random child orders")] = 0,
+    backend: Annotated[Backend | None, Query(description="build backend; the server's default if omitted")] = None,
+    wait: Annotated[bool, Query(description="answer 201 only once the index is ready")] = False,
+) -> Response:
+    graph_format = format_for(format, request.headers.get("content-type"), request.headers.get("content-encoding"))
+    chosen_backend = backend or state.settings.backend
+    # The core's own check, run before the upload so that a bad backend costs no transfer.
+    resolve_backend(chosen_backend)
+    limit = state.settings.max_upload_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+
+    graph_id, path = state.registry.new_upload_file()
+    try:
+        size = await _stream_to_file(request, path, limit)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    if size == 0:
+        path.unlink(missing_ok=True)
+        raise ServiceError(422, "EmptyBody", "the request body is empty; send the graph file as the body")
+    state.metrics.uploaded(size)
+    params = BuildParams(format=graph_format, dims=dims, seed=seed, backend=chosen_backend)
+    record = state.registry.add(graph_id, name or graph_id, params, size)
+    log.info("graph %s (%s): uploaded %d bytes, format %s, dims %d, seed %d, backend %s",
+             graph_id, record.name, size, graph_format or "guessed", dims, seed, chosen_backend)
+    future = state.runner.submit(record)
+    headers = {"Location": f"/graphs/{graph_id}"}
+    if not wait:
+        return JSONResponse(GraphOut.from_record(record).model_dump(mode="json"), status_code=202, headers=headers)
+    final = await asyncio.wrap_future(future)
+    if final is None:
+        return error_response(404, "GraphNotFound", f"graph {graph_id!r} was deleted while it was building")
+    return _final_response(final, headers)
+
+
+def _final_response(record: GraphRecord, headers: dict[str, str]) -> Response:
+    body = GraphOut.from_record(record).model_dump(mode="json")
+    if record.status is GraphStatus.ready:
+        return JSONResponse(body, status_code=201, headers=headers)
+    error = record.error or {}
+    kind = str(error.get("type", "BuildError"))
+    status = 422 if kind in _CLIENT_ERRORS else 500
+    return error_response(status, kind, f"the build failed: {error.get('message', 'unknown error')}",
+                          line=error.get("line"), graph=body)
+
+
+async def _stream_to_file(request: Request, path: Path, limit: int) -> int:
+    """Copy the body chunk by chunk; the upload is never held in memory as a whole."""
+    size = 0
+    try:
+        with open(path, "wb") as fh:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(limit)
+                fh.write(chunk)
+    except ClientDisconnect:
+        raise ServiceError(400, "ClientDisconnect", "the client went away before the upload was complete") from None
+    return size
+
+
+def _too_large(limit: int) -> ServiceError:
+    return ServiceError(413, "PayloadTooLarge",
+                        f"the body is over this server's limit of {limit // (1024 * 1024)} MiB (--max-upload-mb)")
+
+
+@router.get("", response_model=GraphList, summary="All graphs")
+async def list_graphs(state: Annotated[ServiceState, Depends(get_state)]) -> GraphList:
+    return GraphList(graphs=[GraphOut.from_record(r) for r in state.registry.records()])
+
+
+@router.get("/{graph_id}", response_model=GraphOut, responses=_ERRORS, summary="A graph's record: status, progress, stats")
+async def get_graph(graph_id: str, state: Annotated[ServiceState, Depends(get_state)]) -> GraphOut:
+    return GraphOut.from_record(state.registry.get(graph_id))
+
+
+@router.delete("/{graph_id}", status_code=204, responses=_ERRORS, summary="Forget a graph and remove its files")
+async def delete_graph(graph_id: str, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
+    await asyncio.to_thread(state.registry.delete, graph_id)
+    log.info("graph %s: deleted", graph_id)
+    return Response(status_code=204)

@@ -1,0 +1,106 @@
+"""Reachability questions on a ready graph: single pairs and small batches over GET, large batches over POST."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import anyio
+import numpy as np
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from ..codecs import BINARY, decode_pairs, encode_answers, parse_get_pairs, wants
+from ..deps import ServiceState, get_state
+from ..errors import ServiceError
+from ..models import BatchOut, ErrorOut, PairOut, PairsIn, PairsOut
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "unknown graph, or unknown node (named in the answer)"},
+    409: {"model": ErrorOut, "description": "the graph is not ready (queued, building or failed)"},
+    422: {"model": ErrorOut, "description": "bad parameters"},
+}
+
+
+def _json(body: Any) -> Response:
+    # Hand-serialised: a pydantic round trip would cost more than the query on this hot path.
+    return Response(json.dumps(body, separators=(",", ":")), media_type="application/json")
+
+
+@router.get(
+    "/reachable",
+    response_model=PairOut | PairsOut,
+    responses=_ERRORS,
+    summary="Does source reach target? (or ?pairs=U1,V1;U2,V2 for a few pairs)",
+)
+async def reachable(
+    graph_id: str,
+    state: Annotated[ServiceState, Depends(get_state)],
+    source: Annotated[str | None, Query(description="node name as uploaded")] = None,
+    target: Annotated[str | None, Query(description="node name as uploaded")] = None,
+    pairs: Annotated[str | None, Query(description="U1,V1;U2,V2;... answered in order")] = None,
+) -> Response:
+    index = state.registry.ready_index(graph_id)
+    # Small work: answered right on the event loop, a thread hop would cost more than the query.
+    if pairs is not None:
+        if source is not None or target is not None:
+            raise ServiceError(422, "BadParameters", "give either ?pairs= or ?source=&target=, not both")
+        answers, stats = index.query_batch_with_stats(parse_get_pairs(pairs, state.settings.max_get_pairs))
+        _count(state, stats)
+        return _json({"reachable": answers.tolist()})
+    if source is None or target is None:
+        raise ServiceError(422, "BadParameters", "give ?source=U&target=V (or ?pairs=U1,V1;U2,V2)")
+    answer = index.reachable(source, target)
+    state.metrics.queries(1, 0)
+    return _json({"source": _name(index, source), "target": _name(index, target), "reachable": bool(answer)})
+
+
+def _name(index: Any, name: str) -> int | str:
+    """The name as uploaded: integer graphs answer with numbers (the index accepted it, so it parses)."""
+    return int(name) if index.names_are_integers else name
+
+
+def _count(state: ServiceState, stats: Any) -> None:
+    data = stats.to_dict()
+    state.metrics.queries(int(data["decided_by_filter"]), int(data["searched"]))
+
+
+@router.post(
+    "/queries",
+    response_model=BatchOut,
+    responses={**_ERRORS, 200: {"content": {"text/plain": {}, BINARY: {}}, "description":
+                                "JSON, or 0/1 lines with Accept: text/plain, or one byte per pair with Accept: " + BINARY},
+               415: {"model": ErrorOut, "description": "unknown Content-Type"}},
+    summary="Large batches: JSON pairs, 'u v' text lines, or binary int64 pairs",
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": PairsIn.model_json_schema()},
+        "text/plain": {"schema": {"type": "string", "example": "0 5\n3 1\n"}},
+        BINARY: {"schema": {"type": "string", "format": "binary",
+                            "description": "little-endian int64 source, target, source, target ..."}},
+    }}},
+)
+async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
+    index = state.registry.ready_index(graph_id)
+    body = await request.body()
+    media = (request.headers.get("content-type") or "application/json").split(";", 1)[0].strip().lower()
+    accept = request.headers.get("accept")
+    out_media = BINARY if wants(accept, BINARY) else "text/plain" if wants(accept, "text/plain") else "application/json"
+
+    def run() -> bytes:
+        # Decoding, the query and encoding together in a worker thread: a million pairs must not stall the loop.
+        pairs = decode_pairs(body, media)
+        started = time.perf_counter()
+        answers, stats = index.query_batch_with_stats(pairs) if len(pairs) else (np.zeros(0, bool), None)
+        if stats is not None:
+            _count(state, stats)
+        if out_media != "application/json":
+            return encode_answers(answers, out_media)
+        stats_dict = stats.to_dict() if stats is not None else {"pairs": 0, "seconds": time.perf_counter() - started}
+        return json.dumps({"reachable": answers.tolist(), "stats": stats_dict}, separators=(",", ":")).encode()
+
+    content = await anyio.to_thread.run_sync(run)
+    return Response(content, media_type=out_media)
