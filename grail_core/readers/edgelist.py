@@ -137,7 +137,7 @@ def parse_edgelist(data: bytes | memoryview, header: bool | None = None) -> Grap
     first_row = {int(first_bad) % count} if first_bad >= 0 else set()
     if header is None:
         words = {_token(buf, int(starts[0]), int(ends[0])).lower(), _token(buf, int(starts[count]), int(ends[count])).lower()}
-        header = words <= HEADER_WORDS or (first_row == {0} and _integers(
+        header = words <= HEADER_WORDS or (count > 1 and first_row == {0} and _integers(
             buf, np.delete(starts, [0, count]), np.delete(ends, [0, count]), np.empty(starts.size - 2, dtype=np.int64)) < 0)
     if header:
         if count == 1:

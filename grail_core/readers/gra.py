@@ -146,4 +146,4 @@ def parse_gra(data: bytes | memoryview) -> GraphInput:
     src, dst, count, n, code, line, value = _parse(buf, np.frombuffer(HEADER, dtype=np.uint8))
     if code != OK:
         raise GraphFormatError(_message(code, n, value), line=line)
-    return GraphInput(num_nodes=n, src=src[:count], dst=dst[:count], names=NodeNames.identity(n), format="gra")
+    return GraphInput(num_nodes=n, src=src[:count].copy(), dst=dst[:count].copy(), names=NodeNames.identity(n), format="gra")

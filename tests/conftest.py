@@ -1,0 +1,32 @@
+"""Shared fixtures: where the real GRAIL datasets live (skipped cleanly when absent)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def datasets_dir() -> Path:
+    """``GRAIL_DATASETS`` when set, else ``../shared/datasets`` beside the repository."""
+    return Path(os.environ.get("GRAIL_DATASETS", REPO_ROOT.parent / "shared" / "datasets"))
+
+
+def dataset_graphs() -> list[str]:
+    """Names of the ``.gra`` files that come with query sets, smallest first."""
+    folder = datasets_dir()
+    if not folder.is_dir():
+        return []
+    graphs = [path for path in folder.glob("*.gra") if path.with_suffix(".que").exists()]
+    return [path.stem for path in sorted(graphs, key=lambda path: path.stat().st_size)]
+
+
+@pytest.fixture(scope="session")
+def datasets() -> Path:
+    folder = datasets_dir()
+    if not folder.is_dir():
+        pytest.skip(f"datasets folder {folder} is absent (set GRAIL_DATASETS)")
+    return folder

@@ -1,0 +1,82 @@
+"""Property tests: the index answers every pair exactly as a brute-force BFS does."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from grail_core import ReachabilityIndex
+from grail_core.labeling import label_all, make_child_orders, with_virtual_root
+from tests.reference import reachability_matrix
+from tests.strategies import digraphs
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _index(n: int, edges: list[tuple[int, int]], **build: object) -> ReachabilityIndex:
+    array = np.array(edges, dtype=np.int64).reshape(-1, 2)
+    return ReachabilityIndex.from_edges(array[:, 0], array[:, 1], num_nodes=n, backend="cpu", **build)
+
+
+@SETTINGS
+@given(graph=digraphs(), dims=st.integers(1, 8), seed=st.integers(0, 2**32))
+def test_every_pair_matches_bfs(graph: tuple[int, list[tuple[int, int]]], dims: int, seed: int) -> None:
+    n, edges = graph
+    truth = reachability_matrix(n, edges)
+    index = _index(n, edges, dims=dims, seed=seed)
+    sources, targets = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    pairs = np.stack([sources.ravel(), targets.ravel()], axis=1)
+    answers, stats = index.query_batch_with_stats(pairs)
+    np.testing.assert_array_equal(answers, truth.ravel())
+    assert stats.pairs == n * n and stats.positives == int(truth.sum())
+    assert stats.decided_by_filter + stats.searched == n * n
+
+
+@SETTINGS
+@given(graph=digraphs(max_nodes=40), data=st.data())
+def test_single_pair_api_matches_bfs(graph: tuple[int, list[tuple[int, int]]], data: st.DataObject) -> None:
+    n, edges = graph
+    truth = reachability_matrix(n, edges)
+    index = _index(n, edges)
+    for _ in range(20):
+        u = data.draw(st.integers(0, n - 1))
+        v = data.draw(st.integers(0, n - 1))
+        assert index.reachable(u, v) == truth[u, v]
+
+
+@SETTINGS
+@given(graph=digraphs(acyclic=True), dims=st.integers(1, 4), seed=st.integers(0, 1000))
+def test_labels_are_valid_grail_intervals(graph: tuple[int, list[tuple[int, int]]], dims: int, seed: int) -> None:
+    n, edges = graph
+    index = _index(n, edges, dims=dims, seed=seed)
+    a = index.arrays
+    truth = reachability_matrix(n, edges)
+    dag_truth = np.zeros((a.level.size,) * 2, dtype=bool)
+    dag_truth[a.comp[:, None], a.comp[None, :]] |= truth
+    for k in range(dims):
+        assert sorted(a.hi[:, k]) == list(range(a.level.size))  # post-orders are a permutation
+        contained = (a.lo[:, None, k] <= a.lo[None, :, k]) & (a.hi[None, :, k] <= a.hi[:, None, k])
+        assert not (dag_truth & ~contained).any()  # reachable implies contained: no false negatives
+        in_tree = (a.tree_lo[:, None, k] <= a.hi[None, :, k]) & (a.hi[None, :, k] <= a.hi[:, None, k])
+        assert not (in_tree & ~dag_truth).any()  # the DFS-tree interval never claims a false positive
+
+
+def test_labels_follow_the_given_child_order() -> None:
+    # Diamond 0->1, 0->2, 1->3, 2->3: which child is visited first decides the post-orders.
+    indptr, indices, root = with_virtual_root(np.array([0, 2, 3, 4, 4]), np.array([1, 2, 3, 3], dtype=np.int32))
+    orders = np.array([[1, 2, 3, 3, 0], [2, 1, 3, 3, 0]], dtype=np.int32)
+    post, minpost, tree_low = label_all(indptr, orders, root)
+    np.testing.assert_array_equal(post, [[3, 1, 2, 0, 4], [3, 2, 1, 0, 4]])
+    np.testing.assert_array_equal(minpost, np.zeros((2, 5)))
+    np.testing.assert_array_equal(tree_low, [[0, 0, 2, 0, 0], [0, 2, 0, 0, 0]])
+
+
+def test_child_orders_are_seeded_row_permutations() -> None:
+    indptr = np.array([0, 5, 5, 9], dtype=np.int64)
+    indices = np.array([1, 2, 3, 4, 5, 6, 7, 8, 9], dtype=np.int32)
+    first = make_child_orders(indptr, indices, 3, seed=7)
+    np.testing.assert_array_equal(first, make_child_orders(indptr, indices, 3, seed=7))
+    assert not np.array_equal(first, make_child_orders(indptr, indices, 3, seed=8))
+    for row in first:
+        assert sorted(row[:5]) == [1, 2, 3, 4, 5] and sorted(row[5:]) == [6, 7, 8, 9]
