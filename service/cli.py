@@ -106,3 +106,7 @@ def _run(client: GrailClient, args: argparse.Namespace) -> int:
 
 def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

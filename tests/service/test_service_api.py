@@ -1,0 +1,313 @@
+"""The HTTP API end to end: uploads in every format, exact answers, errors, metrics, concurrency, CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import subprocess
+import sys
+import threading
+
+import httpx
+import numpy as np
+import pytest
+
+from service.client import AsyncGrailClient, BuildFailedError, GrailClient, GrailServiceError
+
+from .conftest import REPO, Server, dataset, read_answers, read_pairs
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def gra_edges(name: str) -> tuple[int, np.ndarray]:
+    """Node count and (m, 2) edges of a .gra file, read here independently of grail_core."""
+    lines = dataset(name).read_text().splitlines()
+    n = int(lines[1])
+    edges = [(i, int(v)) for i, line in enumerate(lines[2:2 + n]) for v in line.split(":")[1].split()[:-1]]
+    return n, np.array(edges, dtype=np.int64)
+
+
+def expect(client: GrailClient, graph_id: str, stem: str, pairs: np.ndarray | None = None,
+           answers: np.ndarray | None = None) -> None:
+    """Both query sets of a dataset answered exactly as the .ans files (optionally a subset)."""
+    for kind in ("", ".pos"):
+        q = read_pairs(f"{stem}{kind}.que") if pairs is None else pairs
+        a = read_answers(f"{stem}{kind}.ans") if answers is None else answers
+        got = client.query_batch(graph_id, q)
+        assert got.dtype == bool and got.shape == a.shape
+        assert np.array_equal(got, a), f"{stem}{kind}: {np.count_nonzero(got != a)} wrong answers"
+        if pairs is not None:
+            return
+
+
+@pytest.fixture(scope="module")
+def kegg(client: GrailClient) -> str:
+    record = client.upload(dataset("kegg_dag_uniq.gra"), name="kegg", wait=True)
+    assert record["status"] == "ready"
+    return record["id"]
+
+
+def test_gra_upload_answers_exactly(client: GrailClient, kegg: str) -> None:
+    record = client.get(kegg)
+    assert record["name"] == "kegg" and record["format"] == "gra"
+    stats = record["stats"]
+    assert (stats["nodes"], stats["edges"], stats["levels"], stats["backend"]) == (3617, 3908, 26, "cpu")
+    assert set(stats["phase_seconds"]) >= {"graph", "condense", "labels", "hubs"}
+    expect(client, kegg, "kegg_dag_uniq")
+
+
+def test_all_query_encodings_agree(client: GrailClient, kegg: str) -> None:
+    pairs = read_pairs("kegg_dag_uniq.pos.que")[:2000]
+    answers = read_answers("kegg_dag_uniq.pos.ans")[:2000]
+    text = "".join(f"{u} {v}\n" for u, v in pairs).encode()
+    lines = client.query_lines(kegg, text)
+    assert np.array_equal(np.frombuffer(lines, dtype=np.uint8)[0::2] == ord("1"), answers)
+    response = client.http.post(f"/graphs/{kegg}/queries", json={"pairs": [[int(u), str(v)] for u, v in pairs]})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["reachable"] == answers.tolist()
+    assert body["stats"]["pairs"] == 2000 and body["stats"]["positives"] == int(answers.sum())
+    assert client.reachable_many(kegg, [tuple(p) for p in pairs[:50]]) == answers[:50].tolist()
+    u, v = pairs[0]
+    single = client.http.get(f"/graphs/{kegg}/reachable", params={"source": u, "target": v}).json()
+    assert single == {"source": int(u), "target": int(v), "reachable": bool(answers[0])}
+    assert client.reachable(kegg, str(u), int(v)) is bool(answers[0])
+    assert client.http.post(f"/graphs/{kegg}/queries", json={"pairs": []}).json()["reachable"] == []
+
+
+def test_gzip_gra_upload(client: GrailClient, tmp_path) -> None:
+    packed = tmp_path / "amaze.gra.gz"
+    packed.write_bytes(gzip.compress(dataset("amaze_dag_uniq.gra").read_bytes()))
+    record = client.upload(packed, wait=True)  # Content-Encoding: gzip from the name
+    assert record["status"] == "ready" and record["name"] == "amaze.gra.gz"
+    expect(client, record["id"], "amaze_dag_uniq")
+
+
+def test_json_upload_with_isolated_nodes(client: GrailClient) -> None:
+    n, edges = gra_edges("amaze_dag_uniq.gra")
+    body = json.dumps({"edges": edges.tolist(), "nodes": list(range(n))}).encode()
+    record = client.upload(body, content_type="application/json", wait=True)
+    assert record["format"] == "json" and record["stats"]["nodes"] == n
+    expect(client, record["id"], "amaze_dag_uniq")
+
+
+def test_csv_edge_list_upload(client: GrailClient) -> None:
+    """An edge list has no isolated nodes: queries naming one get 404, all others are exact."""
+    n, edges = gra_edges("kegg_dag_uniq.gra")
+    csv = "source,target\n" + "".join(f"{u},{v}\n" for u, v in edges)
+    record = client.upload(gzip.compress(csv.encode()), content_type="text/csv", content_encoding="gzip",
+                           wait=True)
+    assert record["format"] == "edgelist"
+    graph_id = record["id"]
+    present = np.zeros(n, dtype=bool)
+    present[edges.ravel()] = True
+    for kind in ("", ".pos"):
+        pairs, answers = read_pairs(f"kegg_dag_uniq{kind}.que"), read_answers(f"kegg_dag_uniq{kind}.ans")
+        keep = present[pairs].all(axis=1)
+        assert 0 < keep.sum() < len(pairs) or kind == ".pos"
+        expect(client, graph_id, "kegg_dag_uniq", pairs[keep], answers[keep])
+    isolated = int(np.flatnonzero(~present)[0])
+    with pytest.raises(GrailServiceError) as info:
+        client.reachable(graph_id, isolated, 0)
+    assert info.value.status == 404 and info.value.body["node"] in (isolated, str(isolated))
+
+
+def test_string_names(client: GrailClient) -> None:
+    """Names that are not integers stay strings, in tab-separated edge lists and in the answers."""
+    _, edges = gra_edges("kegg_dag_uniq.gra")
+    tsv = "".join(f"gene:{u}\tgene:{v}\n" for u, v in edges).encode()
+    graph_id = client.upload(tsv, content_type="text/tab-separated-values", wait=True)["id"]
+    pairs = read_pairs("kegg_dag_uniq.pos.que")[:3000]
+    answers = read_answers("kegg_dag_uniq.pos.ans")[:3000]
+    named = [[f"gene:{u}", f"gene:{v}"] for u, v in pairs]
+    assert np.array_equal(client.query_batch(graph_id, named), answers)
+    u, v = named[0]
+    body = client.http.get(f"/graphs/{graph_id}/reachable", params={"source": u, "target": v}).json()
+    assert body == {"source": u, "target": v, "reachable": True}
+    with pytest.raises(GrailServiceError) as info:
+        client.reachable(graph_id, "gene:nope", u)
+    assert info.value.status == 404 and "gene:nope" in info.value.detail
+
+
+def error_of(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["detail"] and body["error"]
+    return body
+
+
+def test_bad_uploads(client: GrailClient, server: Server) -> None:
+    http = client.http
+    bad_gra = b"graph_for_greach\n3\n0: 1 #\n1: x #\n2: #\n"
+    body = error_of(http.post("/graphs", params={"wait": "true"}, content=bad_gra,
+                              headers={"Content-Type": "text/x-grail-gra"}), 422)
+    assert body["error"] == "GraphFormatError" and body["line"] == 4 and body["graph"]["status"] == "failed"
+    # Without wait: accepted, then failed with the same line in the record.
+    record = client.upload(bad_gra, content_type="text/x-grail-gra")
+    with pytest.raises(BuildFailedError) as info:
+        client.wait_until_ready(record["id"], timeout=60)
+    assert info.value.record["error"]["line"] == 4
+    assert error_of(http.get(f"/graphs/{record['id']}/reachable", params={"source": 0, "target": 1}), 409)[
+        "error"] == "GraphNotReady"
+    out_of_range = b"graph_for_greach\n2\n0: 7 #\n1: #\n"
+    assert error_of(http.post("/graphs?wait=true", content=out_of_range,
+                              headers={"Content-Type": "text/x-grail-gra"}), 422)["line"] == 3
+    assert error_of(http.post("/graphs?wait=true", content=b"{not json",
+                              headers={"Content-Type": "application/json"}), 422)["error"] == "GraphFormatError"
+    assert error_of(http.post("/graphs?wait=true", content=b"\x1f\x8b\x08\x00garbage",
+                              headers={"Content-Type": "application/gzip"}), 422)["error"] == "GraphFormatError"
+    assert error_of(http.post("/graphs", content=b"", headers={"Content-Type": "text/csv"}), 422)["error"] == "EmptyBody"
+    assert error_of(http.post("/graphs", content=b"0 1\n", headers={"Content-Type": "image/png"}), 415)
+    assert error_of(http.post("/graphs", content=b"0 1\n", headers={"Content-Type": "text/csv",
+                                                                  "Content-Encoding": "br"}), 415)
+    for params in ({"format": "xml"}, {"dims": 0}, {"dims": 9}, {"seed": -1}, {"backend": "tpu"}, {"wait": "maybe"}):
+        body = error_of(http.post("/graphs", params=params, content=b"0 1\n", headers={"Content-Type": "text/csv"}), 422)
+        assert next(iter(params)) in body["detail"]
+    body = error_of(http.post("/graphs", params={"backend": "cuda"}, content=b"0 1\n",
+                              headers={"Content-Type": "text/csv"}), 422)
+    assert body["error"] == "BackendUnavailableError"
+    big = b"0 1\n" * (13 * 1024 * 1024 // 4)  # 13 MiB, the test server takes 12
+    assert error_of(http.post("/graphs", content=big, headers={"Content-Type": "text/plain"}), 413)["error"] == "PayloadTooLarge"
+
+    def chunks():  # no Content-Length: the limit is enforced while streaming
+        for _ in range(52):
+            yield b"0 1\n" * 65536
+
+    assert error_of(http.post("/graphs", content=chunks(), headers={"Content-Type": "text/plain"}), 413)
+    leftovers = list((server.data_dir / "uploads").iterdir())
+    assert leftovers == [], leftovers
+
+
+def test_bad_queries(client: GrailClient, kegg: str) -> None:
+    http = client.http
+    assert error_of(http.get("/graphs/nope/reachable", params={"source": 0, "target": 1}), 404)["error"] == "GraphNotFound"
+    assert error_of(http.get("/graphs/nope"), 404)
+    assert error_of(http.delete("/graphs/nope"), 404)
+    assert error_of(http.post("/graphs/nope/queries", json={"pairs": [[0, 1]]}), 404)
+    body = error_of(http.get(f"/graphs/{kegg}/reachable", params={"source": 0, "target": 99999}), 404)
+    assert body["error"] == "UnknownNodeError" and "99999" in body["detail"]
+    assert "abc" in error_of(http.get(f"/graphs/{kegg}/reachable", params={"source": "abc", "target": 1}), 404)["detail"]
+    assert error_of(http.get(f"/graphs/{kegg}/reachable", params={"source": 0}), 422)
+    assert error_of(http.get(f"/graphs/{kegg}/reachable", params={"pairs": "1,2;3"}), 422)["error"] == "BadPairs"
+    assert error_of(http.get(f"/graphs/{kegg}/reachable", params={"pairs": "1,2", "source": 1}), 422)
+    many = ";".join(["1,2"] * 1001)
+    assert error_of(http.get(f"/graphs/{kegg}/reachable", params={"pairs": many}), 422)["error"] == "TooManyPairs"
+    queries = f"/graphs/{kegg}/queries"
+    assert error_of(http.post(queries, content=b"{bad", headers={"Content-Type": "application/json"}), 422)
+    assert error_of(http.post(queries, json={"pairs": [[1, 2, 3]]}), 422)["error"] == "BadPairs"
+    assert error_of(http.post(queries, json=[[1, 2]]), 422)
+    assert error_of(http.post(queries, content=b"1 2\n3\n", headers={"Content-Type": "text/plain"}), 422)
+    assert error_of(http.post(queries, content=b"\xff\xfe", headers={"Content-Type": "text/plain"}), 422)
+    assert error_of(http.post(queries, content=b"123", headers={"Content-Type": "application/octet-stream"}), 422)
+    assert error_of(http.post(queries, content=b"1 2", headers={"Content-Type": "image/png"}), 415)
+    body = error_of(http.post(queries, json={"pairs": [[1, 2], [3, 123456]]}), 404)
+    assert body["node"] in (123456, "123456")
+
+
+def test_cli_upload_and_query(server: Server, tmp_path) -> None:
+    cli = [sys.executable, "-m", "service.cli", "--url", server.url]
+    upload = subprocess.run([*cli, "upload", str(dataset("amaze_dag_uniq.gra")), "--wait", "--name", "cli"],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert upload.returncode == 0, upload.stderr
+    record = json.loads(upload.stdout)
+    assert record["status"] == "ready" and record["name"] == "cli"
+    assert "ready" in upload.stderr  # the progress lines
+    query = subprocess.run([*cli, "query", record["id"], "-"], cwd=REPO, capture_output=True, timeout=120,
+                           input=dataset("amaze_dag_uniq.que").read_bytes())
+    assert query.returncode == 0, query.stderr
+    assert query.stdout == dataset("amaze_dag_uniq.ans").read_bytes()
+    missing = subprocess.run([*cli, "query", "nope", str(dataset("amaze_dag_uniq.que"))], cwd=REPO,
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 1 and "404" in missing.stderr
+
+
+def test_concurrent_queries_during_build(server: Server, kegg: str) -> None:
+    """Single GETs from 32 async clients stay exact while a large graph builds."""
+    pairs = np.concatenate([read_pairs("kegg_dag_uniq.pos.que")[:1000], read_pairs("kegg_dag_uniq.que")[:1000]])
+    answers = np.concatenate([read_answers("kegg_dag_uniq.pos.ans")[:1000], read_answers("kegg_dag_uniq.ans")[:1000]])
+
+    async def scenario() -> tuple[int, int, list[str]]:
+        async with AsyncGrailClient(server.url, timeout=120) as ac:
+            record = await ac.upload(dataset("citeseer.scc.gra"), name="big")
+            status = record["status"]
+            seen = [status]
+            wrong = overlapped = 0
+
+            async def worker(start: int) -> None:
+                nonlocal wrong, overlapped
+                i = start
+                while status != "ready":
+                    u, v = int(pairs[i][0]), int(pairs[i][1])
+                    wrong += await ac.reachable(kegg, u, v) != answers[i]
+                    overlapped += status in ("queued", "building")
+                    i = (i + 32) % len(pairs)
+
+            async def monitor() -> None:
+                nonlocal status
+                while status != "ready":
+                    status = (await ac.get(record["id"]))["status"]
+                    seen.append(status)
+                    assert status != "failed"
+                    await asyncio.sleep(0.05)
+
+            await asyncio.gather(monitor(), *(worker(s) for s in range(32)))
+            await ac.delete(record["id"])
+            return wrong, overlapped, seen
+
+    wrong, overlapped, seen = asyncio.run(scenario())
+    assert wrong == 0
+    assert seen[-1] == "ready" and "building" in seen
+    assert overlapped > 100, f"only {overlapped} queries overlapped the build"
+
+
+def test_delete_while_querying(client: GrailClient, server: Server) -> None:
+    graph_id = client.upload(dataset("amaze_dag_uniq.gra"), wait=True)["id"]
+    pairs = read_pairs("amaze_dag_uniq.pos.que")[:20000]
+    codes: list[int] = []
+    stop = threading.Event()
+
+    def hammer() -> None:
+        with GrailClient(server.url) as own:
+            while not stop.is_set():
+                codes.append(own.http.post(f"/graphs/{graph_id}/queries", content=pairs.astype("<i8").tobytes(),
+                                           headers={"Content-Type": "application/octet-stream"}).status_code)
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    while not codes:
+        pass
+    client.delete(graph_id)
+    stop.set()
+    thread.join()
+    assert set(codes) <= {200, 404} and 200 in codes
+    assert not (server.data_dir / "graphs" / graph_id).exists()
+    assert error_of(client.http.get(f"/graphs/{graph_id}"), 404)
+
+
+def test_health_metrics_openapi(client: GrailClient, kegg: str) -> None:
+    health = client.health()
+    assert health["status"] == "ok" and health["backend"] == "cpu" and health["gpu"] is None
+    assert health["graphs"]["ready"] >= 1
+    client.query_batch(kegg, read_pairs("kegg_dag_uniq.pos.que")[:100])
+    text = client.http.get("/metrics").text
+    assert 'grail_http_requests_total{method="GET",route="/graphs/{graph_id}/reachable",status="200"}' in text
+    assert 'grail_graphs{status="ready"}' in text
+    assert 'grail_build_duration_seconds_count{result="ready"}' in text
+    searched = [line for line in text.splitlines() if line.startswith('grail_query_pairs_total{decided_by="search"}')]
+    assert searched and float(searched[0].split()[-1]) > 0
+    assert 'status="500"' not in text, "a request ended in a server error"
+    spec = client.http.get("/openapi.json").json()
+    assert {"/graphs", "/graphs/{graph_id}", "/graphs/{graph_id}/reachable", "/graphs/{graph_id}/queries",
+            "/health", "/metrics"} <= set(spec["paths"])
+    assert client.http.get("/docs").status_code == 200
+
+
+def test_text_answers_by_accept(client: GrailClient, kegg: str) -> None:
+    pairs = read_pairs("kegg_dag_uniq.que")[:500]
+    answers = read_answers("kegg_dag_uniq.ans")[:500]
+    body = "".join(f"{u}\t{v}\n" for u, v in pairs).encode()
+    response = client.http.post(f"/graphs/{kegg}/queries", content=body,
+                                headers={"Content-Type": "text/plain", "Accept": "text/plain"})
+    assert response.headers["content-type"].startswith("text/plain")
+    assert response.text == "".join(f"{int(a)}\n" for a in answers)
