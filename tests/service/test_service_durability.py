@@ -1,0 +1,110 @@
+"""Restarts and crashes: ready graphs come back without a rebuild; a killed build is never served half-built."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from .conftest import Server, dataset, read_answers, read_pairs
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_restart_serves_without_rebuilding(fresh_server: Server) -> None:
+    server = fresh_server.start()
+    with server.client() as client:
+        kegg = client.upload(dataset("kegg_dag_uniq.gra"), wait=True)
+        amaze = client.upload(dataset("amaze_dag_uniq.gra"), name="amaze", dims=3, seed=7, wait=True)
+    manifest = server.data_dir / "graphs" / kegg["id"] / "index" / "manifest.json"
+    before = manifest.stat().st_mtime_ns
+    assert not list((server.data_dir / "uploads").iterdir()), "uploads are removed once their index is published"
+
+    server.restart()
+    with server.client() as client:
+        records = {r["id"]: r for r in client.list()}
+        assert records == {kegg["id"]: kegg, amaze["id"]: amaze}  # same records, stats, timestamps: no rebuild
+        for record, stem in ((kegg, "kegg_dag_uniq"), (amaze, "amaze_dag_uniq")):
+            for kind in ("", ".pos"):
+                got = client.query_batch(record["id"], read_pairs(f"{stem}{kind}.que"))
+                assert np.array_equal(got, read_answers(f"{stem}{kind}.ans"))
+    assert manifest.stat().st_mtime_ns == before
+    assert "built in" not in server.log().split("Started server process")[-1]
+
+
+def _wait_for(server: Server, graph_id: str, statuses: set[str], timeout: float = 60.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = httpx.get(f"{server.url}/graphs/{graph_id}", timeout=5).json()["status"]
+        if status in statuses:
+            return status
+        time.sleep(0.005)
+    raise AssertionError(f"graph {graph_id} never reached {statuses}")
+
+
+def test_sigkill_during_build_is_never_served_half_built(fresh_server: Server) -> None:
+    """Kill -9 while a large graph builds and a second one waits in the queue.
+
+    After the restart the interrupted build is redone from its saved upload; the queued graph whose
+    upload we delete while the server is down is marked failed. Neither is ever answered before it is
+    rebuilt, and the rebuilt one answers exactly.
+    """
+    server = fresh_server.start()
+    with server.client() as client:
+        big = client.upload(dataset("citeseer.scc.gra"), name="big")
+        small = client.upload(dataset("kegg_dag_uniq.gra"), name="small")
+        _wait_for(server, big["id"], {"building"})
+        assert client.get(small["id"])["status"] == "queued"
+    server.kill()
+
+    graphs = server.data_dir / "graphs"
+    on_disk = json.loads((graphs / big["id"] / "record.json").read_text())
+    assert on_disk["status"] == "building"
+    assert not (graphs / big["id"] / "index").exists()
+    (server.data_dir / "uploads" / small["id"]).unlink()
+
+    server.start()
+    with server.client() as client:
+        pairs = read_pairs("citeseer.scc.pos.que")
+        expected = read_answers("citeseer.scc.pos.ans")
+        while True:
+            response = client.http.post(f"/graphs/{big['id']}/queries", content=pairs[:2000].tobytes(),
+                                        headers={"Content-Type": "application/octet-stream",
+                                                 "Accept": "application/octet-stream"})
+            if response.status_code == 200:
+                break
+            assert response.status_code == 409, response.text  # not ready: refused, never a half-built answer
+            time.sleep(0.02)
+        assert np.frombuffer(response.content, dtype=np.uint8).astype(bool).tolist() == expected[:2000].tolist()
+        record = client.get(big["id"])
+        assert record["status"] == "ready" and record["stats"]["nodes"] == 693947
+        assert np.array_equal(client.query_batch(big["id"], pairs), expected)
+        failed = client.get(small["id"])
+        assert failed["status"] == "failed" and "upload" in failed["error"]["message"]
+        assert client.http.get(f"/graphs/{small['id']}/reachable", params={"source": 0, "target": 1}).status_code == 409
+    assert "rebuilding from the saved upload" in server.log()
+    assert sorted(p.name for p in (graphs / big["id"]).iterdir()) == ["index", "record.json"]
+    assert not list((server.data_dir / "uploads").iterdir())
+
+
+def test_corrupt_index_is_reported_not_served(fresh_server: Server) -> None:
+    server = fresh_server.start()
+    with server.client() as client:
+        graph_id = client.upload(dataset("amaze_dag_uniq.gra"), wait=True)["id"]
+    server.stop()
+    index_dir = server.data_dir / "graphs" / graph_id / "index"
+    victim = next(p for p in sorted(index_dir.glob("*.npy")) if p.stat().st_size > 1000)
+    data = bytearray(victim.read_bytes())
+    data[-1] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    server.start()
+    with server.client() as client:
+        record = client.get(graph_id)
+        assert record["status"] == "failed" and record["error"]["type"] == "IndexFileError"
+        response = client.http.get(f"/graphs/{graph_id}/reachable", params={"source": 0, "target": 1})
+        assert response.status_code == 409
+        client.delete(graph_id)
+    assert not (server.data_dir / "graphs" / graph_id).exists()

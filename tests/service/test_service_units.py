@@ -1,0 +1,63 @@
+"""The service's small pure parts: settings, Content-Type mapping, pairs codecs (no server needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.client import content_type_for
+from service.codecs import decode_pairs, encode_answers, parse_get_pairs, wants
+from service.errors import ServiceError
+from service.formats import format_for
+from service.settings import Settings
+
+
+def test_settings_precedence() -> None:
+    env = {"GRAIL_PORT": "9000", "GRAIL_DATA_DIR": "/srv/grail", "GRAIL_BACKEND": "cpu", "GRAIL_MAX_UPLOAD_MB": "5"}
+    from_env = Settings.from_env(env)
+    assert (from_env.port, from_env.data_dir, from_env.backend, from_env.max_upload_bytes) == (
+        9000, Path("/srv/grail"), "cpu", 5 * 1024 * 1024)
+    flags = Settings.from_args(["--port", "9100", "--host", "0.0.0.0"], env)
+    assert (flags.port, flags.host, flags.data_dir) == (9100, "0.0.0.0", Path("/srv/grail"))
+    with pytest.raises(ValueError):
+        Settings.from_env({"GRAIL_BACKEND": "tpu"}).check()
+    with pytest.raises(ValueError):
+        Settings.from_env({"GRAIL_BUILD_WORKERS": "0"}).check()
+
+
+def test_format_from_content_type() -> None:
+    assert format_for(None, "text/x-grail-gra", None) == "gra"
+    assert format_for(None, "text/csv; charset=utf-8", "gzip") == "edgelist"
+    assert format_for(None, "text/tab-separated-values", None) == "edgelist"
+    assert format_for(None, "application/json", None) == "json"
+    assert format_for(None, "text/plain", None) is None
+    assert format_for("json", "text/csv", None) == "json"
+    with pytest.raises(ServiceError) as info:
+        format_for(None, "image/png", None)
+    assert info.value.status == 415
+    with pytest.raises(ServiceError):
+        format_for(None, "text/csv", "br")
+    assert content_type_for("a/b.gra.gz") == ("text/x-grail-gra", "gzip")
+    assert content_type_for("edges.tsv") == ("text/tab-separated-values", None)
+    assert content_type_for("edges") == ("text/plain", None)
+
+
+def test_pairs_codecs() -> None:
+    assert parse_get_pairs("1,2;a,b;", 10) == [("1", "2"), ("a", "b")]
+    for bad in ("", "1,2;3", "1,,2", ",2"):
+        with pytest.raises(ServiceError):
+            parse_get_pairs(bad, 10)
+    with pytest.raises(ServiceError):
+        parse_get_pairs("1,2;3,4", 1)
+    pairs = np.array([[1, 2], [3, 4]], dtype="<i8")
+    assert np.array_equal(decode_pairs(pairs.tobytes(), "application/octet-stream"), pairs)
+    assert decode_pairs(b'{"pairs": [[1, "x"]]}', "application/json") == [[1, "x"]]
+    assert decode_pairs(b"1 2\n x\ty \n", "text/plain").tolist() == [["1", "2"], ["x", "y"]]
+    answers = np.array([True, False, True])
+    assert encode_answers(answers, "text/plain") == b"1\n0\n1\n"
+    assert encode_answers(answers, "application/octet-stream") == b"\x01\x00\x01"
+    assert wants("text/plain, application/json", "text/plain")
+    assert not wants("application/json, text/plain", "text/plain")
+    assert not wants(None, "text/plain")
