@@ -1,0 +1,218 @@
+"""The one frontier engine: level queues split by degree, an advance operator and a node operator.
+
+Every GPU traversal in ``kernels`` (the five labeling phases, the schedule that orders them, the
+bitmask search) is written as a per-edge or per-node device function handed to this engine; none of
+them has a loop of its own over a frontier.
+
+Frontiers are *level queues*: three int32 queues (one per degree class), each holding the nodes of
+level 0, then level 1, and so on; ``ptr[cls, lvl]`` is where level ``lvl`` starts in queue ``cls`` and
+``cnt[cls, lvl]`` how many nodes it has there. The degree classes follow Enterprise BFS:
+
+* SMALL (out-degree below ``medium_min``): one thread walks the node's edges;
+* MEDIUM (below ``large_min``): one warp, lanes striding over the edges;
+* LARGE: the whole grid strides over the node's edges, so a hub with millions of children is
+  spread over every SM instead of serializing one block.
+
+Kernels run with a fixed grid and read the level's counts from device memory, so a sequence of
+levels is queued without any host synchronisation in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from .device import is_simulator, multiprocessors
+
+__all__ = [
+    "SMALL", "MEDIUM", "LARGE", "EngineConfig", "LevelQueues", "degree_class", "make_advance",
+    "make_node_pass", "make_edge_map", "build_level_queues",
+]
+
+SMALL, MEDIUM, LARGE = 0, 1, 2
+WARP = 32
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Launch shape and degree thresholds; tests shrink all of them to reach every path in the simulator."""
+
+    block: int = 256
+    blocks: int = 0  # 0: 8 blocks per SM
+    medium_min: int = 32
+    large_min: int = 8192
+
+    def grid(self) -> int:
+        return self.blocks if self.blocks > 0 else 8 * multiprocessors()
+
+    @staticmethod
+    def default() -> EngineConfig:
+        """Full-size launches on a GPU; one warp in the simulator, where every thread costs ~1 ms."""
+        if is_simulator():
+            return EngineConfig(block=WARP, blocks=1, medium_min=4, large_min=8)
+        return EngineConfig()
+
+
+@cuda.jit(device=True, inline=True)
+def degree_class(degree, medium_min, large_min):
+    if degree < medium_min:
+        return SMALL
+    if degree < large_min:
+        return MEDIUM
+    return LARGE
+
+
+def make_advance(edge_op: Callable[..., None]) -> Any:
+    """Kernel ``advance(indptr, queues, ptr, cnt, lvl, args)`` calling ``edge_op(v, e, lvl, args)``.
+
+    ``edge_op`` runs once for every out-edge position ``e`` of every node ``v`` of level ``lvl``; it may
+    run concurrently for edges of one node, so anything it accumulates goes through atomics.
+    """
+
+    @cuda.jit
+    def advance(indptr, queues, ptr, cnt, lvl, args):
+        tid = cuda.threadIdx.x
+        gtid = cuda.blockIdx.x * cuda.blockDim.x + tid
+        nthreads = cuda.gridDim.x * cuda.blockDim.x
+        start = ptr[SMALL, lvl]
+        for i in range(gtid, cnt[SMALL, lvl], nthreads):
+            v = queues[SMALL, start + i]
+            for e in range(indptr[v], indptr[v + 1]):
+                edge_op(v, e, lvl, args)
+        lane = tid % WARP
+        start = ptr[MEDIUM, lvl]
+        for i in range(gtid // WARP, cnt[MEDIUM, lvl], nthreads // WARP):
+            v = queues[MEDIUM, start + i]
+            for e in range(indptr[v] + lane, indptr[v + 1], WARP):
+                edge_op(v, e, lvl, args)
+        start = ptr[LARGE, lvl]
+        for i in range(cnt[LARGE, lvl]):
+            v = queues[LARGE, start + i]
+            for e in range(indptr[v] + gtid, indptr[v + 1], nthreads):
+                edge_op(v, e, lvl, args)
+
+    return advance
+
+
+def make_node_pass(node_op: Callable[..., None]) -> Any:
+    """Kernel ``node_pass(queues, ptr, cnt, lvl, args)`` calling ``node_op(v, lvl, args)`` per node of the level."""
+
+    @cuda.jit
+    def node_pass(queues, ptr, cnt, lvl, args):
+        gtid = cuda.grid(1)
+        nthreads = cuda.gridsize(1)
+        for cls in range(3):
+            start = ptr[cls, lvl]
+            for i in range(gtid, cnt[cls, lvl], nthreads):
+                node_op(queues[cls, start + i], lvl, args)
+
+    return node_pass
+
+
+def make_edge_map(op: Callable[..., None]) -> Any:
+    """Kernel ``edge_map(count, args)`` calling ``op(i, args)`` for i in [0, count): flat maps over edges or nodes."""
+
+    @cuda.jit
+    def edge_map(count, args):
+        gtid = cuda.grid(1)
+        for i in range(gtid, count, cuda.gridsize(1)):
+            op(i, args)
+
+    return edge_map
+
+
+@dataclass
+class LevelQueues:
+    """Level queues on the device plus host copies of their per-level layout."""
+
+    queues: Any  # device int32 (3, capacity)
+    ptr: Any  # device int64 (3, levels + 1)
+    cnt: Any  # device int64 (3, levels + 1)
+    levels: int
+    host_cnt: np.ndarray  # (3, levels)
+    all_ptr: Any  # device (3, 1): zeros, so level 0 of (all_ptr, all_cnt) is every node
+    all_cnt: Any  # device (3, 1): per-class totals
+
+    def level_range(self, bottom_up: bool) -> range:
+        return range(self.levels - 1, -1, -1) if bottom_up else range(self.levels)
+
+
+@cuda.jit(device=True)
+def _discover(v, e, lvl, args):
+    """Kahn's step: an edge removes one pending parent; the last one puts the child on the next level."""
+    children, pending, indptr, queues, ptr, cnt, medium_min, large_min = args
+    c = children[e]
+    if cuda.atomic.sub(pending, c, 1) == 1:
+        cls = degree_class(indptr[c + 1] - indptr[c], medium_min, large_min)
+        slot = cuda.atomic.add(cnt, (cls, lvl + 1), 1)
+        queues[cls, ptr[cls, lvl] + cnt[cls, lvl] + slot] = c
+
+
+@cuda.jit(device=True)
+def _count_parent(e, args):
+    children, pending = args
+    cuda.atomic.add(pending, children[e], 1)
+
+
+@cuda.jit
+def _close_level(ptr, cnt, lvl):
+    cls = cuda.grid(1)
+    if cls < 3:
+        ptr[cls, lvl + 1] = ptr[cls, lvl] + cnt[cls, lvl]
+
+
+_advance_discover = make_advance(_discover)
+_map_count_parents = make_edge_map(_count_parent)
+
+
+def build_level_queues(
+    indptr: Any, children: Any, root: int, root_degree: int, num_nodes: int, config: EngineConfig,
+    max_levels: int, check_every: int = 8,
+) -> LevelQueues | None:
+    """Topological levels by Kahn's algorithm on the device (longest path from ``root``), as level queues.
+
+    Returns None when the graph has more than ``max_levels`` levels: level-synchronous phases would
+    then spend their time in launches, and the caller labels such graphs on the CPU.
+    Queue slots are handed out with atomic counters per class and level, so a level's order inside a
+    queue is arbitrary; every phase built on it is order-independent (sums, minima, exact argmins).
+    """
+    grid, block = config.grid(), config.block
+    pending = cuda.to_device(np.zeros(num_nodes, dtype=np.int32))
+    _map_count_parents[grid, block](children.size, (children, pending))
+    cap = max_levels + 2
+    queues = cuda.device_array((3, num_nodes), dtype=np.int32)
+    ptr_h = np.zeros((3, cap), dtype=np.int64)
+    cnt_h = np.zeros((3, cap), dtype=np.int64)
+    root_cls = SMALL if root_degree < config.medium_min else (MEDIUM if root_degree < config.large_min else LARGE)
+    cnt_h[root_cls, 0] = 1
+    queues[root_cls, 0:1].copy_to_device(np.array([root], dtype=np.int32))
+    ptr, cnt = cuda.to_device(ptr_h), cuda.to_device(cnt_h)
+    args = (children, pending, indptr, queues, ptr, cnt, config.medium_min, config.large_min)
+    lvl = 0
+    levels = None
+    while levels is None:
+        stop = min(lvl + check_every, max_levels + 1)
+        for step in range(lvl, stop):
+            _advance_discover[grid, block](indptr, queues, ptr, cnt, step, args)
+            _close_level[1, 3](ptr, cnt, step)
+        lvl = stop
+        counts = cnt.copy_to_host()
+        filled = np.flatnonzero(counts.sum(axis=0)[: lvl + 1] > 0)
+        if filled[-1] < lvl:
+            levels = int(filled[-1]) + 1
+        elif lvl > max_levels:
+            return None
+    host_cnt = counts[:, :levels]
+    return LevelQueues(
+        queues=queues,
+        ptr=ptr,
+        cnt=cnt,
+        levels=levels,
+        host_cnt=host_cnt,
+        all_ptr=cuda.to_device(np.zeros((3, 1), dtype=np.int64)),
+        all_cnt=cuda.to_device(host_cnt.sum(axis=1).reshape(3, 1)),
+    )

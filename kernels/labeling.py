@@ -1,0 +1,387 @@
+"""GRAIL labels on the GPU: the five level-synchronous phases of Naumov, Vrielink and Garland (2017).
+
+For the labeling graph (DAG + virtual root, ids topological) and the child order of each dimension,
+this reproduces exactly what ``grail_core.labeling.dfs_labels`` computes, without any DFS:
+
+1. path counts ``zeta`` bottom-up (the size of each node's subgraph unrolled into a tree; order-free,
+   so computed once for all dimensions), then per dimension the offset of every edge: 1 + the
+   counts of the earlier children of its row, which is the pre-order distance in the unrolled tree;
+2. parent SSSP top-down: a node's pre-order rank in the unrolled tree is the minimum over its parents
+   of (parent's rank + edge offset), and the parent attaining it is the one through which the DFS
+   first reaches the node, i.e. its DFS-tree parent;
+3. DFS-tree subtree sizes bottom-up;
+4. post-order top-down: ``tree_low(c) = tree_low(p) + sizes of p's earlier tree children``,
+   ``post = tree_low + size - 1``;
+5. min post-order bottom-up.
+
+Path counts grow exponentially with depth on dense DAGs, so they are fixed-width multi-word numbers
+(``kernels.wide``): the build first tries one word and, when phase 1 overflows, repeats it with
+``max_words`` words and keeps as many as the root's count needs (every rank and offset is below it).
+A graph whose root count needs more than ``max_words`` words, or with more levels than the launch
+budget allows (a long chain), raises ``LabelingDeclined`` and is labeled on the CPU by the caller.
+Every build ends with an edge check on the device (post(u) > post(v), minpost(u) <= minpost(v));
+a failing build raises ``LabelingCheckFailed`` and its labels are never returned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from .device import free_memory
+from .frontier import EngineConfig, LevelQueues, build_level_queues, make_advance, make_edge_map, make_node_pass
+from .memory import device_full
+from .scan import exclusive_scan
+from .wide import MAX_WORDS, add_into, equal_to, less_than, limb_mask, offset_into
+
+__all__ = ["LabelingOptions", "LabelingDeclined", "LabelingCheckFailed", "GpuLabels", "label_dag", "build_labels",
+           "level_budget"]
+
+UINT64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+# Crossover of the deep-graph rule: a level costs ~7 launches (~0.3 ms), a CPU DFS ~20-30 ns per node
+# or edge and dimension; beyond this many levels the CPU labeling is expected to win.
+WORK_PER_LEVEL = 10_000
+
+
+class LabelingDeclined(RuntimeError):
+    """The GPU pipeline does not suit this graph (too deep, or path counts too wide); label on the CPU."""
+
+
+class LabelingCheckFailed(RuntimeError):
+    """The end-of-build edge check found an invalid label; the labels must not be used."""
+
+
+@dataclass(frozen=True)
+class LabelingOptions:
+    """Knobs of the GPU build; the defaults suit real devices, tests shrink them."""
+
+    config: EngineConfig | None = None  # None: EngineConfig.default()
+    word_bits: int = 64  # bits per weight word (even, <= 64); tests use 8 to overflow on small graphs
+    max_words: int = 8  # widest weights tried before declining (8 x 64 bits; arXiv_sub_6000 needs 3)
+    max_levels: int | None = None  # None: level_budget(...)
+
+
+@dataclass
+class _Timer:
+    """Wall time per phase, measured after a device synchronisation so that it is the phase's own."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        yield
+        cuda.synchronize()
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+
+def level_budget(num_nodes: int, num_edges: int, dims: int) -> int:
+    """Most levels worth running level-synchronously for a graph of this size (at least 64)."""
+    return int(min(1 << 16, max(64, dims * (num_nodes + num_edges) // WORK_PER_LEVEL)))
+
+
+# ---- phase 1: path counts (bottom-up) and per-dimension edge offsets ------------------------------
+
+
+@cuda.jit(device=True)
+def _add_child_count(v, e, lvl, args):
+    children, zeta, acc, words, half = args
+    c = children[e]
+    mask = limb_mask(half)
+    for w in range(words):
+        z = zeta[w, c]
+        cuda.atomic.add(acc, (2 * w, v), z & mask)
+        cuda.atomic.add(acc, (2 * w + 1, v), z >> half)
+
+
+@cuda.jit(device=True)
+def _finish_count(v, lvl, args):
+    """zeta(v) = 1 + sum of the children's counts, carries resolved; flags a count that does not fit."""
+    zeta, acc, words, half, overflow = args
+    mask = limb_mask(half)
+    carry = np.uint64(1)
+    for w in range(words):
+        lo = acc[2 * w, v] + carry
+        carry = lo >> half
+        hi = acc[2 * w + 1, v] + carry
+        carry = hi >> half
+        zeta[w, v] = (lo & mask) | ((hi & mask) << half)
+    if carry != 0:
+        overflow[0] = 1
+
+
+@cuda.jit(device=True)
+def _child_limb(e, args):
+    children, zeta, limb, half, out = args
+    z = zeta[limb // 2, children[e]]
+    out[e] = (z >> half) if limb % 2 else (z & limb_mask(half))
+
+
+# ---- phase 2: unrolled pre-order ranks (SSSP) and the DFS-tree parent --------------------------------
+
+
+@cuda.jit(device=True)
+def _locked_min(dist, lock, k, c, cand, words, n):
+    """Multi-word atomic min under a per-node spin lock; reads and writes go through L2 atomics."""
+    slot = k * n + c
+    while cuda.atomic.cas(lock, slot, 0, 1) != 0:
+        pass
+    cur = cuda.local.array(MAX_WORDS, dtype=np.uint64)
+    for w in range(words):
+        cur[w] = cuda.atomic.add(dist, (k, w, c), np.uint64(0))
+    if less_than(cand, cur, words):
+        for w in range(words):
+            cuda.atomic.exch(dist, (k, w, c), cand[w])
+    cuda.threadfence()
+    cuda.atomic.exch(lock, slot, 0)
+
+
+@cuda.jit(device=True)
+def _relax(v, e, lvl, args):
+    orders, indptr, scans, dist, lock, words, half = args
+    cand = cuda.local.array(MAX_WORDS, dtype=np.uint64)
+    n = dist.shape[2]
+    for k in range(orders.shape[0]):
+        c = orders[k, e]
+        offset_into(cand, scans, k, e, indptr[v], words, half)
+        add_into(cand, dist, k, v, words, half)
+        if words == 1:
+            cuda.atomic.min(dist, (k, 0, c), cand[0])
+        else:
+            _locked_min(dist, lock, k, c, cand, words, n)
+
+
+@cuda.jit(device=True)
+def _pick_parent(v, e, lvl, args):
+    """Ranks are distinct, so exactly one in-edge of each node reproduces its final rank."""
+    orders, indptr, scans, dist, parent, parent_edge, words, half = args
+    cand = cuda.local.array(MAX_WORDS, dtype=np.uint64)
+    for k in range(orders.shape[0]):
+        c = orders[k, e]
+        offset_into(cand, scans, k, e, indptr[v], words, half)
+        add_into(cand, dist, k, v, words, half)
+        if equal_to(cand, dist, k, c, words):
+            parent[k, c] = v
+            parent_edge[k, c] = e
+
+
+# ---- phases 3-5: tree sizes, post-order, min post-order ---------------------------------------------
+
+
+@cuda.jit(device=True)
+def _push_size(v, lvl, args):
+    size, parent = args
+    for k in range(size.shape[0]):
+        p = parent[k, v]
+        if p >= 0:
+            cuda.atomic.add(size, (k, p), size[k, v])
+
+
+@cuda.jit(device=True)
+def _tree_child_size(e, args):
+    """Input of the post-order scan: a tree edge carries its child's subtree size, other edges 0."""
+    orders, k, size, parent_edge, out = args
+    c = orders[k, e]
+    out[e] = np.uint64(size[k, c]) if parent_edge[k, c] == e else np.uint64(0)
+
+
+@cuda.jit(device=True)
+def _place(v, lvl, args):
+    indptr, scans, size, parent, parent_edge, tree_low, post = args
+    for k in range(size.shape[0]):
+        p = parent[k, v]
+        if p >= 0:
+            before = np.int64(scans[k, 0, parent_edge[k, v]] - scans[k, 0, indptr[p]])
+            low = np.int64(tree_low[k, p]) + before
+            tree_low[k, v] = low
+            post[k, v] = low + size[k, v] - 1
+
+
+@cuda.jit(device=True)
+def _pull_minpost(v, e, lvl, args):
+    orders, minpost = args
+    for k in range(orders.shape[0]):
+        cuda.atomic.min(minpost, (k, v), minpost[k, orders[k, e]])
+
+
+@cuda.jit(device=True)
+def _seed_root(i, args):
+    """Root values of every dimension: rank 0 in the unrolled tree, first tree interval, last post-order."""
+    dist, tree_low, post, root = args
+    k = i // dist.shape[1]
+    dist[k, i % dist.shape[1], root] = np.uint64(0)
+    tree_low[k, root] = 0
+    post[k, root] = post.shape[1] - 1
+
+
+@cuda.jit(device=True)
+def _check_edge(v, e, lvl, args):
+    orders, post, minpost, bad = args
+    for k in range(orders.shape[0]):
+        c = orders[k, e]
+        if post[k, v] <= post[k, c] or minpost[k, v] > minpost[k, c]:
+            bad[0] = 1
+
+
+_advance_count = make_advance(_add_child_count)
+_finish_counts = make_node_pass(_finish_count)
+_map_child_limb = make_edge_map(_child_limb)
+_advance_relax = make_advance(_relax)
+_advance_pick_parent = make_advance(_pick_parent)
+_push_sizes = make_node_pass(_push_size)
+_map_tree_child_size = make_edge_map(_tree_child_size)
+_place_nodes = make_node_pass(_place)
+_advance_minpost = make_advance(_pull_minpost)
+_advance_check = make_advance(_check_edge)
+_map_seed_root = make_edge_map(_seed_root)
+
+
+def _path_counts(lq: LevelQueues, indptr: Any, children: Any, n1: int, words: int, bits: int,
+                 cfg: EngineConfig) -> tuple[Any, bool]:
+    grid, block = cfg.grid(), cfg.block
+    half = np.uint64(bits // 2)
+    zeta = cuda.device_array((words, n1), dtype=np.uint64)
+    acc = device_full((2 * words, n1), np.uint64, 0, cfg)
+    overflow = cuda.to_device(np.zeros(1, dtype=np.int32))
+    for lvl in lq.level_range(bottom_up=True):
+        _advance_count[grid, block](indptr, lq.queues, lq.ptr, lq.cnt, lvl, (children, zeta, acc, words, half))
+        _finish_counts[grid, block](lq.queues, lq.ptr, lq.cnt, lvl, (zeta, acc, words, half, overflow))
+    return zeta, bool(overflow.copy_to_host()[0])
+
+
+@dataclass
+class GpuLabels:
+    """What a GPU build returns: labels of shape (dims, N+1), phase times, and what the build chose."""
+
+    post: np.ndarray
+    minpost: np.ndarray
+    tree_low: np.ndarray
+    phase_seconds: dict[str, float]
+    words: int  # weight words per path count (1 unless a count passed 2**word_bits)
+    levels: int  # topological levels of the labeling graph
+
+
+def _estimate_bytes(n1: int, m: int, dims: int, words: int, index_bytes: int) -> int:
+    per_node = 8 + 12 + 4 + 24 * words + 8 * dims * words + 12 * dims + 16 * dims
+    per_edge = index_bytes * dims + 16 * dims * words + 8
+    return n1 * per_node + m * per_edge
+
+
+def label_dag(
+    indptr: np.ndarray, child_orders: np.ndarray, root: int, options: LabelingOptions | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
+    """``build_labels`` as the tuple ``(post, minpost, tree_low, phase_seconds)`` that backends read."""
+    built = build_labels(indptr, child_orders, root, options)
+    return built.post, built.minpost, built.tree_low, built.phase_seconds
+
+
+def build_labels(
+    indptr: np.ndarray, child_orders: np.ndarray, root: int, options: LabelingOptions | None = None,
+) -> GpuLabels:
+    """GRAIL labels of every dimension on the GPU.
+
+    ``indptr`` (N+2, int64) and ``child_orders`` (dims, m) describe the labeling graph with root
+    ``root`` = N, as for ``grail_core.labeling.label_all``; the three label arrays have shape
+    (dims, N+1) and equal ``label_all``'s exactly. ``phase_seconds`` maps each phase name (transfer,
+    levels, subgraph sizes DAG, edge offsets, parent SSSP, subgraph sizes DT, post-order,
+    min post-order, check, transfer back) to its wall time in seconds.
+
+    Raises MemoryError when the arrays do not fit in free device memory, ``LabelingDeclined`` when
+    the graph should be labeled on the CPU (see the module docstring) and ``LabelingCheckFailed``
+    if the final edge check fails.
+    """
+    opts = options or LabelingOptions()
+    cfg = opts.config or EngineConfig.default()
+    if opts.word_bits % 2 or not 2 <= opts.word_bits <= 64 or not 1 <= opts.max_words <= MAX_WORDS:
+        raise ValueError("word_bits must be even in [2, 64] and max_words in [1, 16]")
+    n1 = indptr.size - 1
+    dims, m = child_orders.shape
+    need = _estimate_bytes(n1, m, dims, 1, child_orders.dtype.itemsize)
+    free = free_memory()
+    if need > 0.85 * free:
+        raise MemoryError(f"GPU labeling needs ~{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free")
+    max_levels = opts.max_levels or level_budget(n1, m, dims)
+    label_type = np.int32 if n1 < 2**31 - 1 else np.int64
+    grid, block = cfg.grid(), cfg.block
+    timer = _Timer()
+
+    with timer.phase("transfer"):
+        d_indptr = cuda.to_device(np.ascontiguousarray(indptr, dtype=np.int64))
+        d_orders = cuda.to_device(np.ascontiguousarray(child_orders))
+    with timer.phase("levels"):
+        lq = build_level_queues(d_indptr, d_orders[0], root, int(indptr[root + 1] - indptr[root]), n1, cfg,
+                                max_levels)
+    if lq is None:
+        raise LabelingDeclined(f"more than {max_levels} levels: level-synchronous labeling would be launch-bound")
+
+    with timer.phase("subgraph sizes DAG"):
+        zeta, overflow = _path_counts(lq, d_indptr, d_orders[0], n1, 1, opts.word_bits, cfg)
+        if overflow and opts.max_words > 1:
+            zeta, overflow = _path_counts(lq, d_indptr, d_orders[0], n1, opts.max_words, opts.word_bits, cfg)
+        if overflow:
+            raise LabelingDeclined(f"path counts exceed {opts.max_words} words of {opts.word_bits} bits")
+        # Every rank and offset is below the root's count, so its top non-zero word bounds the width.
+        words = int(np.flatnonzero(zeta[:, root : root + 1].copy_to_host()[:, 0])[-1]) + 1
+        zeta = zeta[:words]
+    half = np.uint64(opts.word_bits // 2)
+
+    with timer.phase("edge offsets"):
+        scans = cuda.device_array((dims, 2 * words, m + 1), dtype=np.uint64)
+        limbs = cuda.device_array(m, dtype=np.uint64)
+        for k in range(dims):
+            for limb in range(2 * words):
+                _map_child_limb[grid, block](m, (d_orders[k], zeta, limb, half, limbs))
+                exclusive_scan(limbs, scans[k, limb])
+        del zeta
+
+    with timer.phase("parent SSSP"):
+        dist = device_full((dims, words, n1), np.uint64, UINT64_MAX, cfg)
+        tree_low = cuda.device_array((dims, n1), dtype=label_type)
+        post = cuda.device_array((dims, n1), dtype=label_type)
+        _map_seed_root[grid, block](dims * words, (dist, tree_low, post, root))
+        lock = device_full(dims * n1 if words > 1 else 1, np.int32, 0, cfg)
+        relax_args = (d_orders, d_indptr, scans, dist, lock, words, half)
+        for lvl in lq.level_range(bottom_up=False):
+            _advance_relax[grid, block](d_indptr, lq.queues, lq.ptr, lq.cnt, lvl, relax_args)
+        parent = device_full((dims, n1), np.int32, -1, cfg)
+        parent_edge = device_full((dims, n1), np.int64, -1, cfg)
+        _advance_pick_parent[grid, block](d_indptr, lq.queues, lq.all_ptr, lq.all_cnt, 0,
+                                          (d_orders, d_indptr, scans, dist, parent, parent_edge, words, half))
+        del dist, lock
+
+    with timer.phase("subgraph sizes DT"):
+        size = device_full((dims, n1), label_type, 1, cfg)
+        for lvl in lq.level_range(bottom_up=True):
+            _push_sizes[grid, block](lq.queues, lq.ptr, lq.cnt, lvl, (size, parent))
+
+    with timer.phase("post-order"):
+        for k in range(dims):
+            _map_tree_child_size[grid, block](m, (d_orders, k, size, parent_edge, limbs))
+            exclusive_scan(limbs, scans[k, 0])
+        place_args = (d_indptr, scans, size, parent, parent_edge, tree_low, post)
+        for lvl in lq.level_range(bottom_up=False):
+            _place_nodes[grid, block](lq.queues, lq.ptr, lq.cnt, lvl, place_args)
+        del scans, limbs, size, parent, parent_edge
+
+    with timer.phase("min post-order"):
+        minpost = cuda.device_array_like(post)
+        minpost.copy_to_device(post)
+        for lvl in lq.level_range(bottom_up=True):
+            _advance_minpost[grid, block](d_indptr, lq.queues, lq.ptr, lq.cnt, lvl, (d_orders, minpost))
+
+    with timer.phase("check"):
+        bad = cuda.to_device(np.zeros(1, dtype=np.int32))
+        _advance_check[grid, block](d_indptr, lq.queues, lq.all_ptr, lq.all_cnt, 0, (d_orders, post, minpost, bad))
+        failed = bool(bad.copy_to_host()[0])
+    if failed:
+        raise LabelingCheckFailed("GPU labels violate post(u) > post(v) or minpost(u) <= minpost(v) on some edge")
+
+    with timer.phase("transfer back"):
+        result = (post.copy_to_host(), minpost.copy_to_host(), tree_low.copy_to_host())
+    return GpuLabels(*result, phase_seconds=timer.seconds, words=words, levels=lq.levels)

@@ -1,0 +1,29 @@
+"""Device allocations filled on the device (no host staging of large zero or sentinel arrays)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from .frontier import EngineConfig, make_edge_map
+
+__all__ = ["device_full"]
+
+
+@cuda.jit(device=True)
+def _fill_one(i, args):
+    flat, value = args
+    flat[i] = value
+
+
+_fill = make_edge_map(_fill_one)
+
+
+def device_full(shape: int | tuple[int, ...], dtype: Any, value: int, config: EngineConfig) -> Any:
+    """A new C-contiguous device array of ``shape`` with every element ``value``."""
+    array = cuda.device_array(shape, dtype=dtype)
+    if array.size:
+        _fill[config.grid(), config.block](array.size, (array.reshape(array.size), np.dtype(dtype).type(value)))
+    return array
