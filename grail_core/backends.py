@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import BackendUnavailableError, InvalidParameterError
 from .labeling import label_all
-from .query import QueryArrays, search_pairs_cpu
+from .query import HotArrays, QueryArrays, search_pairs_cpu
 
 __all__ = [
     "BACKENDS", "LabelResult", "cuda_available", "resolve_backend", "compute_labels", "search_pairs",
@@ -77,13 +77,14 @@ def compute_labels(
     return LabelResult(post, minpost, tree_low, "cpu")
 
 
-def search_pairs(backend: str, arrays: QueryArrays, sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, str]:
-    """Answers for undecided DAG pairs, and the engine that produced them."""
-    if backend == "cuda" and sources.size > 0:
+def search_pairs(engine: str, arrays: QueryArrays, hot: HotArrays, sources: np.ndarray,
+                 targets: np.ndarray) -> tuple[np.ndarray, str]:
+    """Answers for undecided pairs of DAG nodes on ``engine`` ('cpu' or 'cuda'), and the engine used."""
+    if engine == "cuda" and sources.size > 0:
         from kernels.search import search_pairs as gpu_search
 
         return gpu_search(arrays, sources, targets), "cuda"
-    return search_pairs_cpu(arrays, sources, targets), "cpu"
+    return search_pairs_cpu(hot, sources, targets), "cpu"
 
 
 GPU_SEARCH_MIN_PAIRS = 4096

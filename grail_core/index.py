@@ -17,7 +17,7 @@ from .errors import InvalidParameterError
 from .graph import Digraph
 from .labeling import make_child_orders, with_virtual_root
 from .names import NodeNames
-from .query import UNDECIDED, YES, QueryArrays, answer_pair, filter_pairs
+from .query import SEARCHED, UNDECIDED, YES, QueryArrays, answer_pair, answer_pairs, filter_pairs, pack
 from .readers import GraphInput, GraphSource, read_graph
 from .stats import IndexStats, QueryStats
 from .storage import read_index_dir, write_index_dir
@@ -72,6 +72,7 @@ class ReachabilityIndex:
         self.names = names
         self.graph = graph
         self.arrays = arrays
+        self.hot = pack(arrays)
         self.stats = stats
 
     # Building -----------------------------------------------------------------------------------
@@ -164,7 +165,7 @@ class ReachabilityIndex:
     def reachable(self, source: Any, target: Any) -> bool:
         """True when a directed path leads from ``source`` to ``target`` (names as uploaded)."""
         ids = self.names.lookup([source, target])
-        return answer_pair(self.arrays, int(ids[0]), int(ids[1]))[0]
+        return answer_pair(self.hot, int(ids[0]), int(ids[1]))[0]
 
     def query_batch(self, pairs: Any) -> np.ndarray:
         """Answers (bool array) for an (M, 2) array-like of (source, target) names."""
@@ -178,25 +179,30 @@ class ReachabilityIndex:
             return np.zeros(0, dtype=np.bool_), QueryStats(0, 0, 0, 0, time.perf_counter() - start, "none")
         if array.ndim != 2 or array.shape[1] != 2:
             raise InvalidParameterError(f"pairs must have shape (M, 2), got {array.shape}")
-        ids = self.names.lookup(array)
-        return self.query_ids(np.ascontiguousarray(ids[:, 0]), np.ascontiguousarray(ids[:, 1]), start)
+        return self.query_ids(self.names.lookup(array), start)
 
-    def query_ids(self, sources: np.ndarray, targets: np.ndarray,
-                  start: float | None = None) -> tuple[np.ndarray, QueryStats]:
-        """``query_batch_with_stats`` on internal node ids (int64 arrays), names already resolved."""
+    def query_ids(self, pairs: np.ndarray, start: float | None = None) -> tuple[np.ndarray, QueryStats]:
+        """``query_batch_with_stats`` on an (M, 2) int64 array of internal node ids."""
         start = time.perf_counter() if start is None else start
-        codes = filter_pairs(self.arrays, sources, targets)
-        answers = codes == YES
-        undecided = np.flatnonzero(codes == UNDECIDED)
-        engine = "none"
-        if undecided.size:
-            engine = backends.choose_search_backend(self.stats.backend, undecided.size, self.arrays)
-            comp = self.arrays.comp
-            found, engine = backends.search_pairs(engine, self.arrays, comp[sources[undecided]],
-                                                  comp[targets[undecided]])
-            answers[undecided] = found
+        if self.stats.backend == "cpu":
+            codes = answer_pairs(self.hot, pairs)
+            answers = (codes & YES).view(np.bool_)
+            searched = int(np.count_nonzero(codes >= SEARCHED))
+            engine = "cpu" if searched else "none"
+        else:
+            codes = filter_pairs(self.hot, pairs)
+            answers = codes == YES
+            undecided = np.flatnonzero(codes == UNDECIDED)
+            searched = int(undecided.size)
+            engine = "none"
+            if searched:
+                engine = backends.choose_search_backend(self.stats.backend, searched, self.arrays)
+                comp = self.arrays.comp
+                found, engine = backends.search_pairs(engine, self.arrays, self.hot, comp[pairs[undecided, 0]],
+                                                      comp[pairs[undecided, 1]])
+                answers[undecided] = found
         stats = QueryStats(
-            pairs=int(sources.size), decided_by_filter=int(sources.size - undecided.size), searched=int(undecided.size),
+            pairs=int(pairs.shape[0]), decided_by_filter=int(pairs.shape[0]) - searched, searched=searched,
             positives=int(np.count_nonzero(answers)), seconds=time.perf_counter() - start, search_backend=engine,
         )
         return answers, stats

@@ -1,8 +1,12 @@
 """Exact reachability on the index arrays: a label filter per pair, then a pruned DFS for the rest.
 
 Every test here is exact: a pair is answered by the filter only when a necessary condition fails
-(topological order, level, GRAIL intervals, hub reach sets) or a sufficient one holds (DFS-tree
-interval, a hub between the two). The search follows children that the same tests cannot rule out.
+(topological order, level, hub reach sets, GRAIL intervals) or a sufficient one holds (a hub between
+the two, a DFS-tree interval). The search follows the children that the same tests cannot rule out.
+
+``QueryArrays`` is what the index files store and the GPU search reads. The CPU engine reads
+``HotArrays``: the same per-node facts packed into one 64-byte record per DAG node, so a test on a
+node costs one cache line, not seven.
 """
 
 from __future__ import annotations
@@ -13,15 +17,21 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["QueryArrays", "NO", "YES", "UNDECIDED", "classify", "filter_pairs", "search_pairs_cpu", "answer_pair"]
+from .errors import InvalidParameterError
+
+__all__ = [
+    "QueryArrays", "HotArrays", "NO", "YES", "UNDECIDED", "SEARCHED", "pack", "filter_pairs",
+    "answer_pairs", "search_pairs_cpu", "answer_pair",
+]
 
 NO = np.int8(0)
 YES = np.int8(1)
 UNDECIDED = np.int8(2)
+SEARCHED = np.int8(2)  # flag added to an answer code when the pair needed a search
 
 
 class QueryArrays(NamedTuple):
-    """The arrays the query engines read; DAG node ids are a topological order."""
+    """The arrays a query needs, one per fact; DAG node ids are a topological order."""
 
     comp: np.ndarray  # node id -> DAG node id
     out_indptr: np.ndarray  # DAG children, CSR (no virtual root)
@@ -34,59 +44,98 @@ class QueryArrays(NamedTuple):
     bwd: np.ndarray  # uint64: bit i = the node reaches hub i
 
 
+class HotArrays(NamedTuple):
+    """The CPU engine's view: one 64-byte-aligned record of uint32 words per node and per DAG node.
+
+    A record holds the DAG node id (a topological rank), the level, the hub masks ``fwd`` and
+    ``bwd`` (two words each), then lo, hi and tree_lo of every dimension. ``rec_node[v]`` is the
+    record of v's DAG node, so the first test of a pair reads two cache lines and nothing else.
+    """
+
+    rec_node: np.ndarray  # (n, words) indexed by node id
+    rec_dag: np.ndarray  # (N, words) indexed by DAG node id
+    out_indptr: np.ndarray
+    out_indices: np.ndarray
+    label_end: int  # one past the last label word (the rest of a row is padding)
+
+
+_HEADER_WORDS = 6
+_CACHE_LINE_WORDS = 16
+
+
+def _aligned_rows(rows: int, words: int) -> np.ndarray:
+    buffer = np.zeros(rows * words + _CACHE_LINE_WORDS, dtype=np.uint32)
+    offset = (-buffer.ctypes.data % 64) // 4
+    return buffer[offset:offset + rows * words].reshape(rows, words)
+
+
+def pack(arrays: QueryArrays) -> HotArrays:
+    """Records for the CPU engine (post-orders must fit 32 bits)."""
+    n_dag, dims = arrays.hi.shape
+    if n_dag >= 2**31:
+        raise InvalidParameterError("the CPU query engine handles up to 2**31 - 1 DAG nodes")
+    label_end = _HEADER_WORDS + 3 * dims
+    words = -(-label_end // _CACHE_LINE_WORDS) * _CACHE_LINE_WORDS
+    rec_dag = _aligned_rows(n_dag, words)
+    rec_dag[:, 0] = np.arange(n_dag)
+    rec_dag[:, 1] = arrays.level
+    for column, mask in ((2, arrays.fwd), (4, arrays.bwd)):
+        rec_dag[:, column] = mask & np.uint64(0xFFFFFFFF)
+        rec_dag[:, column + 1] = mask >> np.uint64(32)
+    for k in range(dims):
+        base = _HEADER_WORDS + 3 * k
+        rec_dag[:, base] = arrays.lo[:, k]
+        rec_dag[:, base + 1] = arrays.hi[:, k]
+        rec_dag[:, base + 2] = arrays.tree_lo[:, k]
+    rec_node = _aligned_rows(arrays.comp.size, words)
+    np.take(rec_dag, arrays.comp, axis=0, out=rec_node)
+    return HotArrays(rec_node, rec_dag, np.asarray(arrays.out_indptr), np.asarray(arrays.out_indices), label_end)
+
+
 @njit(inline="always", nogil=True)
-def classify(a, s, t):
-    """YES, NO or UNDECIDED for 'DAG node s reaches DAG node t' from the labels alone."""
-    if s == t:
+def _mask(rec, v, column):
+    return (np.uint64(rec[v, column + 1]) << np.uint64(32)) | np.uint64(rec[v, column])
+
+
+@njit(inline="always", nogil=True)
+def classify(ra, s, rb, t, label_end):
+    """YES, NO or UNDECIDED for 'the DAG node of record ra[s] reaches that of rb[t]', labels alone.
+
+    The necessary conditions are combined without branches: on random pairs each one is a coin
+    toss, and mispredicted branches would cost more than reading the whole cache line.
+    """
+    cs = ra[s, 0]
+    ct = rb[t, 0]
+    if cs == ct:
         return YES
-    if s > t or a.level[s] >= a.level[t]:
+    fs = _mask(ra, s, 2)
+    ft = _mask(rb, t, 2)
+    bs = _mask(ra, s, 4)
+    bt = _mask(rb, t, 4)
+    possible = (cs < ct) & (ra[s, 1] < rb[t, 1]) & ((fs & ~ft) == 0) & ((bt & ~bs) == 0)
+    certain = (bs & ft) != 0
+    for k in range(_HEADER_WORDS, label_end, 3):
+        possible &= (ra[s, k] <= rb[t, k]) & (rb[t, k + 1] <= ra[s, k + 1])
+        certain |= ra[s, k + 2] <= rb[t, k + 1]
+    if not possible:
         return NO
-    fs = a.fwd[s]
-    ft = a.fwd[t]
-    if fs & ~ft:
-        return NO
-    bs = a.bwd[s]
-    if a.bwd[t] & ~bs:
-        return NO
-    if bs & ft:
-        return YES
-    dims = a.lo.shape[1]
-    for k in range(dims):
-        if a.lo[s, k] > a.lo[t, k] or a.hi[t, k] > a.hi[s, k]:
-            return NO
-    for k in range(dims):
-        if a.tree_lo[s, k] <= a.hi[t, k]:
-            return YES
-    return UNDECIDED
-
-
-@njit(nogil=True, parallel=True, cache=True)
-def _filter(a, sources, targets, codes):
-    for i in prange(sources.size):
-        codes[i] = classify(a, a.comp[sources[i]], a.comp[targets[i]])
-
-
-def filter_pairs(arrays: QueryArrays, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Codes (NO, YES, UNDECIDED) for pairs of node ids, all pairs in parallel."""
-    codes = np.empty(sources.size, dtype=np.int8)
-    _filter(arrays, sources, targets, codes)
-    return codes
+    return YES if certain else UNDECIDED
 
 
 @njit(nogil=True, inline="always")
-def _pruned_dfs(a, s, t, stamp, mark, stack):
+def _pruned_dfs(h, s, t, stamp, mark, stack):
     stamp[s] = mark
     stack[0] = s
     top = 1
     while top > 0:
         top -= 1
         x = stack[top]
-        for e in range(a.out_indptr[x], a.out_indptr[x + 1]):
-            w = a.out_indices[e]
+        for e in range(h.out_indptr[x], h.out_indptr[x + 1]):
+            w = h.out_indices[e]
             if stamp[w] == mark:
                 continue
             stamp[w] = mark
-            code = classify(a, w, t)
+            code = classify(h.rec_dag, w, h.rec_dag, t, h.label_end)
             if code == YES:
                 return True
             if code == UNDECIDED:
@@ -96,44 +145,87 @@ def _pruned_dfs(a, s, t, stamp, mark, stack):
 
 
 @njit(nogil=True, parallel=True, cache=True)
-def _search(a, sources, targets, answers, stamps, stacks):
+def _filter(h, pairs, codes):
+    for i in prange(pairs.shape[0]):
+        codes[i] = classify(h.rec_node, pairs[i, 0], h.rec_node, pairs[i, 1], h.label_end)
+
+
+def filter_pairs(hot: HotArrays, pairs: np.ndarray) -> np.ndarray:
+    """Codes (NO, YES, UNDECIDED) for an (M, 2) array of node ids, all pairs in parallel."""
+    codes = np.empty(pairs.shape[0], dtype=np.int8)
+    _filter(hot, pairs, codes)
+    return codes
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _answer(h, pairs, codes, stamps, stacks):
+    for i in prange(pairs.shape[0]):
+        u = pairs[i, 0]
+        v = pairs[i, 1]
+        code = classify(h.rec_node, u, h.rec_node, v, h.label_end)
+        if code == UNDECIDED:
+            thread = numba.get_thread_id()
+            found = _pruned_dfs(h, h.rec_node[u, 0], h.rec_node[v, 0], stamps[thread], np.int32(i + 1), stacks[thread])
+            code = SEARCHED + np.int8(found)
+        codes[i] = code
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _search(h, sources, targets, answers, stamps, stacks):
     for i in prange(sources.size):
         thread = numba.get_thread_id()
-        answers[i] = _pruned_dfs(a, sources[i], targets[i], stamps[thread], np.int32(i + 1), stacks[thread])
+        answers[i] = _pruned_dfs(h, sources[i], targets[i], stamps[thread], np.int32(i + 1), stacks[thread])
 
 
-def search_pairs_cpu(arrays: QueryArrays, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Exact answers for undecided pairs of DAG node ids by pruned DFS, pairs spread over all cores.
+def _with_thread_buffers(hot: HotArrays, count: int, run) -> None:
+    """Run ``run(stamps, stacks)`` with one visit-stamp array and one stack per thread.
 
-    Each thread owns a visit-stamp array (stamp = pair number), so nothing is cleared between pairs.
+    The stamp is the pair number, so nothing is cleared between pairs. numba's thread count is
+    thread-local: a small batch pays only for the buffers it uses.
     """
-    answers = np.zeros(sources.size, dtype=np.bool_)
-    if sources.size == 0:
-        return answers
     available = numba.get_num_threads()
-    threads = min(available, sources.size)
-    n = arrays.level.size
+    threads = max(1, min(available, count))
+    n = hot.rec_dag.shape[0]
     stamps = np.zeros((threads, n), dtype=np.int32)
     stacks = np.empty((threads, n), dtype=np.int32)
-    # The thread count is thread-local in numba: a small batch only pays for the buffers it uses.
     numba.set_num_threads(threads)
     try:
-        _search(arrays, sources, targets, answers, stamps, stacks)
+        run(stamps, stacks)
     finally:
         numba.set_num_threads(available)
+
+
+def answer_pairs(hot: HotArrays, pairs: np.ndarray) -> np.ndarray:
+    """Filter and search in one parallel pass over an (M, 2) array of node ids.
+
+    Returns codes: bit 0 is the answer, ``SEARCHED`` is added when the pair needed a search.
+    """
+    codes = np.empty(pairs.shape[0], dtype=np.int8)
+    if pairs.shape[0]:
+        _with_thread_buffers(hot, pairs.shape[0], lambda stamps, stacks: _answer(hot, pairs, codes, stamps, stacks))
+    return codes
+
+
+def search_pairs_cpu(hot: HotArrays, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Exact answers for undecided pairs of DAG node ids by pruned DFS, pairs spread over all cores."""
+    answers = np.zeros(sources.size, dtype=np.bool_)
+    if sources.size:
+        _with_thread_buffers(hot, sources.size,
+                             lambda stamps, stacks: _search(hot, sources, targets, answers, stamps, stacks))
     return answers
 
 
 @njit(nogil=True, cache=True)
-def _answer_one(a, s, t):
-    code = classify(a, s, t)
+def _answer_one(h, u, v):
+    code = classify(h.rec_node, u, h.rec_node, v, h.label_end)
     if code != UNDECIDED:
         return code == YES, False
-    n = a.level.size
-    return _pruned_dfs(a, s, t, np.zeros(n, dtype=np.int32), np.int32(1), np.empty(n, dtype=np.int32)), True
+    n = h.rec_dag.shape[0]
+    stamp = np.zeros(n, dtype=np.int32)
+    return _pruned_dfs(h, h.rec_node[u, 0], h.rec_node[v, 0], stamp, np.int32(1), np.empty(n, dtype=np.int32)), True
 
 
-def answer_pair(arrays: QueryArrays, source: int, target: int) -> tuple[bool, bool]:
+def answer_pair(hot: HotArrays, source: int, target: int) -> tuple[bool, bool]:
     """(reachable, needed a search) for one pair of node ids, on the calling thread."""
-    answer, searched = _answer_one(arrays, arrays.comp[source], arrays.comp[target])
+    answer, searched = _answer_one(hot, source, target)
     return bool(answer), bool(searched)
