@@ -1,0 +1,240 @@
+"""Batched bitmask search on the GPU for the pairs the label filter could not decide.
+
+One pass runs up to 64 x W searches at once: every node carries W status words, bit j of word w
+meaning "search 64*w + j has reached this node". The pass sweeps the DAG's topological levels once,
+from the lowest source level up to the highest target level, with the frontier engine: a node's
+bits are all in when its level comes (every parent has a lower level), so each touched node is
+expanded exactly once per pass, whatever the number of searches through it. Per edge and per live
+bit the child gets the same tests as the CPU search (``grail_core.query.classify``): prune on level,
+topological id, GRAIL intervals and hub bits; answer on the target itself, a DFS-tree interval or a
+hub between. A search whose target was found is masked out of every later expansion.
+
+Levels are queued back to back with no host synchronisation; the host reads the found bits once
+per pass. Device copies of the index arrays are cached per ``QueryArrays`` between calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from .device import free_memory
+from .frontier import EngineConfig, degree_class, make_advance, make_edge_map, make_node_pass
+from .memory import device_full
+
+__all__ = ["search_pairs", "SearchOptions", "words_for"]
+
+NO, YES, UNDECIDED = 0, 1, 2
+ONE = np.uint64(1)
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    config: EngineConfig | None = None
+    max_words: int = 0  # status words per node; 0: sized from free memory and the batch
+    memory_fraction: float = 0.25  # share of free device memory the status words may take
+
+
+@cuda.jit(device=True, inline=True)
+def classify(s, t, level, fwd, bwd, lo, hi, tree_lo):
+    """Device twin of ``grail_core.query.classify``: YES, NO or UNDECIDED for 's reaches t'."""
+    if s == t:
+        return YES
+    if s > t or level[s] >= level[t]:
+        return NO
+    fs = fwd[s]
+    ft = fwd[t]
+    if fs & ~ft:
+        return NO
+    bs = bwd[s]
+    if bwd[t] & ~bs:
+        return NO
+    if bs & ft:
+        return YES
+    dims = lo.shape[1]
+    for k in range(dims):
+        if lo[s, k] > lo[t, k] or hi[t, k] > hi[s, k]:
+            return NO
+    for k in range(dims):
+        if tree_lo[s, k] <= hi[t, k]:
+            return YES
+    return UNDECIDED
+
+
+@cuda.jit(device=True, inline=True)
+def _enqueue(c, indptr, level, queues, ptr, cnt, touched, medium_min, large_min):
+    """Puts c into its level's bucket the first time any search reaches it in this pass."""
+    if cuda.atomic.exch(touched, c, 1) == 0:
+        cls = degree_class(indptr[c + 1] - indptr[c], medium_min, large_min)
+        lvl = level[c]
+        slot = cuda.atomic.add(cnt, (cls, lvl), 1)
+        queues[cls, ptr[cls, lvl] + slot] = c
+
+
+@cuda.jit(device=True)
+def _seed(j, args):
+    """Search j starts at its source, unless the source's own labels already answer it."""
+    (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, found, src, tgt, touched, queues, ptr, cnt,
+     medium_min, large_min) = args
+    s = src[j]
+    w = j // 64
+    bit = ONE << np.uint64(j % 64)
+    code = classify(s, tgt[j], level, fwd, bwd, lo, hi, tree_lo)
+    if code == YES:
+        cuda.atomic.or_(found, w, bit)
+    elif code == UNDECIDED:
+        cuda.atomic.or_(reach, (s, w), bit)
+        _enqueue(s, indptr, level, queues, ptr, cnt, touched, medium_min, large_min)
+
+
+@cuda.jit(device=True)
+def _expand(v, e, lvl, args):
+    (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, found, src, tgt, touched, queues, ptr, cnt,
+     medium_min, large_min) = args
+    c = indices[e]
+    reached = False
+    for w in range(reach.shape[1]):
+        live = reach[v, w] & ~found[w]
+        passed = np.uint64(0)
+        while live:
+            low = live & (~live + ONE)
+            live ^= low
+            j = w * 64 + cuda.popc(low - ONE)
+            code = classify(c, tgt[j], level, fwd, bwd, lo, hi, tree_lo)
+            if code == YES:
+                cuda.atomic.or_(found, w, low)
+            elif code == UNDECIDED:
+                passed |= low
+        if passed:
+            cuda.atomic.or_(reach, (c, w), passed)
+            reached = True
+    if reached:
+        _enqueue(c, indptr, level, queues, ptr, cnt, touched, medium_min, large_min)
+
+
+@cuda.jit(device=True)
+def _clear(v, lvl, args):
+    reach, touched = args
+    for w in range(reach.shape[1]):
+        reach[v, w] = np.uint64(0)
+    touched[v] = 0
+
+
+_seed_pairs = make_edge_map(_seed)
+_advance_expand = make_advance(_expand)
+_clear_level = make_node_pass(_clear)
+
+
+@dataclass
+class _DeviceIndex:
+    """Device copies of one QueryArrays, its level buckets, and status buffers for ``words`` words a node."""
+
+    keep: Any  # the host QueryArrays: holding it keeps the ids in the cache key valid
+    arrays: tuple[Any, ...]  # indptr, indices, level, lo, hi, tree_lo, fwd, bwd
+    level_host: np.ndarray
+    queues: Any
+    ptr: Any  # (3, levels) bucket starts per degree class
+    levels: int
+    words: int = 0
+    reach: Any = None
+    touched: Any = None
+
+
+_cache: dict[tuple[int, ...], _DeviceIndex] = {}
+
+
+def _bucket_starts(level: np.ndarray, degree: np.ndarray, cfg: EngineConfig) -> tuple[np.ndarray, int]:
+    levels = int(level.max()) + 1 if level.size else 1
+    cls = np.where(degree < cfg.medium_min, 0, np.where(degree < cfg.large_min, 1, 2))
+    counts = np.zeros((3, levels), dtype=np.int64)
+    np.add.at(counts, (cls, level), 1)
+    ptr = np.zeros((3, levels), dtype=np.int64)
+    ptr[:, 1:] = np.cumsum(counts, axis=1)[:, :-1]
+    return ptr, levels
+
+
+def _device_index(arrays: Any, cfg: EngineConfig) -> _DeviceIndex:
+    key = tuple(id(x) for x in arrays)
+    cached = _cache.get(key)
+    if cached is not None and cached.keep is arrays:
+        return cached
+    _cache.clear()
+    n = arrays.level.size
+    indptr = np.ascontiguousarray(arrays.out_indptr, dtype=np.int64)
+    ptr, levels = _bucket_starts(np.asarray(arrays.level), np.diff(indptr), cfg)
+    device = tuple(
+        cuda.to_device(np.ascontiguousarray(x))
+        for x in (indptr, arrays.out_indices, arrays.level, arrays.lo, arrays.hi, arrays.tree_lo, arrays.fwd,
+                  arrays.bwd)
+    )
+    entry = _DeviceIndex(arrays, device, np.asarray(arrays.level), cuda.device_array((3, max(n, 1)), np.int32),
+                         cuda.to_device(ptr), levels)
+    _cache[key] = entry
+    return entry
+
+
+def words_for(num_pairs: int, num_nodes: int, free_bytes: int, fraction: float) -> int:
+    """Status words per node: enough for the whole batch if memory allows, at least one."""
+    wanted = -(-num_pairs // 64)
+    affordable = int(fraction * free_bytes) // max(1, 8 * num_nodes)
+    return max(1, min(wanted, affordable))
+
+
+def _status_buffers(index: _DeviceIndex, words: int, cfg: EngineConfig) -> None:
+    """Grows the status words to ``words``; they are kept zero between passes, so never refilled."""
+    if index.words < words:
+        n = max(index.level_host.size, 1)
+        index.reach = None  # free the old buffer before allocating the larger one
+        index.reach = device_full((n, words), np.uint64, 0, cfg)
+        index.touched = device_full(n, np.int32, 0, cfg)
+        index.words = words
+
+
+def search_pairs(arrays: Any, sources: np.ndarray, targets: np.ndarray,
+                 options: SearchOptions | None = None) -> np.ndarray:
+    """Exact answers (bool per pair) to 'DAG node sources[i] reaches DAG node targets[i]'.
+
+    ``arrays`` is a ``grail_core.query.QueryArrays``; the pairs may be any DAG node ids (the seed step
+    applies the label filter to each pair first, so decided pairs cost nothing).
+    """
+    opts = options or SearchOptions()
+    cfg = opts.config or EngineConfig.default()
+    sources = np.asarray(sources, dtype=np.int32)
+    targets = np.asarray(targets, dtype=np.int32)
+    answers = np.zeros(sources.size, dtype=np.bool_)
+    if sources.size == 0:
+        return answers
+    index = _device_index(arrays, cfg)
+    words = opts.max_words or words_for(sources.size, index.level_host.size, free_memory(), opts.memory_fraction)
+    words = min(words, -(-sources.size // 64))
+    _status_buffers(index, words, cfg)
+    grid, block = cfg.grid(), cfg.block
+    per_pass = 64 * words
+    for start in range(0, sources.size, per_pass):
+        src = sources[start : start + per_pass]
+        tgt = targets[start : start + per_pass]
+        answers[start : start + src.size] = _one_pass(index, words, src, tgt, cfg, grid, block)
+    return answers
+
+
+def _one_pass(index: _DeviceIndex, words: int, src: np.ndarray, tgt: np.ndarray, cfg: EngineConfig, grid: int,
+              block: int) -> np.ndarray:
+    indptr, indices, level, lo, hi, tree_lo, fwd, bwd = index.arrays
+    found = cuda.to_device(np.zeros(words, dtype=np.uint64))
+    cnt = cuda.to_device(np.zeros((3, index.levels), dtype=np.int64))
+    reach = index.reach[:, :words]
+    args = (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, found, cuda.to_device(src),
+            cuda.to_device(tgt), index.touched, index.queues, index.ptr, cnt, cfg.medium_min, cfg.large_min)
+    _seed_pairs[grid, block](src.size, args)
+    first = int(index.level_host[src].min())
+    last = int(index.level_host[tgt].max())
+    for lvl in range(first, last):
+        _advance_expand[grid, block](indptr, index.queues, index.ptr, cnt, lvl, args)
+    for lvl in range(first, last + 1):
+        _clear_level[grid, block](index.queues, index.ptr, cnt, lvl, (reach, index.touched))
+    bits = found.copy_to_host()
+    positions = np.arange(src.size)
+    return ((bits[positions // 64] >> (positions % 64).astype(np.uint64)) & ONE).astype(np.bool_)

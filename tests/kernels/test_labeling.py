@@ -1,0 +1,69 @@
+"""GPU labeling under the simulator: labels equal the CPU DFS labels, or the build declines/fails loudly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from grail_core.labeling import label_all
+from kernels.labeling import LabelingDeclined, LabelingOptions, build_labels
+
+from .graphs import diamond_stack, hub_graph, labeling_graph
+
+
+def assert_same_labels(n: int, edges: list[tuple[int, int]], options: LabelingOptions | None = None,
+                       dims: int = 2, seed: int = 0) -> int:
+    indptr, orders, root = labeling_graph(n, edges, dims, seed)
+    expected = label_all(indptr, orders, root)
+    built = build_labels(indptr, orders, root, options)
+    for name, want, got in zip(("post", "minpost", "tree_low"), expected, (built.post, built.minpost, built.tree_low)):
+        assert got.dtype == want.dtype, name
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    return built.words
+
+
+@st.composite
+def dags(draw: st.DrawFn, max_nodes: int = 14) -> tuple[int, list[tuple[int, int]]]:
+    n = draw(st.integers(min_value=1, max_value=max_nodes))
+    pairs = [(u, v) for u in range(n) for v in range(u + 1, n)]
+    edges = draw(st.lists(st.sampled_from(pairs), max_size=3 * n)) if pairs else []
+    return n, edges
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags(), st.integers(min_value=0, max_value=2**31))
+def test_random_dags_match_cpu(graph: tuple[int, list[tuple[int, int]]], seed: int) -> None:
+    n, edges = graph
+    assert_same_labels(n, edges, seed=seed)
+
+
+def test_single_node() -> None:
+    assert_same_labels(1, [])
+
+
+def test_hub_with_many_roots_uses_every_degree_class() -> None:
+    n, edges = hub_graph(roots=12, fan_out=10)
+    assert_same_labels(n, edges, dims=3)
+
+
+@pytest.mark.parametrize(("bits", "words"), [(8, 1), (4, 2), (2, 4)])
+def test_diamond_stack_multi_word_weights(bits: int, words: int) -> None:
+    """The root counts 126 unrolled nodes: one 8-bit word, two 4-bit words, four 2-bit words; labels stay exact."""
+    n, edges = diamond_stack(5)
+    assert assert_same_labels(n, edges, LabelingOptions(word_bits=bits)) == words
+
+
+def test_too_wide_counts_decline() -> None:
+    n, edges = diamond_stack(5)
+    indptr, orders, root = labeling_graph(n, edges)
+    with pytest.raises(LabelingDeclined, match="path counts"):
+        build_labels(indptr, orders, root, LabelingOptions(word_bits=2, max_words=2))
+
+
+def test_deep_chain_declines() -> None:
+    n = 30
+    indptr, orders, root = labeling_graph(n, [(i, i + 1) for i in range(n - 1)])
+    with pytest.raises(LabelingDeclined, match="levels"):
+        build_labels(indptr, orders, root, LabelingOptions(max_levels=8))
