@@ -1,0 +1,94 @@
+# syntax=docker/dockerfile:1
+# GRAIL reachability-index service.
+#
+#   docker build -t grail .                                  # GPU-ready (numba-cuda + NVIDIA's CUDA wheels)
+#   docker build --build-arg WITH_CUDA=0 -t grail:cpu .      # CPU only, ~1 GB smaller
+#   docker run -d -p 8000:8000 -v grail-data:/data grail     # CPU
+#   docker run -d --gpus all -p 8000:8000 -v grail-data:/data grail   # GPU (NVIDIA Container Toolkit)
+#
+# Behind a TLS-intercepting proxy, pass its CA bundle as a build secret (it does not stay in the image):
+#   --secret id=pipca,src=/etc/ssl/certs/ca-certificates.crt
+# and a package index with --build-arg PIP_INDEX_URL=... (PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS likewise).
+# See docker/README.md.
+
+ARG BASE=python:3.12-slim
+
+# ---------------------------------------------------------------------------------------------------
+# Build stage: a virtual environment in /opt/grail with the service and its dependencies.
+FROM ${BASE} AS build
+
+# 1: numba-cuda with the CUDA 12 toolkit wheels (nvrtc, nvvm, cudart, ...); 0: CPU only.
+ARG WITH_CUDA=1
+# Optional package index settings, passed through to pip (empty: pip's defaults).
+ARG PIP_INDEX_URL=""
+ARG PIP_EXTRA_INDEX_URL=""
+ARG PIP_FIND_LINKS=""
+ARG PIP_TRUSTED_HOST=""
+
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DEFAULT_TIMEOUT=180 \
+    PYTHONDONTWRITEBYTECODE=1
+
+SHELL ["/bin/sh", "-eu", "-c"]
+
+RUN python3 -m venv /opt/grail
+
+WORKDIR /src
+COPY . /src
+
+# pip reads PIP_* from the environment; empty ones are dropped so that pip keeps its defaults.
+# The CA secret, when given, is used for this step only. The test suites shipped inside the numba and
+# numpy wheels and pip itself are dead weight at run time and are removed.
+RUN --mount=type=secret,id=pipca,target=/run/secrets/pipca \
+    for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_FIND_LINKS PIP_TRUSTED_HOST; do \
+        eval "val=\${$v:-}"; if [ -z "$val" ]; then unset "$v"; fi; \
+    done; \
+    if [ -s /run/secrets/pipca ]; then export PIP_CERT=/run/secrets/pipca; fi; \
+    if [ "$WITH_CUDA" = 1 ]; then set -- ".[cuda]" "numba-cuda[cu12]"; else set -- "."; fi; \
+    /opt/grail/bin/python -m pip install --no-cache-dir --constraint docker/constraints.txt "$@"; \
+    site=$(/opt/grail/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
+    rm -rf "$site"/numba/tests "$site"/numpy/*/tests "$site"/numpy/tests "$site"/pip "$site"/pip-*.dist-info; \
+    find /opt/grail -name '__pycache__' -type d -prune -exec rm -rf {} +; \
+    /opt/grail/bin/python -I -c 'import grail_core, service.app, service.main'
+
+# ---------------------------------------------------------------------------------------------------
+# Final stage: the base image, the virtual environment and a non-root user; no compilers, no pip cache.
+FROM ${BASE}
+
+ARG WITH_CUDA=1
+LABEL org.opencontainers.image.title="grail" \
+      org.opencontainers.image.description="GRAIL reachability index service: upload a directed graph, ask whether u reaches v." \
+      grail.with-cuda="${WITH_CUDA}"
+
+RUN groupadd --system --gid 10001 grail \
+    && useradd --system --uid 10001 --gid grail --home-dir /var/lib/grail --create-home \
+        --shell /usr/sbin/nologin grail \
+    && mkdir -p /data /var/cache/grail/numba \
+    && chown grail:grail /data /var/cache/grail /var/cache/grail/numba
+
+COPY --from=build /opt/grail /opt/grail
+
+# Configuration: every setting of grail-serve has a GRAIL_* variable; these are the image's defaults.
+# NUMBA_CACHE_DIR keeps numba's compiled code in a writable place (mount a volume there to keep it
+# across containers: first requests after a new container otherwise compile again).
+ENV PATH=/opt/grail/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    GRAIL_HOST=0.0.0.0 \
+    GRAIL_PORT=8000 \
+    GRAIL_DATA_DIR=/data \
+    GRAIL_BACKEND=auto \
+    GRAIL_MAX_UPLOAD_MB=1024 \
+    NUMBA_CACHE_DIR=/var/cache/grail/numba \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
+
+VOLUME ["/data"]
+EXPOSE 8000
+USER 10001:10001
+WORKDIR /var/lib/grail
+
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["/opt/grail/bin/python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('GRAIL_PORT', '8000'), timeout=4)"]
+
+ENTRYPOINT ["grail-serve"]

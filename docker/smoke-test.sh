@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# Container smoke test: builds the image with podman, runs it, uploads a shared dataset with curl,
+# checks the answers to its query files, replaces the container by a new one on the same volume and
+# checks that the graph is served again without a rebuild, then removes everything it started.
+#
+#   docker/smoke-test.sh            (as root; needs podman, runc, debootstrap, curl, python3)
+#
+# Environment:
+#   GRAIL_DATASETS        folder with <name>.gra/.que/.ans (default: ../shared/datasets beside the repo);
+#                         when it or the dataset is missing the test is skipped (exit 0)
+#   SMOKE_DATASET         dataset name (default kegg_dag_uniq)
+#   WITH_CUDA             build arg (default 0 here: the CUDA wheels add ~1 GB and minutes to CI; the
+#                         Dockerfile's own default is 1)
+#   BASE                  base image; default: a local Debian image built with debootstrap
+#                         (docker/build-base.sh), since no registry can be pulled from here
+#   SMOKE_CA_BUNDLE       CA bundle passed to the build as the secret `pipca`
+#                         (default /etc/ssl/certs/ca-certificates.crt)
+#   SMOKE_BACKEND         GRAIL_BACKEND for the container (default: the image's, auto: the GPU if there
+#                         is one, else the CPU)
+#   SMOKE_NETWORK         `publish` (default: -p 127.0.0.1:PORT:8000) or `host` (--network host)
+#   SMOKE_WORKDIR         scratch folder for podman's storage (default: a new temporary folder, removed)
+#   SMOKE_KEEP=1          keep the image and the scratch folder (for a quicker second run)
+# pip inside the build uses the same package index settings as this machine's pip (PIP_INDEX_URL,
+# PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS, PIP_TRUSTED_HOST, from the environment or `pip config`); local
+# file:// indexes and find-links folders are mounted read-only into the build.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+here="$repo/docker"
+datasets=${GRAIL_DATASETS:-$repo/../shared/datasets}
+dataset=${SMOKE_DATASET:-kegg_dag_uniq}
+with_cuda=${WITH_CUDA:-0}
+ca_bundle=${SMOKE_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
+network=${SMOKE_NETWORK:-publish}
+keep=${SMOKE_KEEP:-0}
+image=localhost/grail:smoke
+
+t_start=$SECONDS
+step_t=$SECONDS
+timings=()
+log() { printf '[smoke %4ds] %s\n' "$((SECONDS - t_start))" "$*"; }
+lap() { timings+=("$(printf '%-34s %4d s' "$1" "$((SECONDS - step_t))")"); step_t=$SECONDS; }
+die() { log "FAIL: $*"; exit 1; }
+
+for f in "$datasets/$dataset.gra" "$datasets/$dataset.que" "$datasets/$dataset.ans"; do
+    if [ ! -f "$f" ]; then
+        log "SKIP: dataset file $f not found (set GRAIL_DATASETS / SMOKE_DATASET)"
+        exit 0
+    fi
+done
+for tool in podman runc curl python3; do
+    command -v "$tool" >/dev/null || die "$tool is not installed (bash .ci/container installs what this test needs)"
+done
+[ "$(id -u)" = 0 ] || die "run as root (podman with runc and cgroupfs, debootstrap)"
+
+# --- scratch space and podman configuration ----------------------------------------------------------
+if [ -n "${SMOKE_WORKDIR:-}" ]; then work=$SMOKE_WORKDIR; mkdir -p "$work"; else work=$(mktemp -d /tmp/grail-smoke.XXXXXX); fi
+# shellcheck source=docker/podman-env.sh
+. "$here/podman-env.sh" "$work"
+
+tag=$$
+volume=grail-smoke-$tag
+containers=()
+cleanup() {
+    local rc=$?
+    set +e
+    if [ "$rc" != 0 ]; then
+        for c in "${containers[@]}"; do
+            log "logs of container $c (last 40 lines):"
+            podman logs --tail 40 "$c" 2>&1 | sed 's/^/    /'
+        done
+    fi
+    for c in "${containers[@]}"; do podman rm -f -t 5 "$c" >/dev/null 2>&1; done
+    podman volume rm -f "$volume" >/dev/null 2>&1
+    if [ "$keep" != 1 ]; then
+        podman rmi -f "$image" >/dev/null 2>&1
+        [ -n "${built_base:-}" ] && podman rmi -f "$built_base" >/dev/null 2>&1
+        podman image prune -f >/dev/null 2>&1
+        # Nothing of ours may stay mounted before the folder goes.
+        findmnt -rn -o TARGET | grep -F "$work/" | sort -r | while read -r m; do umount -l "$m"; done
+        rm -rf "$work"
+    fi
+    if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc)"; fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- base image --------------------------------------------------------------------------------------
+if [ -n "${BASE:-}" ]; then
+    base=$BASE
+else
+    base=localhost/grail-base:smoke
+    if ! podman image exists "$base"; then
+        command -v debootstrap >/dev/null || die "debootstrap is not installed"
+        log "building the base image with debootstrap"
+        bash "$here/build-base.sh" "$work" "$base"
+        built_base=$base
+    fi
+fi
+lap "base image"
+
+# --- pip settings of this machine, for the build -----------------------------------------------------
+pip_value() {  # the effective value of a pip option: environment first, then pip's configuration files
+    local env_name=PIP_$(echo "$1" | tr 'a-z-' 'A-Z_') v
+    v=${!env_name:-}
+    if [ -z "$v" ]; then
+        v=$(python3 -m pip config get "global.$1" 2>/dev/null || python3 -m pip config get "install.$1" 2>/dev/null || true)
+    fi
+    printf '%s' "$v"
+}
+build_args=()
+mounted=" "
+for opt in index-url extra-index-url find-links trusted-host; do
+    val=$(pip_value "$opt")
+    [ -n "$val" ] || continue
+    arg=PIP_$(echo "$opt" | tr 'a-z-' 'A-Z_')
+    build_args+=(--build-arg "$arg=$val")
+    [ "$opt" = trusted-host ] && continue
+    for loc in $val; do
+        path=${loc#file://}
+        [ "$path" != "$loc" ] || [ "${loc:0:1}" = / ] || continue
+        [ -e "$path" ] || continue
+        # A PEP 503 ".../simple" folder links to files beside it: mount its parent.
+        [ "$(basename "$path")" = simple ] && path=$(dirname "$path")
+        case "$mounted" in *" $path "*) continue ;; esac
+        build_args+=(--volume "$path:$path:ro")
+        mounted="$mounted$path "
+    done
+done
+if [ -f "$ca_bundle" ]; then build_args+=(--secret "id=pipca,src=$ca_bundle"); fi
+
+# --- build -------------------------------------------------------------------------------------------
+log "building $image (BASE=$base, WITH_CUDA=$with_cuda)"
+podman build --format docker --network host --layers \
+    --build-arg "BASE=$base" --build-arg "WITH_CUDA=$with_cuda" \
+    "${build_args[@]}" -t "$image" -f "$repo/Dockerfile" "$repo" >"$work/build.log" 2>&1 || {
+    tail -n 40 "$work/build.log"
+    die "podman build failed (log above)"
+}
+size=$(podman image inspect --format '{{.Size}}' "$image")
+log "image built: $((size / 1000000)) MB"
+lap "image build (pip installs)"
+
+# Static checks on the image's configuration.
+cfg=$(podman image inspect "$image")
+python3 - "$cfg" <<'EOF' || die "image configuration"
+import json, sys
+cfg = json.loads(sys.argv[1])[0]
+c = cfg.get("Config") or cfg["config"]
+problems = []
+if c.get("User") in (None, "", "0", "root", "0:0"):
+    problems.append(f"runs as root (User={c.get('User')!r})")
+if "8000/tcp" not in (c.get("ExposedPorts") or {}):
+    problems.append("port 8000 not exposed")
+if "/data" not in (c.get("Volumes") or {}):
+    problems.append("/data is not a volume")
+if not (c.get("Healthcheck") or cfg.get("Healthcheck")):
+    problems.append("no HEALTHCHECK")
+if "grail-serve" not in " ".join(c.get("Entrypoint") or []):
+    problems.append(f"entrypoint is {c.get('Entrypoint')!r}")
+for p in problems:
+    print("image config:", p)
+sys.exit(1 if problems else 0)
+EOF
+
+# --- run ---------------------------------------------------------------------------------------------
+podman volume create "$volume" >/dev/null
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+url=http://127.0.0.1:$port
+
+backend_args=()
+if [ -n "${SMOKE_BACKEND:-}" ]; then backend_args=(-e "GRAIL_BACKEND=$SMOKE_BACKEND"); fi
+
+start_container() {  # name
+    local net_args
+    if [ "$network" = host ]; then
+        net_args=(--network host -e GRAIL_HOST=127.0.0.1 -e "GRAIL_PORT=$port")
+    else
+        net_args=(-p "127.0.0.1:$port:8000")
+    fi
+    containers+=("$1")
+    podman run -d --name "$1" "${net_args[@]}" -v "$volume:/data" \
+        "${backend_args[@]}" --memory 4g --pids-limit 4096 --no-healthcheck "$image" >/dev/null
+    local t0=$SECONDS
+    until curl -fsS -o /dev/null "$url/health" 2>/dev/null; do
+        [ "$(podman inspect -f '{{.State.Running}}' "$1")" = true ] || die "container $1 exited"
+        [ $((SECONDS - t0)) -lt 120 ] || die "no answer on $url/health after 120 s"
+        sleep 0.5
+    done
+    log "container $1 answers /health after $((SECONDS - t0)) s: $(curl -fsS "$url/health")"
+    # The image's HEALTHCHECK command, run once inside the container (podman runs it periodically only
+    # through systemd timers, which these machines lack; the container runs with --no-healthcheck).
+    local hc=()
+    mapfile -d '' hc < <(podman image inspect "$image" | python3 -c '
+import json, sys
+img = json.load(sys.stdin)[0]
+t = (img.get("Healthcheck") or img["Config"].get("Healthcheck") or {}).get("Test") or []
+args = t[1:] if t[:1] == ["CMD"] else ["sh", "-c", t[1]] if t[:1] == ["CMD-SHELL"] else []
+sys.stdout.write("".join(a + "\0" for a in args))')
+    [ "${#hc[@]}" -gt 0 ] || die "the image has no HEALTHCHECK"
+    podman exec "$1" "${hc[@]}" >/dev/null || die "the image's HEALTHCHECK command fails in $1"
+}
+
+json() {  # json FILE EXPR: evaluate a Python expression on the parsed file (as `d`)
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+check_queries() {  # id label
+    local q
+    for q in "$dataset" "$dataset.pos"; do
+        [ -f "$datasets/$q.que" ] && [ -f "$datasets/$q.ans" ] || continue
+        local t0=$SECONDS code
+        code=$(curl -sS -o "$work/answers" -w '%{http_code}' -X POST \
+            -H 'Content-Type: text/plain' -H 'Accept: text/plain' \
+            --data-binary "@$datasets/$q.que" "$url/graphs/$1/queries")
+        [ "$code" = 200 ] || { head -c 500 "$work/answers"; echo; die "$2: POST queries answered $code"; }
+        if ! diff -q <(tr -d '\r' <"$work/answers" | sed '/^$/d') <(sed '/^$/d' "$datasets/$q.ans") >/dev/null; then
+            diff <(tr -d '\r' <"$work/answers" | sed '/^$/d') <(sed '/^$/d' "$datasets/$q.ans") | head -n 5
+            die "$2: answers to $q.que differ from $q.ans"
+        fi
+        log "$2: $(wc -l <"$datasets/$q.que") answers to $q.que match $q.ans ($((SECONDS - t0)) s)"
+    done
+    # One pair over GET as well.
+    local u v expect
+    read -r u v <"$datasets/$dataset.que"
+    expect=$(head -n 1 "$datasets/$dataset.ans")
+    curl -fsS -o "$work/one.json" "$url/graphs/$1/reachable?source=$u&target=$v" || die "$2: GET reachable failed"
+    [ "$(json "$work/one.json" 'int(d["reachable"])')" = "$expect" ] || die "$2: GET reachable $u->$v is not $expect"
+}
+
+start_container "grail-smoke-$tag-1"
+lap "first start"
+
+log "uploading $dataset.gra ($(wc -c <"$datasets/$dataset.gra") bytes, wait=true)"
+code=$(curl -sS -o "$work/upload.json" -w '%{http_code}' -X POST -H 'Content-Type: text/x-grail-gra' \
+    --data-binary "@$datasets/$dataset.gra" "$url/graphs?name=$dataset&format=gra&wait=true")
+[ "$code" = 201 ] || { cat "$work/upload.json"; echo; die "upload answered $code, not 201"; }
+id=$(json "$work/upload.json" 'd["id"]')
+curl -fsS -o "$work/before.json" "$url/graphs/$id" || die "GET /graphs/$id failed"
+[ "$(json "$work/before.json" 'd["status"]')" = ready ] || die "graph $id is not ready after wait=true"
+log "graph $id ready: $(json "$work/before.json" 'json.dumps(d.get("stats", {}).get("phase_seconds"))')"
+lap "upload + index build"
+
+check_queries "$id" "first container"
+lap "queries (first container)"
+
+# --- a new container on the same volume: the graph must be served again without a rebuild -----------
+log "replacing the container (stop, remove, run a new one on volume $volume)"
+podman stop -t 20 "grail-smoke-$tag-1" >/dev/null
+podman rm "grail-smoke-$tag-1" >/dev/null
+start_container "grail-smoke-$tag-2"
+lap "second start"
+
+curl -fsS -o "$work/after.json" "$url/graphs/$id" || die "graph $id is gone after the restart"
+python3 - "$work/before.json" "$work/after.json" <<'EOF' || die "graph record changed across the restart (rebuilt?)"
+import json, sys
+before, after = (json.load(open(p)) for p in sys.argv[1:3])
+ok = True
+if after.get("status") != "ready":
+    print("status after restart:", after.get("status")); ok = False
+if after.get("stats") != before.get("stats"):
+    print("stats before:", json.dumps(before.get("stats"))); print("stats after: ", json.dumps(after.get("stats"))); ok = False
+sys.exit(0 if ok else 1)
+EOF
+log "graph $id still ready after the restart, stats and phase times unchanged"
+check_queries "$id" "second container"
+lap "queries (second container)"
+
+log "timings:"
+for t in "${timings[@]}"; do log "  $t"; done
