@@ -9,7 +9,7 @@
 #   GRAIL_DATASETS        folder with <name>.gra/.que/.ans (default: ../shared/datasets beside the repo);
 #                         when it or the dataset is missing the test is skipped (exit 0)
 #   SMOKE_DATASET         dataset name (default kegg_dag_uniq)
-#   WITH_CUDA             build arg (default 0 here: the CUDA wheels add ~1 GB and minutes to CI; the
+#   SMOKE_WITH_CUDA       the WITH_CUDA build arg (default 0 here: the CUDA wheels add ~500 MB and a minute or more to CI; the
 #                         Dockerfile's own default is 1)
 #   BASE                  base image; default: a local Debian image built with debootstrap
 #                         (docker/build-base.sh), since no registry can be pulled from here
@@ -29,7 +29,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 here="$repo/docker"
 datasets=${GRAIL_DATASETS:-$repo/../shared/datasets}
 dataset=${SMOKE_DATASET:-kegg_dag_uniq}
-with_cuda=${WITH_CUDA:-0}
+with_cuda=${SMOKE_WITH_CUDA:-0}
 ca_bundle=${SMOKE_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 network=${SMOKE_NETWORK:-publish}
 keep=${SMOKE_KEEP:-0}
@@ -102,7 +102,8 @@ lap "base image"
 
 # --- pip settings of this machine, for the build -----------------------------------------------------
 pip_value() {  # the effective value of a pip option: environment first, then pip's configuration files
-    local env_name=PIP_$(echo "$1" | tr 'a-z-' 'A-Z_') v
+    local env_name v
+    env_name=PIP_$(echo "$1" | tr 'a-z-' 'A-Z_')
     v=${!env_name:-}
     if [ -z "$v" ]; then
         v=$(python3 -m pip config get "global.$1" 2>/dev/null || python3 -m pip config get "install.$1" 2>/dev/null || true)
