@@ -157,7 +157,7 @@ def parse_edgelist(data: bytes | memoryview, header: bool | None = None) -> Grap
         _gather(buf, starts, ends, width, table)
         unique, inverse = np.unique(table.view(f"S{width}").ravel(), return_inverse=True)
         try:
-            names = np.char.decode(unique, "utf-8")
+            names = np.strings.decode(unique, "utf-8")
         except UnicodeDecodeError as error:
             raise GraphFormatError(f"node names are not valid UTF-8: {error}") from None
         ids = inverse.reshape(-1).astype(np.int64)
