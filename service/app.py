@@ -15,6 +15,7 @@ from .metrics import Metrics, MetricsMiddleware
 from .registry import GraphRegistry
 from .routers import graphs, health, queries
 from .settings import Settings
+from .warmup import warm_up_in_background
 
 __all__ = ["create_app"]
 
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         to_build = registry.recover()
         gpu = _gpu_name() if settings.backend != "cpu" else None
         app.state.grail = ServiceState(settings, registry, runner, metrics, gpu)
+        warm_up_in_background()
         for record in to_build:
             runner.submit(record)
         log.info("grail service ready: data dir %s, default backend %s, gpu %s", settings.data_dir,

@@ -23,6 +23,7 @@ class ServiceState:
     gpu_name: str | None
 
 
-def get_state(request: Request) -> ServiceState:
+async def get_state(request: Request) -> ServiceState:
+    # async on purpose: FastAPI runs a plain-def dependency in a worker thread, a costly hop per request.
     state: ServiceState = request.app.state.grail
     return state
