@@ -15,6 +15,18 @@ def index_dtype(num_nodes: int, num_edges: int) -> type[np.integer]:
     return np.int32 if max(num_nodes, num_edges) < 2**31 - 1 else np.int64
 
 
+@njit(nogil=True, inline="always")
+def _insertion_sort(row):
+    # Most rows are short; np.sort's call overhead would dominate them.
+    for i in range(1, row.size):
+        value = row[i]
+        j = i - 1
+        while j >= 0 and row[j] > value:
+            row[j + 1] = row[j]
+            j -= 1
+        row[j + 1] = value
+
+
 @njit(nogil=True, cache=True)
 def _csr_dedup(n, src, dst, out_indices):
     """Counting sort of the edges by source, then each row sorted and de-duplicated, self loops dropped."""
@@ -31,7 +43,11 @@ def _csr_dedup(n, src, dst, out_indices):
     indptr = np.zeros(n + 1, dtype=np.int64)
     write = 0
     for v in range(n):
-        row = np.sort(scratch[counts[v]:counts[v + 1]])
+        row = scratch[counts[v]:counts[v + 1]]
+        if row.size > 16:
+            row.sort()
+        else:
+            _insertion_sort(row)
         previous = -1
         for w in row:
             if w != previous and w != v:
