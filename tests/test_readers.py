@@ -156,3 +156,19 @@ def test_large_gra_parses_in_seconds_into_compact_arrays(datasets) -> None:
     assert graph.num_nodes == 1595444 and graph.src.size == 1595442
     # One int64 per edge end and nothing else: no Python object per edge, no spare capacity kept.
     assert graph.src.base is None and graph.src.nbytes == 8 * graph.src.size
+
+
+def test_json_integer_fast_path_agrees_with_the_json_module() -> None:
+    from grail_core.readers import jsonformat
+
+    document = {"nodes": [-4, 100], "edges": [[1, 2], [2, -4], [1, 2], [7, 7]]}
+    text = json.dumps(document, indent=2).encode()
+    fast = read_graph(text, "json")
+    scanned = jsonformat._scan_integer_document(np.frombuffer(text, dtype=np.uint8), jsonformat.EDGES_KEY,
+                                                 jsonformat.NODES_KEY)
+    assert scanned[-1], "an all-integer document must take the array scanner"
+    assert edges_of(fast) == {(1, 2), (2, -4), (7, 7)}
+    assert fast.names.names_of(range(fast.num_nodes)) == [-4, 1, 2, 7, 100]
+    # A document the scanner declines (an extra key) still parses, through the json module.
+    slow = read_graph(json.dumps(document | {"directed": True}).encode(), "json")
+    assert edges_of(slow) == edges_of(fast) and slow.num_nodes == fast.num_nodes
