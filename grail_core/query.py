@@ -61,6 +61,11 @@ class HotArrays(NamedTuple):
 
 _HEADER_WORDS = 6
 _CACHE_LINE_WORDS = 16
+# Pairs are handed to threads in chunks of this size as they free up: searches vary in length, and a
+# thread that the OS pauses must not hold back the whole batch as a static split would.
+PAIRS_PER_CHUNK = 2048
+# Below this many pairs one thread answers faster than waking the others.
+SERIAL_BATCH = 1024
 
 
 def _aligned_rows(rows: int, words: int) -> np.ndarray:
@@ -153,7 +158,8 @@ def _filter(h, pairs, codes):
 def filter_pairs(hot: HotArrays, pairs: np.ndarray) -> np.ndarray:
     """Codes (NO, YES, UNDECIDED) for an (M, 2) array of node ids, all pairs in parallel."""
     codes = np.empty(pairs.shape[0], dtype=np.int8)
-    _filter(hot, pairs, codes)
+    with numba.parallel_chunksize(PAIRS_PER_CHUNK):
+        _filter(hot, pairs, codes)
     return codes
 
 
@@ -184,13 +190,14 @@ def _with_thread_buffers(hot: HotArrays, count: int, run) -> None:
     thread-local: a small batch pays only for the buffers it uses.
     """
     available = numba.get_num_threads()
-    threads = max(1, min(available, count))
+    threads = 1 if count < SERIAL_BATCH else available
     n = hot.rec_dag.shape[0]
     stamps = np.zeros((threads, n), dtype=np.int32)
     stacks = np.empty((threads, n), dtype=np.int32)
     numba.set_num_threads(threads)
     try:
-        run(stamps, stacks)
+        with numba.parallel_chunksize(PAIRS_PER_CHUNK):
+            run(stamps, stacks)
     finally:
         numba.set_num_threads(available)
 
