@@ -289,7 +289,7 @@ def build_labels(
     ``indptr`` (N+2, int64) and ``child_orders`` (dims, m) describe the labeling graph with root
     ``root`` = N, as for ``grail_core.labeling.label_all``; the three label arrays have shape
     (dims, N+1) and equal ``label_all``'s exactly. ``phase_seconds`` maps each phase name (transfer,
-    levels, subgraph sizes DAG, edge offsets, parent SSSP, subgraph sizes DT, post-order,
+    level queues, subgraph sizes DAG, edge offsets, parent SSSP, subgraph sizes DT, post-order,
     min post-order, check, transfer back) to its wall time in seconds.
 
     Raises MemoryError when the arrays do not fit in free device memory, ``LabelingDeclined`` when
@@ -314,7 +314,7 @@ def build_labels(
     with timer.phase("transfer"):
         d_indptr = cuda.to_device(np.ascontiguousarray(indptr, dtype=np.int64))
         d_orders = cuda.to_device(np.ascontiguousarray(child_orders))
-    with timer.phase("levels"):
+    with timer.phase("level queues"):
         lq = build_level_queues(d_indptr, d_orders[0], root, int(indptr[root + 1] - indptr[root]), n1, cfg,
                                 max_levels)
     if lq is None:

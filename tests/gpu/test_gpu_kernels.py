@@ -1,0 +1,17 @@
+"""The simulator's kernel tests again, on the real device (run on the GPU machine: ``pytest -m gpu tests/gpu``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels.device import cuda_available
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")]
+
+if cuda_available():
+    from tests.kernels.test_labeling import (  # noqa: F401
+        test_deep_chain_declines, test_diamond_stack_multi_word_weights, test_hub_with_many_roots_uses_every_degree_class,
+        test_random_dags_match_cpu, test_single_node, test_too_wide_counts_decline,
+    )
+    from tests.kernels.test_scan import test_exclusive_scan  # noqa: F401
+    from tests.kernels.test_search import test_all_pairs_match_bfs, test_empty_batch  # noqa: F401
