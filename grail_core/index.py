@@ -17,7 +17,7 @@ from .errors import InvalidParameterError
 from .graph import Digraph
 from .labeling import make_child_orders, with_virtual_root
 from .names import NodeNames
-from .query import SEARCHED, UNDECIDED, YES, QueryArrays, answer_pair, answer_pairs, filter_pairs, pack
+from .query import UNDECIDED, YES, QueryArrays, answer_pair, answer_pairs, filter_pairs, pack
 from .readers import GraphInput, GraphSource, read_graph
 from .stats import IndexStats, QueryStats
 from .storage import read_index_dir, write_index_dir
@@ -185,9 +185,7 @@ class ReachabilityIndex:
         """``query_batch_with_stats`` on an (M, 2) int64 array of internal node ids."""
         start = time.perf_counter() if start is None else start
         if self.stats.backend == "cpu":
-            codes = answer_pairs(self.hot, pairs)
-            answers = (codes & YES).view(np.bool_)
-            searched = int(np.count_nonzero(codes >= SEARCHED))
+            answers, searched, positives = answer_pairs(self.hot, pairs)
             engine = "cpu" if searched else "none"
         else:
             codes = filter_pairs(self.hot, pairs)
@@ -201,9 +199,10 @@ class ReachabilityIndex:
                 found, engine = backends.search_pairs(engine, self.arrays, self.hot, comp[pairs[undecided, 0]],
                                                       comp[pairs[undecided, 1]])
                 answers[undecided] = found
+            positives = int(np.count_nonzero(answers))
         stats = QueryStats(
             pairs=int(pairs.shape[0]), decided_by_filter=int(pairs.shape[0]) - searched, searched=searched,
-            positives=int(np.count_nonzero(answers)), seconds=time.perf_counter() - start, search_backend=engine,
+            positives=positives, seconds=time.perf_counter() - start, search_backend=engine,
         )
         return answers, stats
 

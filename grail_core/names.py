@@ -61,6 +61,9 @@ class NodeNames:
         if self.are_integers:
             keys = self._as_integers(array)
             if self.values is None:
+                # Two vectorized reductions instead of a mask: the common case is all names valid.
+                if keys.size == 0 or (keys.min() >= 0 and keys.max() < self.size):
+                    return keys
                 found = (keys >= 0) & (keys < self.size)
                 ids = keys
             else:

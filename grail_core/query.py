@@ -20,14 +20,13 @@ from numba import njit, prange
 from .errors import InvalidParameterError
 
 __all__ = [
-    "QueryArrays", "HotArrays", "NO", "YES", "UNDECIDED", "SEARCHED", "pack", "filter_pairs",
+    "QueryArrays", "HotArrays", "NO", "YES", "UNDECIDED", "pack", "filter_pairs",
     "answer_pairs", "search_pairs_cpu", "answer_pair",
 ]
 
 NO = np.int8(0)
 YES = np.int8(1)
 UNDECIDED = np.int8(2)
-SEARCHED = np.int8(2)  # flag added to an answer code when the pair needed a search
 
 
 class QueryArrays(NamedTuple):
@@ -164,7 +163,9 @@ def filter_pairs(hot: HotArrays, pairs: np.ndarray) -> np.ndarray:
 
 
 @njit(nogil=True, parallel=True, cache=True)
-def _answer(h, pairs, codes, stamps, stacks):
+def _answer(h, pairs, answers, stamps, stacks):
+    searched = 0
+    positives = 0
     for i in prange(pairs.shape[0]):
         u = pairs[i, 0]
         v = pairs[i, 1]
@@ -172,8 +173,12 @@ def _answer(h, pairs, codes, stamps, stacks):
         if code == UNDECIDED:
             thread = numba.get_thread_id()
             found = _pruned_dfs(h, h.rec_node[u, 0], h.rec_node[v, 0], stamps[thread], np.int32(i + 1), stacks[thread])
-            code = SEARCHED + np.int8(found)
-        codes[i] = code
+            searched += 1
+        else:
+            found = code == YES
+        answers[i] = found
+        positives += found
+    return searched, positives
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -202,15 +207,20 @@ def _with_thread_buffers(hot: HotArrays, count: int, run) -> None:
         numba.set_num_threads(available)
 
 
-def answer_pairs(hot: HotArrays, pairs: np.ndarray) -> np.ndarray:
+def answer_pairs(hot: HotArrays, pairs: np.ndarray) -> tuple[np.ndarray, int, int]:
     """Filter and search in one parallel pass over an (M, 2) array of node ids.
 
-    Returns codes: bit 0 is the answer, ``SEARCHED`` is added when the pair needed a search.
+    Returns the answers, how many pairs needed a search, and how many are positive.
     """
-    codes = np.empty(pairs.shape[0], dtype=np.int8)
+    answers = np.empty(pairs.shape[0], dtype=np.bool_)
+    counts = [0, 0]
+
+    def run(stamps: np.ndarray, stacks: np.ndarray) -> None:
+        counts[:] = _answer(hot, pairs, answers, stamps, stacks)
+
     if pairs.shape[0]:
-        _with_thread_buffers(hot, pairs.shape[0], lambda stamps, stacks: _answer(hot, pairs, codes, stamps, stacks))
-    return codes
+        _with_thread_buffers(hot, pairs.shape[0], run)
+    return answers, counts[0], counts[1]
 
 
 def search_pairs_cpu(hot: HotArrays, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
