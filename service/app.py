@@ -8,6 +8,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from grail_core.backends import resolve_backend
+
 from .deps import ServiceState
 from .errors import install_error_handlers
 from .jobs import BuildRunner
@@ -23,18 +25,12 @@ log = logging.getLogger("grail.service")
 
 
 def _gpu_name() -> str | None:
-    """The CUDA device's name for /health, or None; the probe never raises (no GPU is the normal case)."""
-    from grail_core.backends import cuda_available
-
-    if not cuda_available():
-        return None
+    """The CUDA device's name for /health, or None (no GPU, or numba-cuda not installed)."""
     try:
-        from numba import cuda
-
-        name = cuda.get_current_device().name
-    except Exception:  # a device that numba lists but cannot open is reported as absent
+        from kernels.device import device_name
+    except ImportError:
         return None
-    return name.decode() if isinstance(name, bytes) else str(name)
+    return device_name()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -46,15 +42,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Fails the start-up, with the core's message, when --backend cuda finds no GPU.
+        default_backend = resolve_backend(settings.backend)
         runner = BuildRunner(registry, metrics, settings.build_workers)
         to_build = registry.recover()
         gpu = _gpu_name() if settings.backend != "cpu" else None
-        app.state.grail = ServiceState(settings, registry, runner, metrics, gpu)
+        app.state.grail = ServiceState(settings, registry, runner, metrics, default_backend, gpu)
         warm_up_in_background()
         for record in to_build:
             runner.submit(record)
-        log.info("grail service ready: data dir %s, default backend %s, gpu %s", settings.data_dir,
-                 settings.backend, gpu or "none")
+        log.info("grail service ready: data dir %s, default backend %s (%s), gpu %s", settings.data_dir,
+                 settings.backend, default_backend, gpu or "none")
         try:
             yield
         finally:

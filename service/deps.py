@@ -20,6 +20,7 @@ class ServiceState:
     registry: GraphRegistry
     runner: BuildRunner
     metrics: Metrics
+    default_backend: str  # what the configured backend resolves to here ("auto" -> "cpu" or "cuda")
     gpu_name: str | None
 
 

@@ -77,6 +77,6 @@ class BatchOut(BaseModel):
 
 class HealthOut(BaseModel):
     status: Literal["ok"]
-    backend: str = Field(description="default build backend of this server")
+    backend: str = Field(description="backend that builds use by default here: cpu or cuda")
     gpu: str | None = Field(None, description="name of the CUDA device, when one is usable")
     graphs: dict[str, int]

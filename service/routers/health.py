@@ -17,7 +17,7 @@ router = APIRouter(tags=["health"])
 
 @router.get("/health", response_model=HealthOut, summary="Service status, default backend, GPU")
 async def health(state: Annotated[ServiceState, Depends(get_state)]) -> HealthOut:
-    return HealthOut(status="ok", backend=state.settings.backend, gpu=state.gpu_name,
+    return HealthOut(status="ok", backend=state.default_backend, gpu=state.gpu_name,
                      graphs=state.registry.count_by_status())
 
 

@@ -61,3 +61,14 @@ def test_pairs_codecs() -> None:
     assert wants("text/plain, application/json", "text/plain")
     assert not wants("application/json, text/plain", "text/plain")
     assert not wants(None, "text/plain")
+
+
+def test_text_pairs_fast_and_general_paths_agree() -> None:
+    assert decode_pairs(b" 1\t2\r\n3 4\n\n", "text/plain").tolist() == [[1, 2], [3, 4]]
+    assert decode_pairs(b"-1 5\n", "text/plain").tolist() == [[-1, 5]]
+    # Not plain integers: kept as names, for the index to resolve or reject.
+    assert decode_pairs(b"1.5 2\n0x10 a\n", "text/plain").tolist() == [["1.5", "2"], ["0x10", "a"]]
+    assert decode_pairs(b"99999999999999999999 1\n", "text/plain").tolist() == [["99999999999999999999", "1"]]
+    for odd in (b"1 2\n3\n", b"a b\nc\n"):
+        with pytest.raises(ServiceError):
+            decode_pairs(odd, "text/plain")

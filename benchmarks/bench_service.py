@@ -1,0 +1,329 @@
+"""Load benchmark of the HTTP service on the CPU backend (issue 5).
+
+Starts ``grail-serve --backend cpu`` on a free loopback port (or uses ``--url``), uploads a dataset,
+then measures with httpx async clients:
+- single-pair ``GET /graphs/{id}/reachable`` requests per second, p50 and p99 latency, errors and wrong
+  answers, at 1, 16 and 64 concurrent clients (spread over ``--client-procs`` processes, since one
+  Python client process saturates a core before the server does);
+- a 1M-pair batch end to end (client encode, transfer, query, answers back) in each encoding, beside the
+  same batch through the library directly (``ReachabilityIndex.query_batch`` on the same int64 array).
+Writes a markdown table and a PNG chart under ``benchmarks/results/``.
+
+    .venv/bin/python benchmarks/bench_service.py [--graph kegg_dag_uniq] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from grail_core import ReachabilityIndex  # noqa: E402
+from service.client import GrailClient  # noqa: E402
+
+DATASETS = Path(os.environ.get("GRAIL_DATASETS", REPO.parent / "shared" / "datasets"))
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(data_dir: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    command = [sys.executable, "-m", "service.main", "--host", "127.0.0.1", "--port", str(port), "--data-dir",
+               str(data_dir), "--backend", "cpu", "--log-level", "warning"]
+    proc = subprocess.Popen(command, cwd=REPO, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"server did not start; see {log_path}")
+
+
+async def _get_load(url: str, graph_id: str, pairs: np.ndarray, answers: np.ndarray, clients: int,
+                    seconds: float, offset: int) -> dict[str, object]:
+    """``clients`` tasks, each one request at a time, for ``seconds``; latencies in seconds."""
+    latencies: list[float] = []
+    errors = wrong = 0
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as http:
+        path = f"/graphs/{graph_id}/reachable"
+        # Warm the connections and the server's code paths before timing.
+        await asyncio.gather(*(http.get(path, params={"source": int(pairs[i][0]), "target": int(pairs[i][1])})
+                               for i in range(clients)))
+        stop_at = time.perf_counter() + seconds
+
+        async def client(k: int) -> None:
+            nonlocal errors, wrong
+            i = offset + k
+            while time.perf_counter() < stop_at:
+                j = i % len(pairs)
+                started = time.perf_counter()
+                try:
+                    response = await http.get(path, params={"source": int(pairs[j][0]), "target": int(pairs[j][1])})
+                except httpx.HTTPError:
+                    errors += 1
+                    continue
+                latencies.append(time.perf_counter() - started)
+                if response.status_code != 200:
+                    errors += 1
+                elif response.json()["reachable"] != bool(answers[j]):
+                    wrong += 1
+                i += clients
+
+        began = time.perf_counter()
+        await asyncio.gather(*(client(k) for k in range(clients)))
+        elapsed = time.perf_counter() - began
+    return {"latencies": latencies, "errors": errors, "wrong": wrong, "elapsed": elapsed}
+
+
+def _proc_main(args: tuple) -> dict[str, object]:
+    return asyncio.run(_get_load(*args))
+
+
+def get_benchmark(url: str, graph_id: str, pairs: np.ndarray, answers: np.ndarray, clients: int, seconds: float,
+                  procs: int) -> dict[str, float]:
+    procs = max(1, min(procs, clients))
+    shares = [clients // procs + (1 if p < clients % procs else 0) for p in range(procs)]
+    jobs = [(url, graph_id, pairs, answers, share, seconds, p * 7919) for p, share in enumerate(shares)]
+    if procs == 1:
+        parts = [_proc_main(jobs[0])]
+    else:
+        with mp.get_context("spawn").Pool(procs) as pool:
+            parts = pool.map(_proc_main, jobs)
+    latencies = np.concatenate([np.asarray(p["latencies"]) for p in parts])
+    elapsed = max(float(p["elapsed"]) for p in parts)
+    return {
+        "clients": clients, "procs": procs, "requests": int(latencies.size), "rps": latencies.size / elapsed,
+        "p50_ms": float(np.percentile(latencies, 50) * 1e3), "p99_ms": float(np.percentile(latencies, 99) * 1e3),
+        "errors": int(sum(int(p["errors"]) for p in parts)), "wrong": int(sum(int(p["wrong"]) for p in parts)),
+    }
+
+
+def wrk_benchmark(url: str, graph_id: str, pairs: np.ndarray, clients: int, seconds: float,
+                  workdir: Path) -> dict[str, object] | None:
+    """The same GETs from wrk (a C load generator, Debian package ``wrk``), when installed: it takes a
+    fraction of the CPU that Python clients need, so on a small machine it shows the server's own limit."""
+    if shutil.which("wrk") is None:
+        return None
+    script = workdir / "pairs.lua"
+    paths = ",\n".join(f'"/graphs/{graph_id}/reachable?source={u}&target={v}"' for u, v in pairs[:20000].tolist())
+    script.write_text("local paths = {\n" + paths + "\n}\nlocal i = 0\nrequest = function()\n  i = i + 1\n"
+                      "  return wrk.format(\"GET\", paths[(i % #paths) + 1])\nend\n")
+    done = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--latency", "-s", str(script), url],
+                         capture_output=True, text=True, timeout=seconds + 60)
+    if done.returncode != 0:
+        print(f"wrk failed: {done.stderr.strip()}", file=sys.stderr)
+        return None
+    out = done.stdout
+
+    def millis(label: str) -> float:
+        match = re.search(rf"^\s*{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        if match is None:
+            return float("nan")
+        return float(match.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[match.group(2)]
+
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    total = re.search(r"(\d+) requests in", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    errors = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, socket_errors.groups())) if socket_errors else 0)
+    return {"clients": clients, "requests": int(total.group(1)) if total else 0,
+            "rps": float(rps.group(1)) if rps else 0.0, "p50_ms": millis("50%"), "p99_ms": millis("99%"),
+            "errors": errors}
+
+
+def batch_benchmark(url: str, graph_id: str, index: ReachabilityIndex, pairs: np.ndarray,
+                    repeats: int) -> list[dict[str, object]]:
+    """Best of ``repeats`` for the library and for each encoding of the same batch over HTTP."""
+    expected = index.query_batch(pairs)
+    text_body = "".join(f"{u} {v}\n" for u, v in pairs.tolist()).encode()
+    rows: list[dict[str, object]] = []
+
+    def best(label: str, run) -> None:
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            answers = run()
+            times.append(time.perf_counter() - started)
+            assert np.array_equal(answers, expected), f"{label}: wrong answers"
+        rows.append({"path": label, "seconds": min(times)})
+
+    with GrailClient(url, timeout=300) as client:
+        best("library: index.query_batch(int64 array)", lambda: index.query_batch(pairs))
+        best("HTTP binary int64 (GrailClient.query_batch)", lambda: client.query_batch(graph_id, pairs))
+        best("HTTP text lines in, 0/1 lines out (grail query)",
+             lambda: np.frombuffer(client.query_lines(graph_id, text_body), dtype=np.uint8)[0::2] == ord("1"))
+
+        def as_json() -> np.ndarray:
+            body = json.dumps({"pairs": pairs.tolist()}).encode()
+            response = client.http.post(f"/graphs/{graph_id}/queries", content=body,
+                                        headers={"Content-Type": "application/json"})
+            response.raise_for_status()
+            return np.array(response.json()["reachable"], dtype=bool)
+
+        best("HTTP JSON in, JSON out", as_json)
+    library = float(rows[0]["seconds"])
+    for row in rows:
+        row["ratio"] = float(row["seconds"]) / library
+    return rows
+
+
+def write_results(out: Path, meta: dict[str, object], gets: list[dict[str, float]],
+                  wrks: list[dict[str, object]], batches: list[dict[str, object]]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "# Service benchmark (CPU backend)",
+        "",
+        f"- command: `{meta['command']}`",
+        f"- machine: {meta['machine']}",
+        f"- graph: {meta['graph']} ({meta['nodes']} nodes, {meta['edges']} edges); single GETs cycle through its "
+        f".que and .pos.que pairs and every answer is checked against the .ans files",
+        f"- date: {meta['date']}; load average before the run (other work on the machine): {meta['load']}",
+        "",
+        "## Single-pair GET /graphs/{id}/reachable, httpx async clients",
+        "",
+        "| concurrent clients | client processes | requests | requests/s | p50 ms | p99 ms | errors | wrong answers |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for g in gets:
+        lines.append(f"| {g['clients']} | {g['procs']} | {g['requests']} | {g['rps']:,.0f} | {g['p50_ms']:.2f} | "
+                     f"{g['p99_ms']:.2f} | {g['errors']} | {g['wrong']} |")
+    if wrks:
+        lines += ["", "## The same GETs from wrk (C load generator, one thread), every answer 200", "",
+                  "| concurrent connections | requests | requests/s | p50 ms | p99 ms | errors |",
+                  "|---:|---:|---:|---:|---:|---:|"]
+        for w in wrks:
+            lines.append(f"| {w['clients']} | {w['requests']} | {w['rps']:,.0f} | {w['p50_ms']:.2f} | "
+                         f"{w['p99_ms']:.2f} | {w['errors']} |")
+    lines += ["", f"## One batch of {meta['batch_pairs']:,} pairs (best of {meta['repeats']}, end to end at the client)",
+              "", "| path | seconds | x library |", "|---|---:|---:|"]
+    for b in batches:
+        lines.append(f"| {b['path']} | {b['seconds']:.3f} | {b['ratio']:.2f} |")
+    (out / "service_bench.md").write_text("\n".join(lines) + "\n")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    labels = [str(g["clients"]) for g in gets]
+    width = 0.4 if wrks else 0.8
+    positions = np.arange(len(gets))
+    left.bar(positions - (width / 2 if wrks else 0), [g["rps"] for g in gets], width, color="#4c72b0",
+             label="httpx async clients")
+    if wrks:
+        left.bar(positions + width / 2, [w["rps"] for w in wrks], width, color="#8172b2", label="wrk")
+    left.set_xticks(positions, labels)
+    left.axhline(2000, color="#c44e52", linestyle="--", label="target 2,000/s at 64 clients")
+    for i, g in enumerate(gets):
+        left.annotate(f"p50 {g['p50_ms']:.1f} ms\np99 {g['p99_ms']:.1f} ms", (i - (width / 2 if wrks else 0), g["rps"]),
+                      ha="center", va="bottom", fontsize=7)
+    left.set_xlabel("concurrent clients")
+    left.set_ylabel("single-pair GETs per second")
+    left.set_title("GET /graphs/{id}/reachable")
+    left.legend(loc="lower right")
+    names = [str(b["path"]).split(" (")[0] for b in batches]
+    right.barh(names[::-1], [float(b["seconds"]) for b in batches][::-1], color="#55a868")
+    right.axvline(2 * float(batches[0]["seconds"]), color="#c44e52", linestyle="--", label="2x library")
+    right.set_xlabel("seconds")
+    right.set_title(f"{meta['batch_pairs']:,}-pair batch, end to end")
+    right.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out / "service_bench.png", dpi=120)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--graph", default="kegg_dag_uniq", help="dataset stem in GRAIL_DATASETS")
+    parser.add_argument("--url", help="an already running server (default: start one)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each GET run")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--client-procs", type=int, default=2, help="client processes for the GET runs")
+    parser.add_argument("--batch-pairs", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    graph_file = DATASETS / f"{args.graph}.gra"
+    if not graph_file.is_file():
+        print(f"dataset {graph_file} is absent (set GRAIL_DATASETS)", file=sys.stderr)
+        return 2
+    que = [np.loadtxt(DATASETS / f"{args.graph}{k}.que", dtype=np.int64, ndmin=2) for k in ("", ".pos")]
+    ans = [np.loadtxt(DATASETS / f"{args.graph}{k}.ans", dtype=np.int64).astype(bool) for k in ("", ".pos")]
+    pairs, answers = np.concatenate(que), np.concatenate(ans)
+
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    with tempfile.TemporaryDirectory(prefix="grail-bench-") as tmp:
+        proc = None
+        url = args.url
+        if url is None:
+            proc, url = start_server(Path(tmp) / "data", Path(tmp) / "server.log")
+        try:
+            with GrailClient(url, timeout=300) as client:
+                record = client.upload(graph_file, name=args.graph, backend="cpu", wait=True)
+            graph_id = record["id"]
+            gets = []
+            for clients in args.clients:
+                result = get_benchmark(url, graph_id, pairs, answers, clients, args.seconds, args.client_procs)
+                gets.append(result)
+                print(f"GET x{clients:3d} ({result['procs']} procs): {result['rps']:8.0f}/s  p50 {result['p50_ms']:.2f} ms"
+                      f"  p99 {result['p99_ms']:.2f} ms  errors {result['errors']}  wrong {result['wrong']}", flush=True)
+            wrks = []
+            for clients in args.clients:
+                result = wrk_benchmark(url, graph_id, pairs, clients, args.seconds, Path(tmp))
+                if result is not None:
+                    wrks.append(result)
+                    print(f"wrk x{clients:3d}: {result['rps']:8.0f}/s  p50 {result['p50_ms']:.2f} ms"
+                          f"  p99 {result['p99_ms']:.2f} ms  errors {result['errors']}", flush=True)
+            index = ReachabilityIndex.from_file(graph_file, backend="cpu")
+            rng = np.random.default_rng(0)
+            batch = pairs[rng.integers(0, len(pairs), args.batch_pairs)]
+            batches = batch_benchmark(url, graph_id, index, np.ascontiguousarray(batch), args.repeats)
+            for b in batches:
+                print(f"{b['path']:<52} {b['seconds']:.3f} s  x{b['ratio']:.2f}", flush=True)
+        finally:
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=30)
+
+    meta = {
+        "command": " ".join(["python", os.path.relpath(Path(sys.argv[0]).resolve(), REPO), *sys.argv[1:]]),
+        "machine": f"{platform.node()}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
+                   f"Python {platform.python_version()}",
+        "graph": args.graph, "nodes": record["stats"]["nodes"], "edges": record["stats"]["edges"],
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "batch_pairs": args.batch_pairs,
+        "repeats": args.repeats, "load": load,
+    }
+    write_results(args.out, meta, gets, wrks, batches)
+    print(f"wrote {args.out / 'service_bench.md'} and {args.out / 'service_bench.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
