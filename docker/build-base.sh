@@ -8,7 +8,8 @@
 # podman must already be configured (source docker/podman-env.sh first). IMAGE defaults to
 # localhost/grail-base:<suite>. The Debian mirror is the one apt is configured with on this machine
 # (override with DEBIAN_MIRROR); the suite is this machine's (override with DEBIAN_SUITE).
-# Needs root, debootstrap and podman.
+# Uses mmdebstrap when it is installed (faster), else debootstrap (or USE_DEBOOTSTRAP=1).
+# Needs root and podman.
 set -euo pipefail
 
 work=${1:?usage: build-base.sh WORKDIR [IMAGE]}
@@ -43,27 +44,40 @@ if [ -z "$mirror" ]; then
     exit 1
 fi
 
-rootfs="$work/rootfs"
-rm -rf "$rootfs"
-mkdir -p "$rootfs"
-echo "build-base: debootstrap $suite (minbase + python3) from $mirror"
-t0=$SECONDS
-debootstrap --variant=minbase \
-    --include=python3,python3-venv,ca-certificates \
-    "$suite" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
-    tail -n 30 "$work/debootstrap.log" >&2
-    exit 1
+packages=python3,python3-venv,ca-certificates
+import_image() {  # a root file system as a tar stream on stdin -> the podman image
+    podman import \
+        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        --change 'ENV LANG=C.UTF-8' \
+        --change 'CMD ["python3"]' \
+        - "$image" >/dev/null 2>"$work/import.log" || { cat "$work/import.log" >&2; return 1; }
 }
-# Trim what an image does not need.
-rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
-    "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/*
-echo "build-base: debootstrap took $((SECONDS - t0)) s"
 
 t0=$SECONDS
-tar -C "$rootfs" -c . | podman import \
-    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'ENV LANG=C.UTF-8' \
-    --change 'CMD ["python3"]' \
-    - "$image" >/dev/null
-rm -rf "$rootfs"
-echo "build-base: imported $image in $((SECONDS - t0)) s"
+if command -v mmdebstrap >/dev/null && [ "${USE_DEBOOTSTRAP:-0}" != 1 ]; then
+    # mmdebstrap (apt-based, one dpkg run) is 2-3x faster than debootstrap here and streams a tarball.
+    echo "build-base: mmdebstrap $suite (minbase + python3) from $mirror"
+    mmdebstrap --mode=root --variant=minbase --include="$packages" \
+        --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+        --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+        "$suite" - "$mirror" 2>"$work/bootstrap.log" | import_image || {
+        tail -n 30 "$work/bootstrap.log" >&2
+        exit 1
+    }
+else
+    rootfs="$work/rootfs"
+    rm -rf "$rootfs"
+    mkdir -p "$rootfs"
+    echo "build-base: debootstrap $suite (minbase + python3) from $mirror"
+    debootstrap --variant=minbase --include="$packages" \
+        "$suite" "$rootfs" "$mirror" >"$work/bootstrap.log" 2>&1 || {
+        tail -n 30 "$work/bootstrap.log" >&2
+        exit 1
+    }
+    # Trim what an image does not need.
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
+        "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/*
+    tar -C "$rootfs" -c . | import_image
+    rm -rf "$rootfs"
+fi
+echo "build-base: $image built and imported in $((SECONDS - t0)) s"

@@ -3,7 +3,7 @@
 # checks the answers to its query files, replaces the container by a new one on the same volume and
 # checks that the graph is served again without a rebuild, then removes everything it started.
 #
-#   docker/smoke-test.sh            (as root; needs podman, runc, debootstrap, curl, python3)
+#   docker/smoke-test.sh            (as root; needs podman, runc, mmdebstrap or debootstrap, curl, python3)
 #
 # Environment:
 #   GRAIL_DATASETS        folder with <name>.gra/.que/.ans (default: ../shared/datasets beside the repo);
@@ -11,7 +11,7 @@
 #   SMOKE_DATASET         dataset name (default kegg_dag_uniq)
 #   SMOKE_WITH_CUDA       the WITH_CUDA build arg (default 0 here: the CUDA wheels add ~500 MB and a minute or more to CI; the
 #                         Dockerfile's own default is 1)
-#   BASE                  base image; default: a local Debian image built with debootstrap
+#   BASE                  base image; default: a local Debian image built with mmdebstrap/debootstrap
 #                         (docker/build-base.sh), since no registry can be pulled from here
 #   SMOKE_CA_BUNDLE       CA bundle passed to the build as the secret `pipca`
 #                         (default /etc/ssl/certs/ca-certificates.crt)
@@ -92,8 +92,9 @@ if [ -n "${BASE:-}" ]; then
 else
     base=localhost/grail-base:smoke
     if ! podman image exists "$base"; then
-        command -v debootstrap >/dev/null || die "debootstrap is not installed"
-        log "building the base image with debootstrap"
+        command -v mmdebstrap >/dev/null || command -v debootstrap >/dev/null ||
+            die "neither mmdebstrap nor debootstrap is installed"
+        log "building the base image (docker/build-base.sh)"
         bash "$here/build-base.sh" "$work" "$base"
         built_base=$base
     fi
