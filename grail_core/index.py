@@ -17,11 +17,11 @@ from .errors import InvalidParameterError
 from .graph import Digraph
 from .labeling import make_child_orders, with_virtual_root
 from .names import NodeNames
-from .query import UNDECIDED, YES, QueryArrays, answer_pair, answer_pairs, filter_pairs, pack
+from .query import UNDECIDED, YES, QueryArrays, SearchBuffers, answer_pair, answer_pairs, filter_pairs, pack
 from .readers import GraphInput, GraphSource, read_graph
 from .stats import IndexStats, QueryStats
 from .storage import read_index_dir, write_index_dir
-from .supportive import choose_hubs, hub_reach_masks
+from .supportive import HUB_BITS, choose_hubs, hub_reach_masks
 
 __all__ = ["ReachabilityIndex", "MAX_DIMS", "ProgressCallback"]
 
@@ -54,10 +54,16 @@ class _Timer:
             self.progress(name, min(self.done, 1.0))
 
 
-def _check_parameters(dims: int, seed: int) -> None:
-    if isinstance(dims, bool) or not isinstance(dims, (int, np.integer)) or not 1 <= dims <= MAX_DIMS:
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_parameters(dims: int, seed: int, hubs: int) -> None:
+    if not _is_int(dims) or not 1 <= dims <= MAX_DIMS:
         raise InvalidParameterError(f"dims must be an integer from 1 to {MAX_DIMS}, got {dims!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+    if not _is_int(hubs) or not 0 <= hubs <= HUB_BITS:
+        raise InvalidParameterError(f"hubs must be an integer from 0 to {HUB_BITS}, got {hubs!r}")
+    if not _is_int(seed) or not 0 <= seed < 2**63:
         raise InvalidParameterError(f"seed must be a non-negative integer, got {seed!r}")
 
 
@@ -73,15 +79,20 @@ class ReachabilityIndex:
         self.graph = graph
         self.arrays = arrays
         self.hot = pack(arrays)
+        self._buffers = SearchBuffers(self.hot.rec_dag.shape[0])
         self.stats = stats
 
     # Building -----------------------------------------------------------------------------------
 
     @classmethod
-    def build(cls, graph: GraphInput, *, dims: int = 2, seed: int = 0, backend: str = "auto",
+    def build(cls, graph: GraphInput, *, dims: int = 2, seed: int = 0, backend: str = "auto", hubs: int = HUB_BITS,
               progress: ProgressCallback | None = None) -> ReachabilityIndex:
-        """Index a parsed graph; ``backend`` is 'auto' (GPU when there is one), 'cpu' or 'cuda'."""
-        _check_parameters(dims, seed)
+        """Index a parsed graph; ``backend`` is 'auto' (GPU when there is one), 'cpu' or 'cuda'.
+
+        ``dims`` GRAIL dimensions (1..8), ``seed`` for their random child orders, ``hubs`` nodes (0..64)
+        whose reach sets are kept exactly.
+        """
+        _check_parameters(dims, seed, hubs)
         resolved = backends.resolve_backend(backend)
         timer = _Timer(progress)
         with timer.phase("graph"):
@@ -94,8 +105,8 @@ class ReachabilityIndex:
             orders = make_child_orders(indptr, indices, dims, seed)
             labels = backends.compute_labels(resolved, indptr, orders, root)
         with timer.phase("hubs"):
-            hubs = choose_hubs(dag)
-            fwd, bwd = hub_reach_masks(dag, hubs)
+            hub_nodes = choose_hubs(dag, hubs)
+            fwd, bwd = hub_reach_masks(dag, hub_nodes)
         n_dag = dag.num_nodes
         arrays = QueryArrays(
             comp=condensation.comp,
@@ -113,7 +124,7 @@ class ReachabilityIndex:
         stats = IndexStats(
             nodes=digraph.num_nodes, edges=digraph.num_edges, edge_entries=graph.num_edge_entries,
             components=n_dag, dag_nodes=n_dag, dag_edges=dag.num_edges, levels=condensation.num_levels,
-            dims=int(dims), seed=int(seed), backend=labels.backend, hubs=int(hubs.size), names=graph.names.kind,
+            dims=int(dims), seed=int(seed), backend=labels.backend, hubs=int(hub_nodes.size), names=graph.names.kind,
             phase_seconds=phase_seconds,
         )
         log.info("indexed %d nodes, %d edges (%d DAG nodes) on %s in %.3f s", stats.nodes, stats.edges,
@@ -165,7 +176,7 @@ class ReachabilityIndex:
     def reachable(self, source: Any, target: Any) -> bool:
         """True when a directed path leads from ``source`` to ``target`` (names as uploaded)."""
         ids = self.names.lookup([source, target])
-        return answer_pair(self.hot, int(ids[0]), int(ids[1]))[0]
+        return answer_pair(self.hot, self._buffers, int(ids[0]), int(ids[1]))[0]
 
     def query_batch(self, pairs: Any) -> np.ndarray:
         """Answers (bool array) for an (M, 2) array-like of (source, target) names."""

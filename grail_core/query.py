@@ -11,6 +11,8 @@ node costs one cache line, not seven.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numba
@@ -21,7 +23,7 @@ from .errors import InvalidParameterError
 
 __all__ = [
     "QueryArrays", "HotArrays", "NO", "YES", "UNDECIDED", "pack", "filter_pairs",
-    "answer_pairs", "search_pairs_cpu", "answer_pair",
+    "answer_pairs", "search_pairs_cpu", "answer_pair", "SearchBuffers",
 ]
 
 NO = np.int8(0)
@@ -233,16 +235,42 @@ def search_pairs_cpu(hot: HotArrays, sources: np.ndarray, targets: np.ndarray) -
 
 
 @njit(nogil=True, cache=True)
-def _answer_one(h, u, v):
+def _answer_one(h, u, v, stamp, stack, mark):
     code = classify(h.rec_node, u, h.rec_node, v, h.label_end)
     if code != UNDECIDED:
         return code == YES, False
-    n = h.rec_dag.shape[0]
-    stamp = np.zeros(n, dtype=np.int32)
-    return _pruned_dfs(h, h.rec_node[u, 0], h.rec_node[v, 0], stamp, np.int32(1), np.empty(n, dtype=np.int32)), True
+    return _pruned_dfs(h, h.rec_node[u, 0], h.rec_node[v, 0], stamp, mark, stack), True
 
 
-def answer_pair(hot: HotArrays, source: int, target: int) -> tuple[bool, bool]:
+class SearchBuffers:
+    """Visit stamps and stacks for single-pair searches, reused across calls and threads.
+
+    A stamp array is cleared only when its marks run out, so a single query costs what its search
+    visits, not a pass over every node.
+    """
+
+    def __init__(self, num_dag_nodes: int) -> None:
+        self._size = num_dag_nodes
+        self._free: list[list] = []
+
+    @contextmanager
+    def take(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.int32]]:
+        try:
+            buffers = self._free.pop()
+        except IndexError:
+            buffers = [np.zeros(self._size, dtype=np.int32), np.empty(self._size, dtype=np.int32), 0]
+        if buffers[2] == np.iinfo(np.int32).max:
+            buffers[0][:] = 0
+            buffers[2] = 0
+        buffers[2] += 1
+        try:
+            yield buffers[0], buffers[1], np.int32(buffers[2])
+        finally:
+            self._free.append(buffers)
+
+
+def answer_pair(hot: HotArrays, buffers: SearchBuffers, source: int, target: int) -> tuple[bool, bool]:
     """(reachable, needed a search) for one pair of node ids, on the calling thread."""
-    answer, searched = _answer_one(hot, source, target)
+    with buffers.take() as (stamp, stack, mark):
+        answer, searched = _answer_one(hot, source, target, stamp, stack, mark)
     return bool(answer), bool(searched)

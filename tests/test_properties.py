@@ -20,11 +20,12 @@ def _index(n: int, edges: list[tuple[int, int]], **build: object) -> Reachabilit
 
 
 @SETTINGS
-@given(graph=digraphs(), dims=st.integers(1, 8), seed=st.integers(0, 2**32))
-def test_every_pair_matches_bfs(graph: tuple[int, list[tuple[int, int]]], dims: int, seed: int) -> None:
+@given(graph=digraphs(), dims=st.integers(1, 8), seed=st.integers(0, 2**32), hubs=st.sampled_from([0, 3, 64]))
+def test_every_pair_matches_bfs(graph: tuple[int, list[tuple[int, int]]], dims: int, seed: int, hubs: int) -> None:
     n, edges = graph
     truth = reachability_matrix(n, edges)
-    index = _index(n, edges, dims=dims, seed=seed)
+    # Few or no hubs leave more pairs to the search: with 64, small graphs are decided by the masks alone.
+    index = _index(n, edges, dims=dims, seed=seed, hubs=hubs)
     sources, targets = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     pairs = np.stack([sources.ravel(), targets.ravel()], axis=1)
     answers, stats = index.query_batch_with_stats(pairs)
@@ -38,7 +39,7 @@ def test_every_pair_matches_bfs(graph: tuple[int, list[tuple[int, int]]], dims: 
 def test_single_pair_api_matches_bfs(graph: tuple[int, list[tuple[int, int]]], data: st.DataObject) -> None:
     n, edges = graph
     truth = reachability_matrix(n, edges)
-    index = _index(n, edges)
+    index = _index(n, edges, hubs=0)
     for _ in range(20):
         u = data.draw(st.integers(0, n - 1))
         v = data.draw(st.integers(0, n - 1))
@@ -80,3 +81,17 @@ def test_child_orders_are_seeded_row_permutations() -> None:
     assert not np.array_equal(first, make_child_orders(indptr, indices, 3, seed=8))
     for row in first:
         assert sorted(row[:5]) == [1, 2, 3, 4, 5] and sorted(row[5:]) == [6, 7, 8, 9]
+
+
+def test_single_pair_buffers_survive_running_out_of_marks() -> None:
+    # A ladder whose pairs need a search: 0->1->...->9 plus shortcuts, queried over and over.
+    edges = [(i, i + 1) for i in range(9)] + [(0, 5), (2, 7)]
+    index = _index(10, edges, dims=1, hubs=0)
+    truth = reachability_matrix(10, edges)
+    with index._buffers.take() as (stamp, _, _):
+        stamp[:] = np.iinfo(np.int32).max  # every node looks visited by the last mark
+    index._buffers._free[0][2] = np.iinfo(np.int32).max - 1
+    for _ in range(3):
+        for u in range(10):
+            for v in range(10):
+                assert index.reachable(u, v) == truth[u, v]
