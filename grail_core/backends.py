@@ -63,16 +63,24 @@ def compute_labels(
     child_orders: np.ndarray,
     root: int,
     progress: Callable[[str, float], None] | None = None,
+    num_levels: int | None = None,
 ) -> LabelResult:
-    """Labels of the labeling graph (DAG + virtual root) on the resolved backend."""
+    """Labels of the labeling graph (DAG + virtual root) on the resolved backend.
+
+    ``num_levels`` (the labeling graph's levels, i.e. the DAG's plus one) lets the GPU pipeline
+    decline a deep graph at once. The GPU declines graphs that the CPU labels faster (small or deep
+    ones, by a cost model in ``kernels.labeling``) and graphs that do not fit; those go to the CPU.
+    """
     if backend == "cuda":
-        from kernels.labeling import label_dag
+        from kernels.labeling import LabelingDeclined, label_dag
 
         try:
-            post, minpost, tree_low, phase_seconds = label_dag(indptr, child_orders, root)
+            post, minpost, tree_low, phase_seconds = label_dag(indptr, child_orders, root, level_hint=num_levels)
             return LabelResult(post, minpost, tree_low, "cuda", dict(phase_seconds))
         except MemoryError as error:
             log.warning("GPU labeling did not fit (%s); labeling %d nodes on the CPU instead", error, indptr.size - 1)
+        except LabelingDeclined as reason:
+            log.info("GPU labeling declined (%s); labeling %d nodes on the CPU", reason, indptr.size - 1)
     post, minpost, tree_low = label_all(indptr, child_orders, root)
     return LabelResult(post, minpost, tree_low, "cpu")
 

@@ -44,9 +44,13 @@ __all__ = ["LabelingOptions", "LabelingDeclined", "LabelingCheckFailed", "GpuLab
            "level_budget"]
 
 UINT64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
-# Crossover of the deep-graph rule: a level costs ~7 launches (~0.3 ms), a CPU DFS ~20-30 ns per node
-# or edge and dimension; beyond this many levels the CPU labeling is expected to win.
-WORK_PER_LEVEL = 10_000
+# Cost model of the automatic choice, fitted on an H200 (benchmarks/results/labels-NVIDIA_H200.md):
+# a build costs ~14 ms fixed, ~0.6 ms per level (seven launches of ~90 us from Python) and ~5 ns per
+# node or edge and dimension; the CPU DFS ~10 ns per node or edge and dimension (more on large graphs).
+GPU_FIXED_MS = 14.0
+GPU_LEVEL_MS = 0.6
+GPU_ELEMENT_NS = 5.0
+CPU_ELEMENT_NS = 10.0
 
 
 class LabelingDeclined(RuntimeError):
@@ -64,7 +68,7 @@ class LabelingOptions:
     config: EngineConfig | None = None  # None: EngineConfig.default()
     word_bits: int = 64  # bits per weight word (even, <= 64); tests use 8 to overflow on small graphs
     max_words: int = 8  # widest weights tried before declining (8 x 64 bits; arXiv_sub_6000 needs 3)
-    max_levels: int | None = None  # None: level_budget(...)
+    max_levels: int | None = None  # None: level_budget(...); tests and benchmarks force the GPU with a large value
 
 
 @dataclass
@@ -82,8 +86,14 @@ class _Timer:
 
 
 def level_budget(num_nodes: int, num_edges: int, dims: int) -> int:
-    """Most levels worth running level-synchronously for a graph of this size (at least 64)."""
-    return int(min(1 << 16, max(64, dims * (num_nodes + num_edges) // WORK_PER_LEVEL)))
+    """Most levels for which the GPU build is expected to beat the CPU DFS (0 or less: never).
+
+    Small graphs are labeled faster by the CPU whatever their depth; deep ones (a 1M-node chain has
+    1M levels) make level-synchronous phases launch-bound.
+    """
+    work = dims * (num_nodes + num_edges)
+    gain_ms = work * (CPU_ELEMENT_NS - GPU_ELEMENT_NS) * 1e-6 - GPU_FIXED_MS
+    return int(min(1 << 16, gain_ms // GPU_LEVEL_MS))
 
 
 # ---- phase 1: path counts (bottom-up) and per-dimension edge offsets ------------------------------
@@ -275,14 +285,16 @@ def _estimate_bytes(n1: int, m: int, dims: int, words: int, index_bytes: int) ->
 
 def label_dag(
     indptr: np.ndarray, child_orders: np.ndarray, root: int, options: LabelingOptions | None = None,
+    level_hint: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
     """``build_labels`` as the tuple ``(post, minpost, tree_low, phase_seconds)`` that backends read."""
-    built = build_labels(indptr, child_orders, root, options)
+    built = build_labels(indptr, child_orders, root, options, level_hint)
     return built.post, built.minpost, built.tree_low, built.phase_seconds
 
 
 def build_labels(
     indptr: np.ndarray, child_orders: np.ndarray, root: int, options: LabelingOptions | None = None,
+    level_hint: int | None = None,
 ) -> GpuLabels:
     """GRAIL labels of every dimension on the GPU.
 
@@ -294,7 +306,8 @@ def build_labels(
 
     Raises MemoryError when the arrays do not fit in free device memory, ``LabelingDeclined`` when
     the graph should be labeled on the CPU (see the module docstring) and ``LabelingCheckFailed``
-    if the final edge check fails.
+    if the final edge check fails. ``level_hint`` (the labeling graph's number of levels, when the
+    caller knows it) lets a graph too deep for the budget be declined before any device work.
     """
     opts = options or LabelingOptions()
     cfg = opts.config or EngineConfig.default()
@@ -307,6 +320,9 @@ def build_labels(
     if need > 0.85 * free:
         raise MemoryError(f"GPU labeling needs ~{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free")
     max_levels = opts.max_levels or level_budget(n1, m, dims)
+    if max_levels < 1 or (level_hint is not None and level_hint > max_levels):
+        raise LabelingDeclined(f"{dims} x ({n1} nodes + {m} edges) in {level_hint or 'unknown'} levels: "
+                               f"the CPU labels it faster (GPU budget: {max(max_levels, 0)} levels)")
     label_type = np.int32 if n1 < 2**31 - 1 else np.int64
     grid, block = cfg.grid(), cfg.block
     timer = _Timer()

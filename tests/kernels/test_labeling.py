@@ -13,7 +13,10 @@ from kernels.labeling import LabelingDeclined, LabelingOptions, build_labels
 from .graphs import diamond_stack, hub_graph, labeling_graph
 
 
-def assert_same_labels(n: int, edges: list[tuple[int, int]], options: LabelingOptions | None = None,
+FORCE_GPU = LabelingOptions(max_levels=1 << 10)  # the cost model sends graphs this small to the CPU
+
+
+def assert_same_labels(n: int, edges: list[tuple[int, int]], options: LabelingOptions = FORCE_GPU,
                        dims: int = 2, seed: int = 0) -> int:
     indptr, orders, root = labeling_graph(n, edges, dims, seed)
     expected = label_all(indptr, orders, root)
@@ -52,14 +55,14 @@ def test_hub_with_many_roots_uses_every_degree_class() -> None:
 def test_diamond_stack_multi_word_weights(bits: int, words: int) -> None:
     """The root counts 126 unrolled nodes: one 8-bit word, two 4-bit words, four 2-bit words; labels stay exact."""
     n, edges = diamond_stack(5)
-    assert assert_same_labels(n, edges, LabelingOptions(word_bits=bits)) == words
+    assert assert_same_labels(n, edges, LabelingOptions(word_bits=bits, max_levels=1 << 10)) == words
 
 
 def test_too_wide_counts_decline() -> None:
     n, edges = diamond_stack(5)
     indptr, orders, root = labeling_graph(n, edges)
     with pytest.raises(LabelingDeclined, match="path counts"):
-        build_labels(indptr, orders, root, LabelingOptions(word_bits=2, max_words=2))
+        build_labels(indptr, orders, root, LabelingOptions(word_bits=2, max_words=2, max_levels=1 << 10))
 
 
 def test_deep_chain_declines() -> None:
@@ -67,3 +70,15 @@ def test_deep_chain_declines() -> None:
     indptr, orders, root = labeling_graph(n, [(i, i + 1) for i in range(n - 1)])
     with pytest.raises(LabelingDeclined, match="levels"):
         build_labels(indptr, orders, root, LabelingOptions(max_levels=8))
+
+
+def test_small_graphs_go_to_the_cpu_by_default() -> None:
+    indptr, orders, root = labeling_graph(4, [(0, 1), (1, 2)])
+    with pytest.raises(LabelingDeclined, match="CPU labels it faster"):
+        build_labels(indptr, orders, root)
+
+
+def test_level_hint_declines_before_device_work() -> None:
+    indptr, orders, root = labeling_graph(4, [(0, 1), (1, 2)])
+    with pytest.raises(LabelingDeclined, match="in 40 levels"):
+        build_labels(indptr, orders, root, LabelingOptions(max_levels=30), level_hint=40)
