@@ -23,6 +23,7 @@ import platform
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -50,8 +51,21 @@ def free_port() -> int:
 
 def start_server(data_dir: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    command = [sys.executable, "-m", "service.main", "--host", "127.0.0.1", "--port", str(port), "--data-dir",
-               str(data_dir), "--backend", "cpu", "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-m",
+        "service.main",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+        "--backend",
+        "cpu",
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(command, cwd=REPO, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -64,40 +78,64 @@ def start_server(data_dir: Path, log_path: Path) -> tuple[subprocess.Popen[bytes
     raise RuntimeError(f"server did not start; see {log_path}")
 
 
-async def _get_load(url: str, graph_id: str, pairs: np.ndarray, answers: np.ndarray, clients: int,
-                    seconds: float, offset: int) -> dict[str, object]:
-    """``clients`` tasks, each one request at a time, for ``seconds``; latencies in seconds."""
+async def _get_load(
+    url: str, graph_id: str, pairs: np.ndarray, answers: np.ndarray, clients: int, seconds: float, offset: int
+) -> dict[str, object]:
+    """``clients`` simulated clients, each one request at a time on its own keep-alive connection.
+
+    Each client drives its own ``httpx.AsyncHTTPTransport`` with requests built in advance: httpcore's
+    shared pool slows down as connections are added (one pool of 64 gave a tenth of the rate of 64 pools
+    here) and the Client layer doubles the CPU per request; the server sees the same GETs either way.
+    """
     latencies: list[float] = []
     errors = wrong = 0
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as http:
-        path = f"/graphs/{graph_id}/reachable"
-        # Warm the connections and the server's code paths before timing.
-        await asyncio.gather(*(http.get(path, params={"source": int(pairs[i][0]), "target": int(pairs[i][1])})
-                               for i in range(clients)))
-        stop_at = time.perf_counter() + seconds
+    context = ssl.create_default_context()  # unused for http://, but built once instead of per transport
+    transports = [
+        httpx.AsyncHTTPTransport(verify=context, limits=httpx.Limits(max_connections=1)) for _ in range(clients)
+    ]
+    count = min(len(pairs), 20000)
+    start = offset % len(pairs)
+    chosen = [(start + i) % len(pairs) for i in range(count)]
+    requests = [
+        httpx.Request(
+            "GET", f"{url}/graphs/{graph_id}/reachable", params={"source": int(pairs[j][0]), "target": int(pairs[j][1])}
+        )
+        for j in chosen
+    ]
+    expected = [bool(answers[j]) for j in chosen]
 
-        async def client(k: int) -> None:
-            nonlocal errors, wrong
-            i = offset + k
-            while time.perf_counter() < stop_at:
-                j = i % len(pairs)
-                started = time.perf_counter()
-                try:
-                    response = await http.get(path, params={"source": int(pairs[j][0]), "target": int(pairs[j][1])})
-                except httpx.HTTPError:
-                    errors += 1
-                    continue
-                latencies.append(time.perf_counter() - started)
-                if response.status_code != 200:
-                    errors += 1
-                elif response.json()["reachable"] != bool(answers[j]):
-                    wrong += 1
-                i += clients
+    async def one(transport: httpx.AsyncHTTPTransport, i: int) -> None:
+        nonlocal errors, wrong
+        started = time.perf_counter()
+        try:
+            response = await transport.handle_async_request(requests[i])
+            body = await response.aread()
+            await response.aclose()
+        except httpx.HTTPError:
+            errors += 1
+            return
+        latencies.append(time.perf_counter() - started)
+        if response.status_code != 200:
+            errors += 1
+        elif json.loads(body)["reachable"] != expected[i]:
+            wrong += 1
 
-        began = time.perf_counter()
-        await asyncio.gather(*(client(k) for k in range(clients)))
-        elapsed = time.perf_counter() - began
+    # Open the connections and warm the server's code paths before timing.
+    await asyncio.gather(*(one(t, k) for k, t in enumerate(transports)))
+    latencies.clear()
+    stop_at = time.perf_counter() + seconds
+
+    async def client(k: int) -> None:
+        i = k
+        while time.perf_counter() < stop_at:
+            await one(transports[k], i % count)
+            i += clients
+
+    began = time.perf_counter()
+    await asyncio.gather(*(client(k) for k in range(clients)))
+    elapsed = time.perf_counter() - began
+    for transport in transports:
+        await transport.aclose()
     return {"latencies": latencies, "errors": errors, "wrong": wrong, "elapsed": elapsed}
 
 
@@ -105,8 +143,9 @@ def _proc_main(args: tuple) -> dict[str, object]:
     return asyncio.run(_get_load(*args))
 
 
-def get_benchmark(url: str, graph_id: str, pairs: np.ndarray, answers: np.ndarray, clients: int, seconds: float,
-                  procs: int) -> dict[str, float]:
+def get_benchmark(
+    url: str, graph_id: str, pairs: np.ndarray, answers: np.ndarray, clients: int, seconds: float, procs: int
+) -> dict[str, float]:
     procs = max(1, min(procs, clients))
     shares = [clients // procs + (1 if p < clients % procs else 0) for p in range(procs)]
     jobs = [(url, graph_id, pairs, answers, share, seconds, p * 7919) for p, share in enumerate(shares)]
@@ -118,24 +157,36 @@ def get_benchmark(url: str, graph_id: str, pairs: np.ndarray, answers: np.ndarra
     latencies = np.concatenate([np.asarray(p["latencies"]) for p in parts])
     elapsed = max(float(p["elapsed"]) for p in parts)
     return {
-        "clients": clients, "procs": procs, "requests": int(latencies.size), "rps": latencies.size / elapsed,
-        "p50_ms": float(np.percentile(latencies, 50) * 1e3), "p99_ms": float(np.percentile(latencies, 99) * 1e3),
-        "errors": int(sum(int(p["errors"]) for p in parts)), "wrong": int(sum(int(p["wrong"]) for p in parts)),
+        "clients": clients,
+        "procs": procs,
+        "requests": int(latencies.size),
+        "rps": latencies.size / elapsed,
+        "p50_ms": float(np.percentile(latencies, 50) * 1e3),
+        "p99_ms": float(np.percentile(latencies, 99) * 1e3),
+        "errors": int(sum(int(p["errors"]) for p in parts)),
+        "wrong": int(sum(int(p["wrong"]) for p in parts)),
     }
 
 
-def wrk_benchmark(url: str, graph_id: str, pairs: np.ndarray, clients: int, seconds: float,
-                  workdir: Path) -> dict[str, object] | None:
+def wrk_benchmark(
+    url: str, graph_id: str, pairs: np.ndarray, clients: int, seconds: float, workdir: Path
+) -> dict[str, object] | None:
     """The same GETs from wrk (a C load generator, Debian package ``wrk``), when installed: it takes a
     fraction of the CPU that Python clients need, so on a small machine it shows the server's own limit."""
     if shutil.which("wrk") is None:
         return None
     script = workdir / "pairs.lua"
     paths = ",\n".join(f'"/graphs/{graph_id}/reachable?source={u}&target={v}"' for u, v in pairs[:20000].tolist())
-    script.write_text("local paths = {\n" + paths + "\n}\nlocal i = 0\nrequest = function()\n  i = i + 1\n"
-                      "  return wrk.format(\"GET\", paths[(i % #paths) + 1])\nend\n")
-    done = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--latency", "-s", str(script), url],
-                         capture_output=True, text=True, timeout=seconds + 60)
+    script.write_text(
+        "local paths = {\n" + paths + "\n}\nlocal i = 0\nrequest = function()\n  i = i + 1\n"
+        '  return wrk.format("GET", paths[(i % #paths) + 1])\nend\n'
+    )
+    done = subprocess.run(
+        ["wrk", "-t1", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--latency", "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+    )
     if done.returncode != 0:
         print(f"wrk failed: {done.stderr.strip()}", file=sys.stderr)
         return None
@@ -152,13 +203,19 @@ def wrk_benchmark(url: str, graph_id: str, pairs: np.ndarray, clients: int, seco
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     errors = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, socket_errors.groups())) if socket_errors else 0)
-    return {"clients": clients, "requests": int(total.group(1)) if total else 0,
-            "rps": float(rps.group(1)) if rps else 0.0, "p50_ms": millis("50%"), "p99_ms": millis("99%"),
-            "errors": errors}
+    return {
+        "clients": clients,
+        "requests": int(total.group(1)) if total else 0,
+        "rps": float(rps.group(1)) if rps else 0.0,
+        "p50_ms": millis("50%"),
+        "p99_ms": millis("99%"),
+        "errors": errors,
+    }
 
 
-def batch_benchmark(url: str, graph_id: str, index: ReachabilityIndex, pairs: np.ndarray,
-                    repeats: int) -> list[dict[str, object]]:
+def batch_benchmark(
+    url: str, graph_id: str, index: ReachabilityIndex, pairs: np.ndarray, repeats: int
+) -> list[dict[str, object]]:
     """Best of ``repeats`` for the library and for each encoding of the same batch over HTTP."""
     expected = index.query_batch(pairs)
     text_body = "".join(f"{u} {v}\n" for u, v in pairs.tolist()).encode()
@@ -176,13 +233,16 @@ def batch_benchmark(url: str, graph_id: str, index: ReachabilityIndex, pairs: np
     with GrailClient(url, timeout=300) as client:
         best("library: index.query_batch(int64 array)", lambda: index.query_batch(pairs))
         best("HTTP binary int64 (GrailClient.query_batch)", lambda: client.query_batch(graph_id, pairs))
-        best("HTTP text lines in, 0/1 lines out (grail query)",
-             lambda: np.frombuffer(client.query_lines(graph_id, text_body), dtype=np.uint8)[0::2] == ord("1"))
+        best(
+            "HTTP text lines in, 0/1 lines out (grail query)",
+            lambda: np.frombuffer(client.query_lines(graph_id, text_body), dtype=np.uint8)[0::2] == ord("1"),
+        )
 
         def as_json() -> np.ndarray:
             body = json.dumps({"pairs": pairs.tolist()}).encode()
-            response = client.http.post(f"/graphs/{graph_id}/queries", content=body,
-                                        headers={"Content-Type": "application/json"})
+            response = client.http.post(
+                f"/graphs/{graph_id}/queries", content=body, headers={"Content-Type": "application/json"}
+            )
             response.raise_for_status()
             return np.array(response.json()["reachable"], dtype=bool)
 
@@ -193,8 +253,13 @@ def batch_benchmark(url: str, graph_id: str, index: ReachabilityIndex, pairs: np
     return rows
 
 
-def write_results(out: Path, meta: dict[str, object], gets: list[dict[str, float]],
-                  wrks: list[dict[str, object]], batches: list[dict[str, object]]) -> None:
+def write_results(
+    out: Path,
+    meta: dict[str, object],
+    gets: list[dict[str, float]],
+    wrks: list[dict[str, object]],
+    batches: list[dict[str, object]],
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     lines = [
         "# Service benchmark (CPU backend)",
@@ -211,17 +276,30 @@ def write_results(out: Path, meta: dict[str, object], gets: list[dict[str, float
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for g in gets:
-        lines.append(f"| {g['clients']} | {g['procs']} | {g['requests']} | {g['rps']:,.0f} | {g['p50_ms']:.2f} | "
-                     f"{g['p99_ms']:.2f} | {g['errors']} | {g['wrong']} |")
+        lines.append(
+            f"| {g['clients']} | {g['procs']} | {g['requests']} | {g['rps']:,.0f} | {g['p50_ms']:.2f} | "
+            f"{g['p99_ms']:.2f} | {g['errors']} | {g['wrong']} |"
+        )
     if wrks:
-        lines += ["", "## The same GETs from wrk (C load generator, one thread), every answer 200", "",
-                  "| concurrent connections | requests | requests/s | p50 ms | p99 ms | errors |",
-                  "|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "## The same GETs from wrk (C load generator, one thread), every answer 200",
+            "",
+            "| concurrent connections | requests | requests/s | p50 ms | p99 ms | errors |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
         for w in wrks:
-            lines.append(f"| {w['clients']} | {w['requests']} | {w['rps']:,.0f} | {w['p50_ms']:.2f} | "
-                         f"{w['p99_ms']:.2f} | {w['errors']} |")
-    lines += ["", f"## One batch of {meta['batch_pairs']:,} pairs (best of {meta['repeats']}, end to end at the client)",
-              "", "| path | seconds | x library |", "|---|---:|---:|"]
+            lines.append(
+                f"| {w['clients']} | {w['requests']} | {w['rps']:,.0f} | {w['p50_ms']:.2f} | "
+                f"{w['p99_ms']:.2f} | {w['errors']} |"
+            )
+    lines += [
+        "",
+        f"## One batch of {meta['batch_pairs']:,} pairs (best of {meta['repeats']}, end to end at the client)",
+        "",
+        "| path | seconds | x library |",
+        "|---|---:|---:|",
+    ]
     for b in batches:
         lines.append(f"| {b['path']} | {b['seconds']:.3f} | {b['ratio']:.2f} |")
     (out / "service_bench.md").write_text("\n".join(lines) + "\n")
@@ -235,15 +313,25 @@ def write_results(out: Path, meta: dict[str, object], gets: list[dict[str, float
     labels = [str(g["clients"]) for g in gets]
     width = 0.4 if wrks else 0.8
     positions = np.arange(len(gets))
-    left.bar(positions - (width / 2 if wrks else 0), [g["rps"] for g in gets], width, color="#4c72b0",
-             label="httpx async clients")
+    left.bar(
+        positions - (width / 2 if wrks else 0),
+        [g["rps"] for g in gets],
+        width,
+        color="#4c72b0",
+        label="httpx async clients",
+    )
     if wrks:
         left.bar(positions + width / 2, [w["rps"] for w in wrks], width, color="#8172b2", label="wrk")
     left.set_xticks(positions, labels)
     left.axhline(2000, color="#c44e52", linestyle="--", label="target 2,000/s at 64 clients")
     for i, g in enumerate(gets):
-        left.annotate(f"p50 {g['p50_ms']:.1f} ms\np99 {g['p99_ms']:.1f} ms", (i - (width / 2 if wrks else 0), g["rps"]),
-                      ha="center", va="bottom", fontsize=7)
+        left.annotate(
+            f"p50 {g['p50_ms']:.1f} ms\np99 {g['p99_ms']:.1f} ms",
+            (i - (width / 2 if wrks else 0), g["rps"]),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+        )
     left.set_xlabel("concurrent clients")
     left.set_ylabel("single-pair GETs per second")
     left.set_title("GET /graphs/{id}/reachable")
@@ -292,15 +380,22 @@ def main() -> int:
             for clients in args.clients:
                 result = get_benchmark(url, graph_id, pairs, answers, clients, args.seconds, args.client_procs)
                 gets.append(result)
-                print(f"GET x{clients:3d} ({result['procs']} procs): {result['rps']:8.0f}/s  p50 {result['p50_ms']:.2f} ms"
-                      f"  p99 {result['p99_ms']:.2f} ms  errors {result['errors']}  wrong {result['wrong']}", flush=True)
+                print(
+                    f"GET x{clients:3d} ({result['procs']} procs): {result['rps']:8.0f}/s"
+                    f"  p50 {result['p50_ms']:.2f} ms  p99 {result['p99_ms']:.2f} ms"
+                    f"  errors {result['errors']}  wrong {result['wrong']}",
+                    flush=True,
+                )
             wrks = []
             for clients in args.clients:
                 result = wrk_benchmark(url, graph_id, pairs, clients, args.seconds, Path(tmp))
                 if result is not None:
                     wrks.append(result)
-                    print(f"wrk x{clients:3d}: {result['rps']:8.0f}/s  p50 {result['p50_ms']:.2f} ms"
-                          f"  p99 {result['p99_ms']:.2f} ms  errors {result['errors']}", flush=True)
+                    print(
+                        f"wrk x{clients:3d}: {result['rps']:8.0f}/s  p50 {result['p50_ms']:.2f} ms"
+                        f"  p99 {result['p99_ms']:.2f} ms  errors {result['errors']}",
+                        flush=True,
+                    )
             index = ReachabilityIndex.from_file(graph_file, backend="cpu")
             rng = np.random.default_rng(0)
             batch = pairs[rng.integers(0, len(pairs), args.batch_pairs)]
@@ -315,10 +410,14 @@ def main() -> int:
     meta = {
         "command": " ".join(["python", os.path.relpath(Path(sys.argv[0]).resolve(), REPO), *sys.argv[1:]]),
         "machine": f"{platform.node()}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
-                   f"Python {platform.python_version()}",
-        "graph": args.graph, "nodes": record["stats"]["nodes"], "edges": record["stats"]["edges"],
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "batch_pairs": args.batch_pairs,
-        "repeats": args.repeats, "load": load,
+        f"Python {platform.python_version()}",
+        "graph": args.graph,
+        "nodes": record["stats"]["nodes"],
+        "edges": record["stats"]["edges"],
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "batch_pairs": args.batch_pairs,
+        "repeats": args.repeats,
+        "load": load,
     }
     write_results(args.out, meta, gets, wrks, batches)
     print(f"wrote {args.out / 'service_bench.md'} and {args.out / 'service_bench.png'}")

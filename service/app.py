@@ -51,8 +51,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         warm_up_in_background()
         for record in to_build:
             runner.submit(record)
-        log.info("grail service ready: data dir %s, default backend %s (%s), gpu %s", settings.data_dir,
-                 settings.backend, default_backend, gpu or "none")
+        log.info(
+            "grail service ready: data dir %s, default backend %s (%s), gpu %s",
+            settings.data_dir,
+            settings.backend,
+            default_backend,
+            gpu or "none",
+        )
         try:
             yield
         finally:

@@ -1,8 +1,8 @@
 """``grail``: a small command line on the client, for scripts.
 
-    grail upload FILE [--name N] [--format F] [--dims D] [--seed S] [--backend B] [--wait]
-    grail query GRAPH_ID [FILE|-]        # 'u v' lines in, 0/1 lines out
-    grail list | grail show GRAPH_ID | grail delete GRAPH_ID
+grail upload FILE [--name N] [--format F] [--dims D] [--seed S] [--backend B] [--wait]
+grail query GRAPH_ID [FILE|-]        # 'u v' lines in, 0/1 lines out
+grail list | grail show GRAPH_ID | grail delete GRAPH_ID
 """
 
 from __future__ import annotations
@@ -86,8 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(client: GrailClient, args: argparse.Namespace) -> int:
     if args.command == "upload":
-        record = client.upload(args.file, name=args.name, format=args.format, dims=args.dims, seed=args.seed,
-                               backend=args.backend)
+        record = client.upload(
+            args.file, name=args.name, format=args.format, dims=args.dims, seed=args.seed, backend=args.backend
+        )
         if args.wait:
             record = client.wait_until_ready(record["id"], poll=0.2, on_progress=ProgressBar(sys.stderr))
         _print_json(record)

@@ -18,8 +18,14 @@ from typing import Any
 import httpx
 import numpy as np
 
-__all__ = ["GrailClient", "AsyncGrailClient", "GrailServiceError", "BuildFailedError", "content_type_for",
-           "DEFAULT_URL"]
+__all__ = [
+    "GrailClient",
+    "AsyncGrailClient",
+    "GrailServiceError",
+    "BuildFailedError",
+    "content_type_for",
+    "DEFAULT_URL",
+]
 
 DEFAULT_URL = os.environ.get("GRAIL_URL", "http://127.0.0.1:8000")
 _CHUNK = 1 << 20
@@ -81,8 +87,18 @@ class _Upload:
         self.headers["Content-Length"] = str(self.size)
 
 
-def _upload(source: Source, *, name: str | None, format: str | None, dims: int, seed: int, backend: str | None,
-            wait: bool, content_type: str | None, content_encoding: str | None) -> _Upload:
+def _upload(
+    source: Source,
+    *,
+    name: str | None,
+    format: str | None,
+    dims: int,
+    seed: int,
+    backend: str | None,
+    wait: bool,
+    content_type: str | None,
+    content_encoding: str | None,
+) -> _Upload:
     if isinstance(source, bytes):
         body: bytes | Path = source
         guessed_type, guessed_encoding = "application/octet-stream", None
@@ -161,16 +177,36 @@ class GrailClient:
     def health(self) -> Record:
         return _check(self.http.get("/health")).json()
 
-    def upload(self, source: Source, *, name: str | None = None, format: str | None = None, dims: int = 2,
-               seed: int = 0, backend: str | None = None, wait: bool = False, content_type: str | None = None,
-               content_encoding: str | None = None) -> Record:
+    def upload(
+        self,
+        source: Source,
+        *,
+        name: str | None = None,
+        format: str | None = None,
+        dims: int = 2,
+        seed: int = 0,
+        backend: str | None = None,
+        wait: bool = False,
+        content_type: str | None = None,
+        content_encoding: str | None = None,
+    ) -> Record:
         """Send a graph file (path, streamed) or bytes; returns its record (ready when ``wait``)."""
-        up = _upload(source, name=name, format=format, dims=dims, seed=seed, backend=backend, wait=wait,
-                     content_type=content_type, content_encoding=content_encoding)
+        up = _upload(
+            source,
+            name=name,
+            format=format,
+            dims=dims,
+            seed=seed,
+            backend=backend,
+            wait=wait,
+            content_type=content_type,
+            content_encoding=content_encoding,
+        )
         content = up.body if isinstance(up.body, bytes) else _file_chunks(up.body)
         timeout = None if wait else httpx.USE_CLIENT_DEFAULT
-        return _check(self.http.post("/graphs", params=up.params, headers=up.headers, content=content,
-                                     timeout=timeout)).json()
+        return _check(
+            self.http.post("/graphs", params=up.params, headers=up.headers, content=content, timeout=timeout)
+        ).json()
 
     def get(self, graph_id: str) -> Record:
         return _check(self.http.get(f"/graphs/{graph_id}")).json()
@@ -178,8 +214,9 @@ class GrailClient:
     def list(self) -> list[Record]:
         return _check(self.http.get("/graphs")).json()["graphs"]
 
-    def wait_until_ready(self, graph_id: str, *, timeout: float | None = None, poll: float = 0.1,
-                         on_progress: Progress | None = None) -> Record:
+    def wait_until_ready(
+        self, graph_id: str, *, timeout: float | None = None, poll: float = 0.1, on_progress: Progress | None = None
+    ) -> Record:
         """Poll until ready; BuildFailedError if the build failed, TimeoutError after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -208,8 +245,9 @@ class GrailClient:
 
     def query_lines(self, graph_id: str, lines: bytes) -> bytes:
         """'u v' text lines in, '0'/'1' lines out, untouched on this side (what the CLI pipes)."""
-        response = self.http.post(f"/graphs/{graph_id}/queries", content=lines,
-                                  headers={"Content-Type": "text/plain", "Accept": "text/plain"})
+        response = self.http.post(
+            f"/graphs/{graph_id}/queries", content=lines, headers={"Content-Type": "text/plain", "Accept": "text/plain"}
+        )
         return _check(response).content
 
     def delete(self, graph_id: str) -> None:
@@ -219,8 +257,9 @@ class GrailClient:
 class AsyncGrailClient:
     """The same API as GrailClient, awaitable. Use as an async context manager, or ``await aclose()``."""
 
-    def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0,
-                 http: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0, http: httpx.AsyncClient | None = None
+    ) -> None:
         self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
 
     async def __aenter__(self) -> AsyncGrailClient:
@@ -235,15 +274,35 @@ class AsyncGrailClient:
     async def health(self) -> Record:
         return _check(await self.http.get("/health")).json()
 
-    async def upload(self, source: Source, *, name: str | None = None, format: str | None = None, dims: int = 2,
-                     seed: int = 0, backend: str | None = None, wait: bool = False, content_type: str | None = None,
-                     content_encoding: str | None = None) -> Record:
-        up = _upload(source, name=name, format=format, dims=dims, seed=seed, backend=backend, wait=wait,
-                     content_type=content_type, content_encoding=content_encoding)
+    async def upload(
+        self,
+        source: Source,
+        *,
+        name: str | None = None,
+        format: str | None = None,
+        dims: int = 2,
+        seed: int = 0,
+        backend: str | None = None,
+        wait: bool = False,
+        content_type: str | None = None,
+        content_encoding: str | None = None,
+    ) -> Record:
+        up = _upload(
+            source,
+            name=name,
+            format=format,
+            dims=dims,
+            seed=seed,
+            backend=backend,
+            wait=wait,
+            content_type=content_type,
+            content_encoding=content_encoding,
+        )
         content = up.body if isinstance(up.body, bytes) else _file_chunks_async(up.body)
         timeout = None if wait else httpx.USE_CLIENT_DEFAULT
-        return _check(await self.http.post("/graphs", params=up.params, headers=up.headers, content=content,
-                                           timeout=timeout)).json()
+        return _check(
+            await self.http.post("/graphs", params=up.params, headers=up.headers, content=content, timeout=timeout)
+        ).json()
 
     async def get(self, graph_id: str) -> Record:
         return _check(await self.http.get(f"/graphs/{graph_id}")).json()
@@ -251,8 +310,9 @@ class AsyncGrailClient:
     async def list(self) -> list[Record]:
         return _check(await self.http.get("/graphs")).json()["graphs"]
 
-    async def wait_until_ready(self, graph_id: str, *, timeout: float | None = None, poll: float = 0.1,
-                               on_progress: Progress | None = None) -> Record:
+    async def wait_until_ready(
+        self, graph_id: str, *, timeout: float | None = None, poll: float = 0.1, on_progress: Progress | None = None
+    ) -> Record:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             record = await self.get(graph_id)
@@ -277,8 +337,9 @@ class AsyncGrailClient:
         return _answers(await self.http.post(f"/graphs/{graph_id}/queries", content=body, headers=headers))
 
     async def query_lines(self, graph_id: str, lines: bytes) -> bytes:
-        response = await self.http.post(f"/graphs/{graph_id}/queries", content=lines,
-                                        headers={"Content-Type": "text/plain", "Accept": "text/plain"})
+        response = await self.http.post(
+            f"/graphs/{graph_id}/queries", content=lines, headers={"Content-Type": "text/plain", "Accept": "text/plain"}
+        )
         return _check(response).content
 
     async def delete(self, graph_id: str) -> None:

@@ -31,8 +31,9 @@ def parse_get_pairs(text: str, limit: int) -> list[tuple[str, str]]:
     if not pairs:
         raise ServiceError(422, "BadPairs", "pairs is empty; give ?pairs=U1,V1;U2,V2 or ?source=U&target=V")
     if len(pairs) > limit:
-        raise ServiceError(422, "TooManyPairs",
-                           f"{len(pairs)} pairs in one GET (limit {limit}); POST them to /graphs/{{id}}/queries")
+        raise ServiceError(
+            422, "TooManyPairs", f"{len(pairs)} pairs in one GET (limit {limit}); POST them to /graphs/{{id}}/queries"
+        )
     return pairs
 
 
@@ -40,7 +41,9 @@ def decode_pairs(body: bytes, media_type: str) -> Any:
     """The pairs of a POST body: an (M, 2) array or a list of pairs, whatever the index accepts."""
     if media_type == BINARY:
         if len(body) % 16:
-            raise ServiceError(422, "BadPairs", f"a binary body is int64 pairs: its {len(body)} bytes are not a multiple of 16")
+            raise ServiceError(
+                422, "BadPairs", f"a binary body is int64 pairs: its {len(body)} bytes are not a multiple of 16"
+            )
         return np.frombuffer(body, dtype="<i8").reshape(-1, 2)
     if media_type == "application/json":
         try:
@@ -55,7 +58,9 @@ def decode_pairs(body: bytes, media_type: str) -> Any:
         numbers = _integers(body)
         if numbers is not None:
             if numbers.size % 2:
-                raise ServiceError(422, "BadPairs", f"the body has {numbers.size} names; it needs 'source target' lines")
+                raise ServiceError(
+                    422, "BadPairs", f"the body has {numbers.size} names; it needs 'source target' lines"
+                )
             return numbers.reshape(-1, 2)
         try:
             tokens = body.decode("utf-8").split()
@@ -64,8 +69,11 @@ def decode_pairs(body: bytes, media_type: str) -> Any:
         if len(tokens) % 2:
             raise ServiceError(422, "BadPairs", f"the body has {len(tokens)} names; it needs 'source target' lines")
         return np.array(tokens, dtype=str).reshape(-1, 2)
-    raise ServiceError(415, "UnknownFormat",
-                       f"cannot read pairs from Content-Type {media_type!r}; use application/json, text/plain or {BINARY}")
+    raise ServiceError(
+        415,
+        "UnknownFormat",
+        f"cannot read pairs from Content-Type {media_type!r}; use application/json, text/plain or {BINARY}",
+    )
 
 
 def _integers(body: bytes) -> np.ndarray | None:

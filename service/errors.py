@@ -9,8 +9,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from grail_core import (BackendUnavailableError, GraphFormatError, IndexFileError, InvalidParameterError,
-                        UnknownNodeError)
+from grail_core import (
+    BackendUnavailableError,
+    GraphFormatError,
+    IndexFileError,
+    InvalidParameterError,
+    UnknownNodeError,
+)
 
 from .registry import GraphNotFound, GraphNotReady
 
@@ -83,11 +88,22 @@ def install_error_handlers(app: FastAPI) -> None:
         # FastAPI's own 422, reshaped like every other error here: one readable sentence plus the details.
         errors = exc.errors() if isinstance(exc, RequestValidationError) else []
         parts = [f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errors]
-        return error_response(422, "InvalidParameter", "; ".join(parts) or str(exc),
-                              errors=[{"loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in errors])
+        return error_response(
+            422,
+            "InvalidParameter",
+            "; ".join(parts) or str(exc),
+            errors=[{"loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in errors],
+        )
 
     app.add_exception_handler(RequestValidationError, handle_validation)
-    for kind in (GraphFormatError, UnknownNodeError, InvalidParameterError, BackendUnavailableError,
-                 GraphNotFound, GraphNotReady, ServiceError):
+    for kind in (
+        GraphFormatError,
+        UnknownNodeError,
+        InvalidParameterError,
+        BackendUnavailableError,
+        GraphNotFound,
+        GraphNotReady,
+        ServiceError,
+    ):
         app.add_exception_handler(kind, handle)
     app.add_exception_handler(IndexFileError, handle_index_file)

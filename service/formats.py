@@ -25,13 +25,19 @@ def format_for(explicit: str | None, content_type: str | None, content_encoding:
     """The format to hand read_graph; an explicit ``format`` wins over the Content-Type."""
     encoding = (content_encoding or "identity").strip().lower()
     if encoding not in ("identity", "gzip", "x-gzip"):
-        raise ServiceError(415, "UnsupportedEncoding",
-                           f"Content-Encoding {encoding!r} is not supported; send the file plain or gzip-compressed")
+        raise ServiceError(
+            415,
+            "UnsupportedEncoding",
+            f"Content-Encoding {encoding!r} is not supported; send the file plain or gzip-compressed",
+        )
     if explicit is not None:
         return explicit
     media = (content_type or "application/octet-stream").split(";", 1)[0].strip().lower()
     if media not in CONTENT_TYPES:
-        raise ServiceError(415, "UnknownFormat",
-                           f"cannot tell the graph format from Content-Type {media!r}; pass ?format=gra|edgelist|json "
-                           f"or use one of: {', '.join(CONTENT_TYPES)}")
+        raise ServiceError(
+            415,
+            "UnknownFormat",
+            f"cannot tell the graph format from Content-Type {media!r}; pass ?format=gra|edgelist|json "
+            f"or use one of: {', '.join(CONTENT_TYPES)}",
+        )
     return CONTENT_TYPES[media]

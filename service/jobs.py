@@ -42,8 +42,9 @@ class BuildRunner:
         try:
             progress("read", 0.0)
             graph = read_graph(self._registry.upload_path(graph_id), format=params.format)
-            index = ReachabilityIndex.build(graph, dims=params.dims, seed=params.seed, backend=params.backend,
-                                            progress=progress)
+            index = ReachabilityIndex.build(
+                graph, dims=params.dims, seed=params.seed, backend=params.backend, progress=progress
+            )
             progress("save", 1.0)
             index.save(self._registry.index_path(graph_id))
         except Exception as exc:  # every failure becomes the graph's error, never a dead worker
@@ -56,10 +57,16 @@ class BuildRunner:
         elapsed = time.perf_counter() - started
         stats = index.stats.to_dict()
         phases = stats.get("phase_seconds") or {}
-        log.info("graph %s (%s): built in %.3f s: %d nodes, %d edges, %d components, backend %s; phases %s",
-                 graph_id, record.name, elapsed, stats.get("nodes", -1), stats.get("edges", -1),
-                 stats.get("components", -1), stats.get("backend"),
-                 ", ".join(f"{k} {v:.3f}s" for k, v in phases.items()))
+        log.info(
+            "graph %s (%s): built in %.3f s: %d nodes, %d edges, %d components, backend %s; phases %s",
+            graph_id,
+            record.name,
+            elapsed,
+            stats.get("nodes", -1),
+            stats.get("edges", -1),
+            stats.get("components", -1),
+            stats.get("backend"),
+            ", ".join(f"{k} {v:.3f}s" for k, v in phases.items()),
+        )
         self._metrics.build_finished("ready", elapsed, phases)
         return self._registry.publish(graph_id, index)
-

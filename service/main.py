@@ -23,8 +23,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # No access log: one line per query would drown what matters (uploads, builds, errors); /metrics counts requests.
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level,
-                access_log=False, server_header=False)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+        server_header=False,
+    )
     return 0
 
 

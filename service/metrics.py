@@ -38,7 +38,7 @@ class _Histogram:
     def lines(self, name: str, labels: str) -> Iterable[str]:
         sep = "," if labels else ""
         cumulative = 0
-        for bound, count in zip(self.bounds, self.counts):
+        for bound, count in zip(self.bounds, self.counts[:-1], strict=True):
             cumulative += count
             yield f'{name}_bucket{{{labels}{sep}le="{bound}"}} {cumulative}'
         yield f'{name}_bucket{{{labels}{sep}le="+Inf"}} {self.count}'
@@ -95,7 +95,9 @@ class Metrics:
         with self._lock:
             family("grail_http_requests_total", "counter", "HTTP requests by method, route template and status.")
             for (method, route, status), value in sorted(self._requests.items()):
-                out.append(f'grail_http_requests_total{{method="{method}",route="{_esc(route)}",status="{status}"}} {value}')
+                out.append(
+                    f'grail_http_requests_total{{method="{method}",route="{_esc(route)}",status="{status}"}} {value}'
+                )
             family("grail_http_request_duration_seconds", "histogram", "HTTP request latency by route template.")
             for route, hist in sorted(self._latency.items()):
                 out.extend(hist.lines("grail_http_request_duration_seconds", f'route="{_esc(route)}"'))
@@ -105,7 +107,11 @@ class Metrics:
             family("grail_build_phase_seconds_total", "counter", "Time spent in each build phase, all builds together.")
             for phase, value in sorted(self._phase_seconds.items()):
                 out.append(f'grail_build_phase_seconds_total{{phase="{_esc(phase)}"}} {value}')
-            family("grail_query_pairs_total", "counter", "Query pairs answered, by what decided them (label filter or search).")
+            family(
+                "grail_query_pairs_total",
+                "counter",
+                "Query pairs answered, by what decided them (label filter or search).",
+            )
             for decided_by in ("filter", "search"):
                 out.append(f'grail_query_pairs_total{{decided_by="{decided_by}"}} {self._pairs[decided_by]}')
             family("grail_upload_bytes_total", "counter", "Bytes of graph uploads accepted.")

@@ -8,8 +8,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .registry import GraphRecord
 
-__all__ = ["NodeName", "GraphOut", "GraphList", "ErrorOut", "PairsIn", "PairOut", "PairsOut", "BatchOut",
-           "HealthOut", "GraphFormat", "Backend"]
+__all__ = [
+    "NodeName",
+    "GraphOut",
+    "GraphList",
+    "ErrorOut",
+    "PairsIn",
+    "PairOut",
+    "PairsOut",
+    "BatchOut",
+    "HealthOut",
+    "GraphFormat",
+    "Backend",
+]
 
 # Integer names for .gra and all-integer edge lists, strings otherwise; an integer may come as a decimal string.
 NodeName = int | str
@@ -24,8 +35,11 @@ class GraphOut(BaseModel):
     phase: str | None = Field(None, description="current build phase while queued or building")
     progress: float | None = Field(None, ge=0, le=1, description="fraction of the current build done")
     error: dict[str, Any] | None = Field(None, description="why the build failed: type, message, line when known")
-    stats: dict[str, Any] | None = Field(None, description="index statistics once ready (nodes, edges, components, "
-                                         "dag_nodes, dag_edges, levels, dims, seed, backend, phase_seconds)")
+    stats: dict[str, Any] | None = Field(
+        None,
+        description="index statistics once ready (nodes, edges, components, "
+        "dag_nodes, dag_edges, levels, dims, seed, backend, phase_seconds)",
+    )
     format: str | None
     dims: int
     seed: int
@@ -36,11 +50,22 @@ class GraphOut(BaseModel):
 
     @classmethod
     def from_record(cls, record: GraphRecord) -> GraphOut:
-        return cls(id=record.id, name=record.name, status=record.status.value, phase=record.phase,
-                   progress=record.progress, error=record.error, stats=record.stats,
-                   format=record.params.format, dims=record.params.dims, seed=record.params.seed,
-                   backend=record.params.backend, upload_bytes=record.upload_bytes,
-                   created_at=record.created_at, updated_at=record.updated_at)
+        return cls(
+            id=record.id,
+            name=record.name,
+            status=record.status.value,
+            phase=record.phase,
+            progress=record.progress,
+            error=record.error,
+            stats=record.stats,
+            format=record.params.format,
+            dims=record.params.dims,
+            seed=record.params.seed,
+            backend=record.params.backend,
+            upload_bytes=record.upload_bytes,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        )
 
 
 class GraphList(BaseModel):

@@ -159,22 +159,36 @@ class GraphRegistry:
             if index is not None:
                 if record.status is not GraphStatus.ready:
                     log.info("graph %s: index was published before the interruption; serving it", record.id)
-                    record = replace(record, status=GraphStatus.ready, phase=None, progress=None,
-                                     stats=index.stats.to_dict(), updated_at=time.time())
+                    record = replace(
+                        record,
+                        status=GraphStatus.ready,
+                        phase=None,
+                        progress=None,
+                        stats=index.stats.to_dict(),
+                        updated_at=time.time(),
+                    )
                     self._write_record(record)
                     self.upload_path(record.id).unlink(missing_ok=True)
             elif record.status is GraphStatus.ready:
-                record = self._failed(record, "IndexFileError", "index files are missing or corrupt; upload the graph again")
+                record = self._failed(
+                    record, "IndexFileError", "index files are missing or corrupt; upload the graph again"
+                )
                 self._write_record(record)
             elif record.status in (GraphStatus.queued, GraphStatus.building):
                 if self.upload_path(record.id).is_file():
                     log.info("graph %s: build was interrupted; rebuilding from the saved upload", record.id)
                     shutil.rmtree(self.index_path(record.id), ignore_errors=True)
-                    record = replace(record, status=GraphStatus.queued, phase=None, progress=None, updated_at=time.time())
+                    record = replace(
+                        record, status=GraphStatus.queued, phase=None, progress=None, updated_at=time.time()
+                    )
                     self._write_record(record)
                     to_build.append(record)
                 else:
-                    record = self._failed(record, "Interrupted", "the build was interrupted and its upload is gone; upload the graph again")
+                    record = self._failed(
+                        record,
+                        "Interrupted",
+                        "the build was interrupted and its upload is gone; upload the graph again",
+                    )
                     self._write_record(record)
             self._entries[record.id] = _Entry(record, index)
         for orphan in self.uploads_dir.iterdir():
@@ -237,8 +251,15 @@ class GraphRegistry:
 
     def add(self, graph_id: str, name: str, params: BuildParams, upload_bytes: int) -> GraphRecord:
         now = time.time()
-        record = GraphRecord(id=graph_id, name=name, params=params, status=GraphStatus.queued,
-                             created_at=now, updated_at=now, upload_bytes=upload_bytes)
+        record = GraphRecord(
+            id=graph_id,
+            name=name,
+            params=params,
+            status=GraphStatus.queued,
+            created_at=now,
+            updated_at=now,
+            upload_bytes=upload_bytes,
+        )
         self._write_record(record)
         with self._lock:
             self._entries[graph_id] = _Entry(record)
@@ -251,8 +272,13 @@ class GraphRegistry:
             if entry is None or entry.deleted:
                 return
             first = entry.record.status is GraphStatus.queued
-            entry.record = replace(entry.record, status=GraphStatus.building, phase=phase,
-                                   progress=min(max(float(progress), 0.0), 1.0), updated_at=time.time())
+            entry.record = replace(
+                entry.record,
+                status=GraphStatus.building,
+                phase=phase,
+                progress=min(max(float(progress), 0.0), 1.0),
+                updated_at=time.time(),
+            )
         if first:
             with self._io_lock:
                 if not entry.deleted:
@@ -265,8 +291,15 @@ class GraphRegistry:
             if entry is None or entry.deleted:
                 self._remove_files(graph_id)
                 return None
-            record = replace(entry.record, status=GraphStatus.ready, phase=None, progress=None, error=None,
-                             stats=index.stats.to_dict(), updated_at=time.time())
+            record = replace(
+                entry.record,
+                status=GraphStatus.ready,
+                phase=None,
+                progress=None,
+                error=None,
+                stats=index.stats.to_dict(),
+                updated_at=time.time(),
+            )
             self._write_record(record)
             with self._lock:
                 entry.record = record
@@ -281,8 +314,12 @@ class GraphRegistry:
             if entry is None or entry.deleted:
                 self._remove_files(graph_id)
                 return None
-            record = self._failed(entry.record, type(exc).__name__, getattr(exc, "message", None) or str(exc),
-                                  line=getattr(exc, "line", None))
+            record = self._failed(
+                entry.record,
+                type(exc).__name__,
+                getattr(exc, "message", None) or str(exc),
+                line=getattr(exc, "line", None),
+            )
             self._write_record(record)
             with self._lock:
                 entry.record = record
@@ -309,7 +346,9 @@ class GraphRegistry:
         error: dict[str, Any] = {"type": kind, "message": message}
         if line is not None:
             error["line"] = line
-        return replace(record, status=GraphStatus.failed, phase=None, progress=None, error=error, updated_at=time.time())
+        return replace(
+            record, status=GraphStatus.failed, phase=None, progress=None, error=error, updated_at=time.time()
+        )
 
     def _write_record(self, record: GraphRecord) -> None:
         folder = self.graphs_dir / record.id

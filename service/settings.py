@@ -48,10 +48,16 @@ class Settings:
         parser = argparse.ArgumentParser(prog="grail-serve", description="Serve GRAIL reachability indexes over HTTP.")
         parser.add_argument("--host", default=base.host, help="interface to bind (default %(default)s)")
         parser.add_argument("--port", type=int, default=base.port, help="TCP port (default %(default)s)")
-        parser.add_argument("--data-dir", type=Path, default=base.data_dir, help="uploads and index files (default %(default)s)")
+        parser.add_argument(
+            "--data-dir", type=Path, default=base.data_dir, help="uploads and index files (default %(default)s)"
+        )
         parser.add_argument("--backend", choices=_BACKENDS, default=base.backend, help="default build backend")
-        parser.add_argument("--max-upload-mb", type=int, default=base.max_upload_mb, help="largest accepted request body")
-        parser.add_argument("--build-workers", type=int, default=base.build_workers, help="indexes built at the same time")
+        parser.add_argument(
+            "--max-upload-mb", type=int, default=base.max_upload_mb, help="largest accepted request body"
+        )
+        parser.add_argument(
+            "--build-workers", type=int, default=base.build_workers, help="indexes built at the same time"
+        )
         parser.add_argument("--max-get-pairs", type=int, default=base.max_get_pairs, help="pairs allowed in one GET")
         parser.add_argument("--log-level", default=base.log_level, choices=("debug", "info", "warning", "error"))
         args = parser.parse_args(argv)

@@ -45,14 +45,21 @@ _CLIENT_ERRORS = {"GraphFormatError", "InvalidParameterError", "BackendUnavailab
         415: {"model": ErrorOut, "description": "format unknown from Content-Type and no ?format="},
         422: {"model": ErrorOut, "description": "bad parameter, or (wait=true) malformed graph, with its line"},
     },
-    openapi_extra={"requestBody": {"required": True, "content": {
-        "text/x-grail-gra": {"schema": {"type": "string"}},
-        "text/csv": {"schema": {"type": "string"}},
-        "text/tab-separated-values": {"schema": {"type": "string"}},
-        "text/plain": {"schema": {"type": "string"}},
-        "application/json": {"schema": {"type": "object", "example": {"edges": [[0, 1], [1, 2]], "nodes": [3]}}},
-        "application/gzip": {"schema": {"type": "string", "format": "binary"}},
-    }}},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "text/x-grail-gra": {"schema": {"type": "string"}},
+                "text/csv": {"schema": {"type": "string"}},
+                "text/tab-separated-values": {"schema": {"type": "string"}},
+                "text/plain": {"schema": {"type": "string"}},
+                "application/json": {
+                    "schema": {"type": "object", "example": {"edges": [[0, 1], [1, 2]], "nodes": [3]}}
+                },
+                "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+            },
+        }
+    },
 )
 async def upload_graph(
     request: Request,
@@ -85,8 +92,16 @@ async def upload_graph(
     state.metrics.uploaded(size)
     params = BuildParams(format=graph_format, dims=dims, seed=seed, backend=chosen_backend)
     record = state.registry.add(graph_id, name or graph_id, params, size)
-    log.info("graph %s (%s): uploaded %d bytes, format %s, dims %d, seed %d, backend %s",
-             graph_id, record.name, size, graph_format or "guessed", dims, seed, chosen_backend)
+    log.info(
+        "graph %s (%s): uploaded %d bytes, format %s, dims %d, seed %d, backend %s",
+        graph_id,
+        record.name,
+        size,
+        graph_format or "guessed",
+        dims,
+        seed,
+        chosen_backend,
+    )
     future = state.runner.submit(record)
     headers = {"Location": f"/graphs/{graph_id}"}
     if not wait:
@@ -104,8 +119,9 @@ def _final_response(record: GraphRecord, headers: dict[str, str]) -> Response:
     error = record.error or {}
     kind = str(error.get("type", "BuildError"))
     status = 422 if kind in _CLIENT_ERRORS else 500
-    return error_response(status, kind, f"the build failed: {error.get('message', 'unknown error')}",
-                          line=error.get("line"), graph=body)
+    return error_response(
+        status, kind, f"the build failed: {error.get('message', 'unknown error')}", line=error.get("line"), graph=body
+    )
 
 
 async def _stream_to_file(request: Request, path: Path, limit: int) -> int:
@@ -124,8 +140,11 @@ async def _stream_to_file(request: Request, path: Path, limit: int) -> int:
 
 
 def _too_large(limit: int) -> ServiceError:
-    return ServiceError(413, "PayloadTooLarge",
-                        f"the body is over this server's limit of {limit // (1024 * 1024)} MiB (--max-upload-mb)")
+    return ServiceError(
+        413,
+        "PayloadTooLarge",
+        f"the body is over this server's limit of {limit // (1024 * 1024)} MiB (--max-upload-mb)",
+    )
 
 
 @router.get("", response_model=GraphList, summary="All graphs")
@@ -133,7 +152,9 @@ async def list_graphs(state: Annotated[ServiceState, Depends(get_state)]) -> Gra
     return GraphList(graphs=[GraphOut.from_record(r) for r in state.registry.records()])
 
 
-@router.get("/{graph_id}", response_model=GraphOut, responses=_ERRORS, summary="A graph's record: status, progress, stats")
+@router.get(
+    "/{graph_id}", response_model=GraphOut, responses=_ERRORS, summary="A graph's record: status, progress, stats"
+)
 async def get_graph(graph_id: str, state: Annotated[ServiceState, Depends(get_state)]) -> GraphOut:
     return GraphOut.from_record(state.registry.get(graph_id))
 

@@ -17,11 +17,13 @@ router = APIRouter(tags=["health"])
 
 @router.get("/health", response_model=HealthOut, summary="Service status, default backend, GPU")
 async def health(state: Annotated[ServiceState, Depends(get_state)]) -> HealthOut:
-    return HealthOut(status="ok", backend=state.default_backend, gpu=state.gpu_name,
-                     graphs=state.registry.count_by_status())
+    return HealthOut(
+        status="ok", backend=state.default_backend, gpu=state.gpu_name, graphs=state.registry.count_by_status()
+    )
 
 
-@router.get("/metrics", summary="Prometheus metrics (text format 0.0.4)",
-            responses={200: {"content": {CONTENT_TYPE: {}}}})
+@router.get(
+    "/metrics", summary="Prometheus metrics (text format 0.0.4)", responses={200: {"content": {CONTENT_TYPE: {}}}}
+)
 async def metrics(state: Annotated[ServiceState, Depends(get_state)]) -> Response:
     return Response(state.metrics.render(state.registry.count_by_status()), media_type=CONTENT_TYPE)

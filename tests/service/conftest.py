@@ -58,8 +58,20 @@ class Server:
 
     def start(self, timeout: float = 90.0) -> Server:
         self.port = free_port()
-        command = [sys.executable, "-m", "service.main", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--data-dir", str(self.data_dir), "--backend", "cpu", *self.args]
+        command = [
+            sys.executable,
+            "-m",
+            "service.main",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+            "--backend",
+            "cpu",
+            *self.args,
+        ]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

@@ -24,12 +24,13 @@ def gra_edges(name: str) -> tuple[int, np.ndarray]:
     """Node count and (m, 2) edges of a .gra file, read here independently of grail_core."""
     lines = dataset(name).read_text().splitlines()
     n = int(lines[1])
-    edges = [(i, int(v)) for i, line in enumerate(lines[2:2 + n]) for v in line.split(":")[1].split()[:-1]]
+    edges = [(i, int(v)) for i, line in enumerate(lines[2 : 2 + n]) for v in line.split(":")[1].split()[:-1]]
     return n, np.array(edges, dtype=np.int64)
 
 
-def expect(client: GrailClient, graph_id: str, stem: str, pairs: np.ndarray | None = None,
-           answers: np.ndarray | None = None) -> None:
+def expect(
+    client: GrailClient, graph_id: str, stem: str, pairs: np.ndarray | None = None, answers: np.ndarray | None = None
+) -> None:
     """Both query sets of a dataset answered exactly as the .ans files (optionally a subset)."""
     for kind in ("", ".pos"):
         q = read_pairs(f"{stem}{kind}.que") if pairs is None else pairs
@@ -96,8 +97,7 @@ def test_csv_edge_list_upload(client: GrailClient) -> None:
     """An edge list has no isolated nodes: queries naming one get 404, all others are exact."""
     n, edges = gra_edges("kegg_dag_uniq.gra")
     csv = "source,target\n" + "".join(f"{u},{v}\n" for u, v in edges)
-    record = client.upload(gzip.compress(csv.encode()), content_type="text/csv", content_encoding="gzip",
-                           wait=True)
+    record = client.upload(gzip.compress(csv.encode()), content_type="text/csv", content_encoding="gzip", wait=True)
     assert record["format"] == "edgelist"
     graph_id = record["id"]
     present = np.zeros(n, dtype=bool)
@@ -140,35 +140,63 @@ def error_of(response: httpx.Response, status: int) -> dict:
 def test_bad_uploads(client: GrailClient, server: Server) -> None:
     http = client.http
     bad_gra = b"graph_for_greach\n3\n0: 1 #\n1: x #\n2: #\n"
-    body = error_of(http.post("/graphs", params={"wait": "true"}, content=bad_gra,
-                              headers={"Content-Type": "text/x-grail-gra"}), 422)
+    body = error_of(
+        http.post("/graphs", params={"wait": "true"}, content=bad_gra, headers={"Content-Type": "text/x-grail-gra"}),
+        422,
+    )
     assert body["error"] == "GraphFormatError" and body["line"] == 4 and body["graph"]["status"] == "failed"
     # Without wait: accepted, then failed with the same line in the record.
     record = client.upload(bad_gra, content_type="text/x-grail-gra")
     with pytest.raises(BuildFailedError) as info:
         client.wait_until_ready(record["id"], timeout=60)
     assert info.value.record["error"]["line"] == 4
-    assert error_of(http.get(f"/graphs/{record['id']}/reachable", params={"source": 0, "target": 1}), 409)[
-        "error"] == "GraphNotReady"
+    assert (
+        error_of(http.get(f"/graphs/{record['id']}/reachable", params={"source": 0, "target": 1}), 409)["error"]
+        == "GraphNotReady"
+    )
     out_of_range = b"graph_for_greach\n2\n0: 7 #\n1: #\n"
-    assert error_of(http.post("/graphs?wait=true", content=out_of_range,
-                              headers={"Content-Type": "text/x-grail-gra"}), 422)["line"] == 3
-    assert error_of(http.post("/graphs?wait=true", content=b"{not json",
-                              headers={"Content-Type": "application/json"}), 422)["error"] == "GraphFormatError"
-    assert error_of(http.post("/graphs?wait=true", content=b"\x1f\x8b\x08\x00garbage",
-                              headers={"Content-Type": "application/gzip"}), 422)["error"] == "GraphFormatError"
-    assert error_of(http.post("/graphs", content=b"", headers={"Content-Type": "text/csv"}), 422)["error"] == "EmptyBody"
+    assert (
+        error_of(
+            http.post("/graphs?wait=true", content=out_of_range, headers={"Content-Type": "text/x-grail-gra"}), 422
+        )["line"]
+        == 3
+    )
+    assert (
+        error_of(
+            http.post("/graphs?wait=true", content=b"{not json", headers={"Content-Type": "application/json"}), 422
+        )["error"]
+        == "GraphFormatError"
+    )
+    assert (
+        error_of(
+            http.post(
+                "/graphs?wait=true", content=b"\x1f\x8b\x08\x00garbage", headers={"Content-Type": "application/gzip"}
+            ),
+            422,
+        )["error"]
+        == "GraphFormatError"
+    )
+    assert (
+        error_of(http.post("/graphs", content=b"", headers={"Content-Type": "text/csv"}), 422)["error"] == "EmptyBody"
+    )
     assert error_of(http.post("/graphs", content=b"0 1\n", headers={"Content-Type": "image/png"}), 415)
-    assert error_of(http.post("/graphs", content=b"0 1\n", headers={"Content-Type": "text/csv",
-                                                                  "Content-Encoding": "br"}), 415)
+    assert error_of(
+        http.post("/graphs", content=b"0 1\n", headers={"Content-Type": "text/csv", "Content-Encoding": "br"}), 415
+    )
     for params in ({"format": "xml"}, {"dims": 0}, {"dims": 9}, {"seed": -1}, {"backend": "tpu"}, {"wait": "maybe"}):
-        body = error_of(http.post("/graphs", params=params, content=b"0 1\n", headers={"Content-Type": "text/csv"}), 422)
+        body = error_of(
+            http.post("/graphs", params=params, content=b"0 1\n", headers={"Content-Type": "text/csv"}), 422
+        )
         assert next(iter(params)) in body["detail"]
-    body = error_of(http.post("/graphs", params={"backend": "cuda"}, content=b"0 1\n",
-                              headers={"Content-Type": "text/csv"}), 422)
+    body = error_of(
+        http.post("/graphs", params={"backend": "cuda"}, content=b"0 1\n", headers={"Content-Type": "text/csv"}), 422
+    )
     assert body["error"] == "BackendUnavailableError"
     big = b"0 1\n" * (13 * 1024 * 1024 // 4)  # 13 MiB, the test server takes 12
-    assert error_of(http.post("/graphs", content=big, headers={"Content-Type": "text/plain"}), 413)["error"] == "PayloadTooLarge"
+    assert (
+        error_of(http.post("/graphs", content=big, headers={"Content-Type": "text/plain"}), 413)["error"]
+        == "PayloadTooLarge"
+    )
 
     def chunks():  # no Content-Length: the limit is enforced while streaming
         for _ in range(52):
@@ -181,13 +209,17 @@ def test_bad_uploads(client: GrailClient, server: Server) -> None:
 
 def test_bad_queries(client: GrailClient, kegg: str) -> None:
     http = client.http
-    assert error_of(http.get("/graphs/nope/reachable", params={"source": 0, "target": 1}), 404)["error"] == "GraphNotFound"
+    assert (
+        error_of(http.get("/graphs/nope/reachable", params={"source": 0, "target": 1}), 404)["error"] == "GraphNotFound"
+    )
     assert error_of(http.get("/graphs/nope"), 404)
     assert error_of(http.delete("/graphs/nope"), 404)
     assert error_of(http.post("/graphs/nope/queries", json={"pairs": [[0, 1]]}), 404)
     body = error_of(http.get(f"/graphs/{kegg}/reachable", params={"source": 0, "target": 99999}), 404)
     assert body["error"] == "UnknownNodeError" and "99999" in body["detail"]
-    assert "abc" in error_of(http.get(f"/graphs/{kegg}/reachable", params={"source": "abc", "target": 1}), 404)["detail"]
+    assert (
+        "abc" in error_of(http.get(f"/graphs/{kegg}/reachable", params={"source": "abc", "target": 1}), 404)["detail"]
+    )
     assert error_of(http.get(f"/graphs/{kegg}/reachable", params={"source": 0}), 422)
     assert error_of(http.get(f"/graphs/{kegg}/reachable", params={"pairs": "1,2;3"}), 422)["error"] == "BadPairs"
     assert error_of(http.get(f"/graphs/{kegg}/reachable", params={"pairs": "1,2", "source": 1}), 422)
@@ -207,18 +239,33 @@ def test_bad_queries(client: GrailClient, kegg: str) -> None:
 
 def test_cli_upload_and_query(server: Server, tmp_path) -> None:
     cli = [sys.executable, "-m", "service.cli", "--url", server.url]
-    upload = subprocess.run([*cli, "upload", str(dataset("amaze_dag_uniq.gra")), "--wait", "--name", "cli"],
-                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    upload = subprocess.run(
+        [*cli, "upload", str(dataset("amaze_dag_uniq.gra")), "--wait", "--name", "cli"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert upload.returncode == 0, upload.stderr
     record = json.loads(upload.stdout)
     assert record["status"] == "ready" and record["name"] == "cli"
     assert "ready" in upload.stderr  # the progress lines
-    query = subprocess.run([*cli, "query", record["id"], "-"], cwd=REPO, capture_output=True, timeout=120,
-                           input=dataset("amaze_dag_uniq.que").read_bytes())
+    query = subprocess.run(
+        [*cli, "query", record["id"], "-"],
+        cwd=REPO,
+        capture_output=True,
+        timeout=120,
+        input=dataset("amaze_dag_uniq.que").read_bytes(),
+    )
     assert query.returncode == 0, query.stderr
     assert query.stdout == dataset("amaze_dag_uniq.ans").read_bytes()
-    missing = subprocess.run([*cli, "query", "nope", str(dataset("amaze_dag_uniq.que"))], cwd=REPO,
-                             capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [*cli, "query", "nope", str(dataset("amaze_dag_uniq.que"))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 1 and "404" in missing.stderr
 
 
@@ -270,8 +317,13 @@ def test_delete_while_querying(client: GrailClient, server: Server) -> None:
     def hammer() -> None:
         with GrailClient(server.url) as own:
             while not stop.is_set():
-                codes.append(own.http.post(f"/graphs/{graph_id}/queries", content=pairs.astype("<i8").tobytes(),
-                                           headers={"Content-Type": "application/octet-stream"}).status_code)
+                codes.append(
+                    own.http.post(
+                        f"/graphs/{graph_id}/queries",
+                        content=pairs.astype("<i8").tobytes(),
+                        headers={"Content-Type": "application/octet-stream"},
+                    ).status_code
+                )
 
     thread = threading.Thread(target=hammer)
     thread.start()
@@ -298,8 +350,14 @@ def test_health_metrics_openapi(client: GrailClient, kegg: str) -> None:
     assert searched and float(searched[0].split()[-1]) > 0
     assert 'status="500"' not in text, "a request ended in a server error"
     spec = client.http.get("/openapi.json").json()
-    assert {"/graphs", "/graphs/{graph_id}", "/graphs/{graph_id}/reachable", "/graphs/{graph_id}/queries",
-            "/health", "/metrics"} <= set(spec["paths"])
+    assert {
+        "/graphs",
+        "/graphs/{graph_id}",
+        "/graphs/{graph_id}/reachable",
+        "/graphs/{graph_id}/queries",
+        "/health",
+        "/metrics",
+    } <= set(spec["paths"])
     assert client.http.get("/docs").status_code == 200
 
 
@@ -307,7 +365,8 @@ def test_text_answers_by_accept(client: GrailClient, kegg: str) -> None:
     pairs = read_pairs("kegg_dag_uniq.que")[:500]
     answers = read_answers("kegg_dag_uniq.ans")[:500]
     body = "".join(f"{u}\t{v}\n" for u, v in pairs).encode()
-    response = client.http.post(f"/graphs/{kegg}/queries", content=body,
-                                headers={"Content-Type": "text/plain", "Accept": "text/plain"})
+    response = client.http.post(
+        f"/graphs/{kegg}/queries", content=body, headers={"Content-Type": "text/plain", "Accept": "text/plain"}
+    )
     assert response.headers["content-type"].startswith("text/plain")
     assert response.text == "".join(f"{int(a)}\n" for a in answers)

@@ -71,9 +71,11 @@ def test_sigkill_during_build_is_never_served_half_built(fresh_server: Server) -
         pairs = read_pairs("citeseer.scc.pos.que")
         expected = read_answers("citeseer.scc.pos.ans")
         while True:
-            response = client.http.post(f"/graphs/{big['id']}/queries", content=pairs[:2000].tobytes(),
-                                        headers={"Content-Type": "application/octet-stream",
-                                                 "Accept": "application/octet-stream"})
+            response = client.http.post(
+                f"/graphs/{big['id']}/queries",
+                content=pairs[:2000].tobytes(),
+                headers={"Content-Type": "application/octet-stream", "Accept": "application/octet-stream"},
+            )
             if response.status_code == 200:
                 break
             assert response.status_code == 409, response.text  # not ready: refused, never a half-built answer

@@ -18,7 +18,11 @@ def test_settings_precedence() -> None:
     env = {"GRAIL_PORT": "9000", "GRAIL_DATA_DIR": "/srv/grail", "GRAIL_BACKEND": "cpu", "GRAIL_MAX_UPLOAD_MB": "5"}
     from_env = Settings.from_env(env)
     assert (from_env.port, from_env.data_dir, from_env.backend, from_env.max_upload_bytes) == (
-        9000, Path("/srv/grail"), "cpu", 5 * 1024 * 1024)
+        9000,
+        Path("/srv/grail"),
+        "cpu",
+        5 * 1024 * 1024,
+    )
     flags = Settings.from_args(["--port", "9100", "--host", "0.0.0.0"], env)
     assert (flags.port, flags.host, flags.data_dir) == (9100, "0.0.0.0", Path("/srv/grail"))
     with pytest.raises(ValueError):
