@@ -1,0 +1,167 @@
+"""GPU bitmask search vs the all-core CPU search on the pairs the label filter leaves (tables 6.4-6.6).
+
+Usage: python benchmarks/bench_gpu_search.py [--runs 5] [--graphs a,b] [--generated uniprot_like,citation_like]
+       [--pairs 1000000] [--scale 1.0] [--out DIR]
+Per shared dataset and query set (.que, .pos.que), and per generated graph with a positive-heavy
+batch: CPU filter ms, pairs left to search, GPU search ms, all-core CPU search ms, positives, the
+hybrid scheduler's choice and its time, and the thesis's GPU search time (random queries). Every
+answer is checked (against the .ans files, or GPU == CPU on generated graphs). Medians of ``--runs``
+after a warm-up. Writes ``search-<device>.md``/``.csv`` and a PNG chart under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import RESULTS, dataset_graphs, datasets_dir, markdown_table, median_seconds  # noqa: E402
+from benchmarks.generate import GENERATORS, positive_heavy_pairs  # noqa: E402
+from grail_core import backends  # noqa: E402
+from grail_core.condensation import longest_path_levels  # noqa: E402
+from grail_core.graph import Digraph  # noqa: E402
+from grail_core.index import ReachabilityIndex  # noqa: E402
+from grail_core.labeling import make_child_orders, with_virtual_root  # noqa: E402
+from grail_core.query import UNDECIDED, QueryArrays, filter_pairs, pack, search_pairs_cpu  # noqa: E402
+from grail_core.readers import read_graph  # noqa: E402
+from grail_core.supportive import choose_hubs, hub_reach_masks  # noqa: E402
+from kernels.device import device_name  # noqa: E402
+from kernels.labeling import LabelingOptions, build_labels  # noqa: E402
+from kernels.search import search_pairs  # noqa: E402
+
+# The thesis's GPU search times (ms, its own 100k random queries): tables 6.4-6.6.
+THESIS_GPU_MS = {
+    "agrocyc_dag_uniq": 23.8, "amaze_dag_uniq": 773.0, "anthra_dag_uniq": 21.5, "ecoo_dag_uniq": 68.5,
+    "human_dag_uniq": 16.1, "kegg_dag_uniq": 1347.2, "mtbrv_dag_uniq": 42.3, "nasa_dag_uniq": 221.5,
+    "vchocyc_dag_uniq": 32.1, "citeseer_sub_10720": 1559.3, "go_sub_6793": 324.0, "pubmed_sub_9000-1": 757.6,
+    "citeseer.scc": 221.4, "uniprotenc_22m.scc": 5709.4,
+}
+
+
+def measure(name: str, kind: str, arrays: QueryArrays, hot: object, ids: np.ndarray, truth: np.ndarray | None,
+            runs: int) -> dict[str, object]:
+    codes = filter_pairs(hot, ids)  # also the warm-up (compilation) of the filter
+    filter_s = median_seconds(lambda: filter_pairs(hot, ids), runs)
+    undecided = np.flatnonzero(codes == UNDECIDED)
+    s = np.ascontiguousarray(arrays.comp[ids[undecided, 0]])
+    t = np.ascontiguousarray(arrays.comp[ids[undecided, 1]])
+    row: dict[str, object] = {"graph": name, "queries": kind, "pairs": int(ids.shape[0]), "filter_ms": filter_s * 1e3,
+                              "searched": int(undecided.size)}
+    gpu = search_pairs(arrays, s, t)
+    cpu = search_pairs_cpu(hot, s, t)
+    if truth is not None:
+        assert (gpu == truth[undecided]).all(), f"GPU answers differ from the .ans file on {name}.{kind}"
+    assert (gpu == cpu).all(), f"GPU and CPU answers differ on {name}.{kind}"
+    row["gpu_ms"] = median_seconds(lambda: search_pairs(arrays, s, t), runs) * 1e3
+    row["cpu_ms"] = median_seconds(lambda: search_pairs_cpu(hot, s, t), runs) * 1e3
+    answers = codes == 1
+    answers[undecided] = gpu
+    row["positives"] = int(answers.sum())
+    choice = backends.choose_search_backend("cuda", int(undecided.size), arrays) if undecided.size else "none"
+    row["hybrid"] = choice
+    row["hybrid_ms"] = {"cuda": row["gpu_ms"], "cpu": row["cpu_ms"]}.get(choice, 0.0)
+    row["thesis_gpu_ms"] = THESIS_GPU_MS.get(name, float("nan")) if kind == "que" else float("nan")
+    return row
+
+
+def dataset_rows(folder: Path, graph: str, runs: int) -> list[dict[str, object]]:
+    index = ReachabilityIndex.build(read_graph(folder / f"{graph}.gra"), dims=2, backend="cpu")
+    rows = []
+    for kind in ("que", "pos.que"):
+        pairs = np.loadtxt(folder / f"{graph}.{kind}", dtype=np.int64, ndmin=2)
+        truth = np.loadtxt(folder / f"{graph}.{kind.replace('que', 'ans')}", dtype=np.int64).astype(bool)
+        rows.append(measure(graph, kind, index.arrays, index.hot, index.names.lookup(pairs), truth, runs))
+        print(rows[-1], flush=True)
+    return rows
+
+
+def generated_arrays(name: str, scale: float) -> QueryArrays:
+    """Index arrays of a generated DAG (ids are already topological, so no condensation is needed)."""
+    sizes = {"uniprot_like": (25_000_000, 50_000_000), "citation_like": (4_000_000, 17_000_000)}[name]
+    indptr, indices = GENERATORS[name](int(sizes[0] * scale), int(sizes[1] * scale))
+    dag = Digraph.from_csr(indptr, indices)
+    root_indptr, root_indices, root = with_virtual_root(indptr, indices)
+    labels = build_labels(root_indptr, make_child_orders(root_indptr, root_indices, 2, seed=0), root,
+                          LabelingOptions(max_levels=4096))
+    n = indptr.size - 1
+    fwd, bwd = hub_reach_masks(dag, choose_hubs(dag))
+    return QueryArrays(
+        comp=np.arange(n, dtype=np.int64), out_indptr=indptr, out_indices=indices, level=longest_path_levels(dag),
+        lo=np.ascontiguousarray(labels.minpost[:, :n].T), hi=np.ascontiguousarray(labels.post[:, :n].T),
+        tree_lo=np.ascontiguousarray(labels.tree_low[:, :n].T), fwd=fwd, bwd=bwd,
+    )
+
+
+def chart(rows: list[dict[str, object]], path: Path, device: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [f"{r['graph']}.{r['queries']}" for r in rows]
+    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(max(8, 0.5 * len(rows)), 5))
+    ax.bar(x - 0.27, [max(float(r["gpu_ms"]), 1e-3) for r in rows], 0.27, label=f"GPU bitmask search ({device})")
+    ax.bar(x, [max(float(r["cpu_ms"]), 1e-3) for r in rows], 0.27, label=f"CPU search, {numba.get_num_threads()} threads")
+    ax.bar(x + 0.27, [float(r["thesis_gpu_ms"]) for r in rows], 0.27, label="thesis GPU search")
+    ax.set_yscale("log")
+    ax.set_ylabel("ms (log)")
+    ax.set_xticks(x, names, rotation=70, ha="right", fontsize=7)
+    ax.legend()
+    ax.set_title("Search of the pairs the label filter leaves undecided")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--graphs", default=None, help="comma-separated dataset names ('' for none; default: all)")
+    parser.add_argument("--generated", default="uniprot_like,citation_like")
+    parser.add_argument("--pairs", type=int, default=1_000_000)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    device = device_name() or "no-gpu"
+    folder = datasets_dir()
+    if args.graphs is None:
+        graphs = dataset_graphs(folder) if folder.is_dir() else []
+    else:
+        graphs = list(filter(None, args.graphs.split(",")))
+    rows = []
+    for graph in graphs:
+        rows += dataset_rows(folder, graph, args.runs)
+    for name in filter(None, args.generated.split(",")):
+        start = time.perf_counter()
+        arrays = generated_arrays(name, args.scale)
+        print(f"indexed {name} in {time.perf_counter() - start:.1f} s", flush=True)
+        src, dst = positive_heavy_pairs(arrays.out_indptr, arrays.out_indices, args.pairs)
+        rows.append(measure(name, f"{args.pairs} pos-heavy", arrays, pack(arrays), np.stack([src, dst], axis=1),
+                            None, args.runs))
+        print(rows[-1], flush=True)
+    header = ["graph", "queries", "pairs", "CPU filter", "searched", "GPU search", f"CPU search ({numba.get_num_threads()} thr)",
+              "CPU/GPU", "positives", "hybrid", "hybrid ms", "thesis GPU", "thesis/GPU"]
+    table = [[r["graph"], r["queries"], r["pairs"], r["filter_ms"], r["searched"], r["gpu_ms"], r["cpu_ms"],
+              float(r["cpu_ms"]) / max(float(r["gpu_ms"]), 1e-9), r["positives"], r["hybrid"], r["hybrid_ms"],
+              r["thesis_gpu_ms"], float(r["thesis_gpu_ms"]) / max(float(r["gpu_ms"]), 1e-9)] for r in rows]
+    text = f"# Search on {device}, times in ms (median of {args.runs})\n\n" + markdown_table(header, table) + "\n"
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = "search-" + device.replace(" ", "_")
+    (args.out / f"{stem}.md").write_text(text)
+    with open(args.out / f"{stem}.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(table)
+    chart(rows, args.out / f"{stem}.png", device)
+
+
+if __name__ == "__main__":
+    main()
