@@ -17,8 +17,10 @@ ARG BASE=python:3.12-slim
 # Build stage: a virtual environment in /opt/grail with the service and its dependencies.
 FROM ${BASE} AS build
 
-# 1: numba-cuda with the CUDA 12 toolkit wheels (nvrtc, nvvm, cudart, ...); 0: CPU only.
+# 1: numba-cuda with NVIDIA's CUDA toolkit wheels (nvrtc, nvvm, cudart, nvjitlink); 0: CPU only.
 ARG WITH_CUDA=1
+# numba-cuda's extra that picks the toolkit: cu12 (drivers >= 525) or cu13 (drivers >= 580).
+ARG CUDA_EXTRA=cu12
 # Optional package index settings, passed through to pip (empty: pip's defaults).
 ARG PIP_INDEX_URL=""
 ARG PIP_EXTRA_INDEX_URL=""
@@ -27,8 +29,7 @@ ARG PIP_TRUSTED_HOST=""
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DEFAULT_TIMEOUT=180 \
-    PYTHONDONTWRITEBYTECODE=1
+    PIP_DEFAULT_TIMEOUT=180
 
 SHELL ["/bin/sh", "-eu", "-c"]
 
@@ -39,17 +40,17 @@ COPY . /src
 
 # pip reads PIP_* from the environment; empty ones are dropped so that pip keeps its defaults.
 # The CA secret, when given, is used for this step only. The test suites shipped inside the numba and
-# numpy wheels and pip itself are dead weight at run time and are removed.
+# numpy wheels and pip itself are dead weight at run time and are removed; the bytecode pip compiled
+# stays (the non-root user could not write it, and every start would compile again).
 RUN --mount=type=secret,id=pipca,target=/run/secrets/pipca \
     for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_FIND_LINKS PIP_TRUSTED_HOST; do \
         eval "val=\${$v:-}"; if [ -z "$val" ]; then unset "$v"; fi; \
     done; \
     if [ -s /run/secrets/pipca ]; then export PIP_CERT=/run/secrets/pipca; fi; \
-    if [ "$WITH_CUDA" = 1 ]; then set -- ".[cuda]" "numba-cuda[cu12]"; else set -- "."; fi; \
+    if [ "$WITH_CUDA" = 1 ]; then set -- ".[cuda]" "numba-cuda[$CUDA_EXTRA]"; else set -- "."; fi; \
     /opt/grail/bin/python -m pip install --no-cache-dir --constraint docker/constraints.txt "$@"; \
     site=$(/opt/grail/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
     rm -rf "$site"/numba/tests "$site"/numpy/*/tests "$site"/numpy/tests "$site"/pip "$site"/pip-*.dist-info; \
-    find /opt/grail -name '__pycache__' -type d -prune -exec rm -rf {} +; \
     /opt/grail/bin/python -I -c 'import grail_core, service.app, service.main'
 
 # ---------------------------------------------------------------------------------------------------
