@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from grail_core import ReachabilityIndex
 from grail_core.labeling import label_all, make_child_orders, with_virtual_root
+from grail_core.query import answer_pair
 from tests.reference import reachability_matrix
 from tests.strategies import digraphs
 
@@ -84,14 +85,19 @@ def test_child_orders_are_seeded_row_permutations() -> None:
 
 
 def test_single_pair_buffers_survive_running_out_of_marks() -> None:
-    # A ladder whose pairs need a search: 0->1->...->9 plus shortcuts, queried over and over.
-    edges = [(i, i + 1) for i in range(9)] + [(0, 5), (2, 7)]
-    index = _index(10, edges, dims=1, hubs=0)
-    truth = reachability_matrix(10, edges)
+    # A stack of diamonds: a DFS tree covers only one side of each, so many pairs need a search.
+    edges = [(3 * i + j, 3 * i + k) for i in range(8) for j, k in ((0, 1), (0, 2), (1, 3), (2, 3))]
+    n = 25
+    index = _index(n, edges, dims=1, hubs=0)
+    truth = reachability_matrix(n, edges)
     with index._buffers.take() as (stamp, _, _):
-        stamp[:] = np.iinfo(np.int32).max  # every node looks visited by the last mark
-    index._buffers._free[0][2] = np.iinfo(np.int32).max - 1
+        stamp[:] = 1  # left over from the first mark of an earlier cycle
+    index._buffers._free[0][2] = np.iinfo(np.int32).max  # marks run out: the next take starts over
+    searched = 0
     for _ in range(3):
-        for u in range(10):
-            for v in range(10):
-                assert index.reachable(u, v) == truth[u, v]
+        for u in range(n):
+            for v in range(n):
+                answer, needed_search = answer_pair(index.hot, index._buffers, u, v)
+                assert answer == truth[u, v]
+                searched += needed_search
+    assert searched > 0
