@@ -98,11 +98,11 @@ def search_pairs(engine: str, arrays: QueryArrays, hot: HotArrays, sources: np.n
 GPU_SEARCH_MIN_PAIRS = 4096
 
 
-def choose_search_backend(index_backend: str, num_pairs: int, arrays: QueryArrays) -> str:
-    """The hybrid scheduler: where a batch's undecided pairs are searched.
+def choose_search_backend(num_pairs: int, arrays: QueryArrays) -> str:
+    """The hybrid scheduler: where a batch's undecided pairs are searched, for an index allowed the GPU.
 
-    Small batches never pay a GPU round trip; an index built on the CPU backend searches on the CPU.
+    Small batches never pay a GPU round trip.
     """
-    if index_backend != "cuda" or num_pairs < GPU_SEARCH_MIN_PAIRS:
+    if num_pairs < GPU_SEARCH_MIN_PAIRS:
         return "cpu"
     return "cuda"

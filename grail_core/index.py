@@ -74,10 +74,13 @@ class ReachabilityIndex:
     u to v (every node reaches itself).
     """
 
-    def __init__(self, names: NodeNames, graph: Digraph, arrays: QueryArrays, stats: IndexStats) -> None:
+    def __init__(self, names: NodeNames, graph: Digraph, arrays: QueryArrays, stats: IndexStats,
+                 search_backend: str = "cpu") -> None:
         self.names = names
         self.graph = graph
         self.arrays = arrays
+        # Where undecided pairs may be searched: 'cuda' lets the scheduler send large batches to the GPU.
+        self.search_backend = search_backend
         self.hot = pack(arrays)
         self._buffers = SearchBuffers(self.hot.rec_dag.shape[0])
         self.stats = stats
@@ -103,7 +106,7 @@ class ReachabilityIndex:
         with timer.phase("labels"):
             indptr, indices, root = with_virtual_root(dag.out_indptr, dag.out_indices)
             orders = make_child_orders(indptr, indices, dims, seed)
-            labels = backends.compute_labels(resolved, indptr, orders, root)
+            labels = backends.compute_labels(resolved, indptr, orders, root, num_levels=condensation.num_levels + 1)
         with timer.phase("hubs"):
             hub_nodes = choose_hubs(dag, hubs)
             fwd, bwd = hub_reach_masks(dag, hub_nodes)
@@ -129,7 +132,7 @@ class ReachabilityIndex:
         )
         log.info("indexed %d nodes, %d edges (%d DAG nodes) on %s in %.3f s", stats.nodes, stats.edges,
                  stats.dag_nodes, stats.backend, stats.build_seconds)
-        return cls(graph.names, digraph, arrays, stats)
+        return cls(graph.names, digraph, arrays, stats, search_backend=resolved)
 
     @classmethod
     def from_edges(cls, src: Any, dst: Any = None, *, num_nodes: int | None = None, **build: Any) -> ReachabilityIndex:
@@ -195,7 +198,7 @@ class ReachabilityIndex:
     def query_ids(self, pairs: np.ndarray, start: float | None = None) -> tuple[np.ndarray, QueryStats]:
         """``query_batch_with_stats`` on an (M, 2) int64 array of internal node ids."""
         start = time.perf_counter() if start is None else start
-        if self.stats.backend == "cpu":
+        if self.search_backend == "cpu":
             answers, searched, positives = answer_pairs(self.hot, pairs)
             engine = "cpu" if searched else "none"
         else:
@@ -205,7 +208,7 @@ class ReachabilityIndex:
             searched = int(undecided.size)
             engine = "none"
             if searched:
-                engine = backends.choose_search_backend(self.stats.backend, searched, self.arrays)
+                engine = backends.choose_search_backend(searched, self.arrays)
                 comp = self.arrays.comp
                 found, engine = backends.search_pairs(engine, self.arrays, self.hot, comp[pairs[undecided, 0]],
                                                       comp[pairs[undecided, 1]])
@@ -228,8 +231,13 @@ class ReachabilityIndex:
         write_index_dir(directory, arrays, metadata, overwrite=overwrite)
 
     @classmethod
-    def load(cls, directory: str | os.PathLike[str], mmap: bool = True, verify: bool = True) -> ReachabilityIndex:
-        """Read an index written by ``save``; IndexFileError when it is missing, truncated or corrupted."""
+    def load(cls, directory: str | os.PathLike[str], mmap: bool = True, verify: bool = True,
+             backend: str = "auto") -> ReachabilityIndex:
+        """Read an index written by ``save``; IndexFileError when it is missing, truncated or corrupted.
+
+        ``backend`` says where undecided pairs may be searched ('auto': the GPU when there is one).
+        """
+        search_backend = backends.resolve_backend(backend)
         arrays, metadata = read_index_dir(directory, mmap=mmap, verify=verify)
         from .errors import IndexFileError
 
@@ -240,4 +248,4 @@ class ReachabilityIndex:
             stats = IndexStats.from_dict(metadata["stats"])
         except (KeyError, TypeError) as error:
             raise IndexFileError(f"{directory} is incomplete: {error}") from None
-        return cls(names, graph, query, stats)
+        return cls(names, graph, query, stats, search_backend=search_backend)

@@ -101,3 +101,19 @@ def test_single_pair_buffers_survive_running_out_of_marks() -> None:
     for u in range(n):
         for v in range(n):
             assert index.reachable(u, v) == truth[u, v]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph=digraphs())
+def test_filter_then_search_path_matches_the_fused_path(graph: tuple[int, list[tuple[int, int]]]) -> None:
+    # An index allowed the GPU filters first and searches the undecided pairs apart; small batches
+    # stay on the CPU, so this path runs here too and must agree with the one-pass CPU engine.
+    n, edges = graph
+    index = _index(n, edges, hubs=0)
+    pairs = np.random.default_rng(n).integers(0, n, size=(min(n * n, 4000), 2))
+    fused, fused_stats = index.query_batch_with_stats(pairs)
+    index.search_backend = "cuda"
+    split, split_stats = index.query_batch_with_stats(pairs)
+    np.testing.assert_array_equal(split, fused)
+    np.testing.assert_array_equal(fused, reachability_matrix(n, edges)[pairs[:, 0], pairs[:, 1]])
+    assert (split_stats.searched, split_stats.positives) == (fused_stats.searched, fused_stats.positives)
