@@ -13,8 +13,10 @@ level 0, then level 1, and so on; ``ptr[cls, lvl]`` is where level ``lvl`` start
 * LARGE: the whole grid strides over the node's edges, so a hub with millions of children is
   spread over every SM instead of serializing one block.
 
-Kernels run with a fixed grid and read the level's counts from device memory, so a sequence of
-levels is queued without any host synchronisation in between.
+Kernels run with a fixed grid and read the level's counts from device memory. A phase over many
+levels is one persistent *sweep* kernel with a grid barrier between levels (a cooperative launch),
+so neither the host nor the launch queue is involved per level; Kahn's level discovery stops on the
+device at the first empty level.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from numba import cuda
 from .device import is_simulator, multiprocessors
 
 __all__ = [
-    "SMALL", "MEDIUM", "LARGE", "EngineConfig", "LevelQueues", "degree_class", "make_advance",
-    "make_node_pass", "make_edge_map", "build_level_queues",
+    "SMALL", "MEDIUM", "LARGE", "EngineConfig", "LevelQueues", "degree_class", "make_advance_body", "make_node_body",
+    "make_advance", "make_node_pass", "make_edge_map", "make_edge_sweep", "make_node_sweep", "make_sweep",
+    "cooperative_blocks", "build_level_queues",
 ]
 
 SMALL, MEDIUM, LARGE = 0, 1, 2
@@ -66,15 +69,16 @@ def degree_class(degree, medium_min, large_min):
     return LARGE
 
 
-def make_advance(edge_op: Callable[..., None]) -> Any:
-    """Kernel ``advance(indptr, queues, ptr, cnt, lvl, args)`` calling ``edge_op(v, e, lvl, args)``.
+def make_advance_body(edge_op: Callable[..., None]) -> Any:
+    """Device function ``advance_level(indptr, queues, ptr, cnt, lvl, args)``: ``edge_op(v, e, lvl, args)``
+    once for every out-edge position ``e`` of every node ``v`` of level ``lvl``, split by degree class.
 
-    ``edge_op`` runs once for every out-edge position ``e`` of every node ``v`` of level ``lvl``; it may
-    run concurrently for edges of one node, so anything it accumulates goes through atomics.
+    Calls for edges of one node may run concurrently, so whatever ``edge_op`` accumulates goes
+    through atomics.
     """
 
-    @cuda.jit
-    def advance(indptr, queues, ptr, cnt, lvl, args):
+    @cuda.jit(device=True)
+    def advance_level(indptr, queues, ptr, cnt, lvl, args):
         tid = cuda.threadIdx.x
         gtid = cuda.blockIdx.x * cuda.blockDim.x + tid
         nthreads = cuda.gridDim.x * cuda.blockDim.x
@@ -95,20 +99,95 @@ def make_advance(edge_op: Callable[..., None]) -> Any:
             for e in range(indptr[v] + gtid, indptr[v + 1], nthreads):
                 edge_op(v, e, lvl, args)
 
-    return advance
+    return advance_level
 
 
-def make_node_pass(node_op: Callable[..., None]) -> Any:
-    """Kernel ``node_pass(queues, ptr, cnt, lvl, args)`` calling ``node_op(v, lvl, args)`` per node of the level."""
+def make_node_body(node_op: Callable[..., None]) -> Any:
+    """Device function ``node_level(queues, ptr, cnt, lvl, args)``: ``node_op(v, lvl, args)`` per node of the level."""
 
-    @cuda.jit
-    def node_pass(queues, ptr, cnt, lvl, args):
+    @cuda.jit(device=True)
+    def node_level(queues, ptr, cnt, lvl, args):
         gtid = cuda.grid(1)
         nthreads = cuda.gridsize(1)
         for cls in range(3):
             start = ptr[cls, lvl]
             for i in range(gtid, cnt[cls, lvl], nthreads):
                 node_op(queues[cls, start + i], lvl, args)
+
+    return node_level
+
+
+def make_advance(edge_op: Callable[..., None]) -> Any:
+    """Kernel ``advance(indptr, queues, ptr, cnt, lvl, args)``: one level (or, through an all-levels
+    layout, every node at once) of ``make_advance_body``."""
+    advance_level = make_advance_body(edge_op)
+
+    @cuda.jit
+    def advance(indptr, queues, ptr, cnt, lvl, args):
+        advance_level(indptr, queues, ptr, cnt, lvl, args)
+
+    return advance
+
+
+def make_edge_sweep(edge_op: Callable[..., None]) -> Any:
+    """Persistent kernel ``sweep(indptr, queues, ptr, cnt, first, count, step, args)``: ``count`` levels
+    from ``first`` in steps of ``step`` (+1 top-down, -1 bottom-up), a grid barrier after each level.
+
+    One launch per phase instead of one per level: launches from Python cost ~0.1 ms each, a grid
+    barrier a few microseconds. It needs a cooperative launch (``cooperative_blocks``).
+    """
+    advance_level = make_advance_body(edge_op)
+
+    @cuda.jit
+    def sweep(indptr, queues, ptr, cnt, first, count, step, args):
+        grid = cuda.cg.this_grid()
+        for i in range(count):
+            advance_level(indptr, queues, ptr, cnt, first + i * step, args)
+            grid.sync()
+
+    return sweep
+
+
+def make_node_sweep(node_op: Callable[..., None]) -> Any:
+    """Like ``make_edge_sweep`` for a per-node operation: ``sweep(queues, ptr, cnt, first, count, step, args)``."""
+    node_level = make_node_body(node_op)
+
+    @cuda.jit
+    def sweep(queues, ptr, cnt, first, count, step, args):
+        grid = cuda.cg.this_grid()
+        for i in range(count):
+            node_level(queues, ptr, cnt, first + i * step, args)
+            grid.sync()
+
+    return sweep
+
+
+def make_sweep(edge_op: Callable[..., None], node_op: Callable[..., None]) -> Any:
+    """Per level, the edges (``edge_op``), a barrier, then the nodes (``node_op``), a barrier:
+    ``sweep(indptr, queues, ptr, cnt, first, count, step, edge_args, node_args)``."""
+    advance_level = make_advance_body(edge_op)
+    node_level = make_node_body(node_op)
+
+    @cuda.jit
+    def sweep(indptr, queues, ptr, cnt, first, count, step, edge_args, node_args):
+        grid = cuda.cg.this_grid()
+        for i in range(count):
+            lvl = first + i * step
+            advance_level(indptr, queues, ptr, cnt, lvl, edge_args)
+            grid.sync()
+            node_level(queues, ptr, cnt, lvl, node_args)
+            grid.sync()
+
+    return sweep
+
+
+def make_node_pass(node_op: Callable[..., None]) -> Any:
+    """Kernel ``node_pass(queues, ptr, cnt, lvl, args)`` calling ``node_op(v, lvl, args)`` per node of the level."""
+    node_level = make_node_body(node_op)
+
+    @cuda.jit
+    def node_pass(queues, ptr, cnt, lvl, args):
+        node_level(queues, ptr, cnt, lvl, args)
 
     return node_pass
 
@@ -125,6 +204,22 @@ def make_edge_map(op: Callable[..., None]) -> Any:
     return edge_map
 
 
+def cooperative_blocks(kernel: Any, config: EngineConfig) -> int:
+    """Grid size for a persistent (grid-barrier) kernel: every block must be resident at once.
+
+    Before the kernel's first compilation one block per SM is used (always resident when a block
+    fits at all); afterwards the occupancy of the compiled kernel. The simulator runs blocks one
+    after another, so a grid barrier only works there with a single block.
+    """
+    if is_simulator():
+        return 1
+    compiled = list(kernel.overloads.values())
+    if not compiled:
+        return multiprocessors()
+    resident = min(k.max_cooperative_grid_blocks(config.block) for k in compiled)
+    return max(1, min(config.grid(), resident))
+
+
 @dataclass
 class LevelQueues:
     """Level queues on the device plus host copies of their per-level layout."""
@@ -137,8 +232,13 @@ class LevelQueues:
     all_ptr: Any  # device (3, 1): zeros, so level 0 of (all_ptr, all_cnt) is every node
     all_cnt: Any  # device (3, 1): per-class totals
 
-    def level_range(self, bottom_up: bool) -> range:
-        return range(self.levels - 1, -1, -1) if bottom_up else range(self.levels)
+    def top_down(self) -> tuple[int, int, int]:
+        """(first, count, step) of a sweep from the root level down."""
+        return 0, self.levels, 1
+
+    def bottom_up(self) -> tuple[int, int, int]:
+        """(first, count, step) of a sweep from the deepest level up."""
+        return self.levels - 1, self.levels, -1
 
 
 @cuda.jit(device=True)
@@ -158,25 +258,36 @@ def _count_parent(e, args):
     cuda.atomic.add(pending, children[e], 1)
 
 
-@cuda.jit
-def _close_level(ptr, cnt, lvl):
-    cls = cuda.grid(1)
-    if cls < 3:
-        ptr[cls, lvl + 1] = ptr[cls, lvl] + cnt[cls, lvl]
-
-
-_advance_discover = make_advance(_discover)
+_discover_level = make_advance_body(_discover)
 _map_count_parents = make_edge_map(_count_parent)
+
+
+@cuda.jit
+def _discover_levels(indptr, queues, ptr, cnt, max_levels, args, levels):
+    """Kahn's levels in one persistent launch; it stops on the device at the first empty level."""
+    grid = cuda.cg.this_grid()
+    gtid = cuda.grid(1)
+    lvl = 0
+    while lvl <= max_levels:
+        _discover_level(indptr, queues, ptr, cnt, lvl, args)
+        if gtid < 3:
+            ptr[gtid, lvl + 1] = ptr[gtid, lvl] + cnt[gtid, lvl]
+        grid.sync()
+        if cnt[SMALL, lvl + 1] + cnt[MEDIUM, lvl + 1] + cnt[LARGE, lvl + 1] == 0:
+            break
+        lvl += 1
+    if gtid == 0:
+        levels[0] = lvl + 1
 
 
 def build_level_queues(
     indptr: Any, children: Any, root: int, root_degree: int, num_nodes: int, config: EngineConfig,
-    max_levels: int, check_every: int = 8,
+    max_levels: int,
 ) -> LevelQueues | None:
     """Topological levels by Kahn's algorithm on the device (longest path from ``root``), as level queues.
 
     Returns None when the graph has more than ``max_levels`` levels: level-synchronous phases would
-    then spend their time in launches, and the caller labels such graphs on the CPU.
+    then cost more than the CPU labeling, and the caller labels such graphs on the CPU.
     Queue slots are handed out with atomic counters per class and level, so a level's order inside a
     queue is arbitrary; every phase built on it is order-independent (sums, minima, exact argmins).
     """
@@ -185,28 +296,19 @@ def build_level_queues(
     _map_count_parents[grid, block](children.size, (children, pending))
     cap = max_levels + 2
     queues = cuda.device_array((3, num_nodes), dtype=np.int32)
-    ptr_h = np.zeros((3, cap), dtype=np.int64)
     cnt_h = np.zeros((3, cap), dtype=np.int64)
     root_cls = SMALL if root_degree < config.medium_min else (MEDIUM if root_degree < config.large_min else LARGE)
     cnt_h[root_cls, 0] = 1
     queues[root_cls, 0:1].copy_to_device(np.array([root], dtype=np.int32))
-    ptr, cnt = cuda.to_device(ptr_h), cuda.to_device(cnt_h)
+    ptr, cnt = cuda.to_device(np.zeros((3, cap), dtype=np.int64)), cuda.to_device(cnt_h)
     args = (children, pending, indptr, queues, ptr, cnt, config.medium_min, config.large_min)
-    lvl = 0
-    levels = None
-    while levels is None:
-        stop = min(lvl + check_every, max_levels + 1)
-        for step in range(lvl, stop):
-            _advance_discover[grid, block](indptr, queues, ptr, cnt, step, args)
-            _close_level[1, 3](ptr, cnt, step)
-        lvl = stop
-        counts = cnt.copy_to_host()
-        filled = np.flatnonzero(counts.sum(axis=0)[: lvl + 1] > 0)
-        if filled[-1] < lvl:
-            levels = int(filled[-1]) + 1
-        elif lvl > max_levels:
-            return None
-    host_cnt = counts[:, :levels]
+    found = cuda.to_device(np.zeros(1, dtype=np.int64))
+    _discover_levels[cooperative_blocks(_discover_levels, config), block](indptr, queues, ptr, cnt, max_levels, args,
+                                                                         found)
+    levels = int(found.copy_to_host()[0])
+    if levels > max_levels:
+        return None
+    host_cnt = cnt[:, :levels].copy_to_host()
     return LevelQueues(
         queues=queues,
         ptr=ptr,

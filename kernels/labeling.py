@@ -35,7 +35,10 @@ import numpy as np
 from numba import cuda
 
 from .device import free_memory
-from .frontier import EngineConfig, LevelQueues, build_level_queues, make_advance, make_edge_map, make_node_pass
+from .frontier import (
+    EngineConfig, LevelQueues, build_level_queues, cooperative_blocks, make_advance, make_edge_map, make_edge_sweep,
+    make_node_sweep, make_sweep,
+)
 from .memory import device_full
 from .scan import exclusive_scan
 from .wide import MAX_WORDS, add_into, equal_to, less_than, limb_mask, offset_into
@@ -239,29 +242,27 @@ def _check_edge(v, e, lvl, args):
             bad[0] = 1
 
 
-_advance_count = make_advance(_add_child_count)
-_finish_counts = make_node_pass(_finish_count)
+_sweep_counts = make_sweep(_add_child_count, _finish_count)
 _map_child_limb = make_edge_map(_child_limb)
-_advance_relax = make_advance(_relax)
+_sweep_relax = make_edge_sweep(_relax)
 _advance_pick_parent = make_advance(_pick_parent)
-_push_sizes = make_node_pass(_push_size)
+_sweep_sizes = make_node_sweep(_push_size)
 _map_tree_child_size = make_edge_map(_tree_child_size)
-_place_nodes = make_node_pass(_place)
-_advance_minpost = make_advance(_pull_minpost)
+_sweep_place = make_node_sweep(_place)
+_sweep_minpost = make_edge_sweep(_pull_minpost)
 _advance_check = make_advance(_check_edge)
 _map_seed_root = make_edge_map(_seed_root)
 
 
 def _path_counts(lq: LevelQueues, indptr: Any, children: Any, n1: int, words: int, bits: int,
                  cfg: EngineConfig) -> tuple[Any, bool]:
-    grid, block = cfg.grid(), cfg.block
     half = np.uint64(bits // 2)
     zeta = cuda.device_array((words, n1), dtype=np.uint64)
     acc = device_full((2 * words, n1), np.uint64, 0, cfg)
     overflow = cuda.to_device(np.zeros(1, dtype=np.int32))
-    for lvl in lq.level_range(bottom_up=True):
-        _advance_count[grid, block](indptr, lq.queues, lq.ptr, lq.cnt, lvl, (children, zeta, acc, words, half))
-        _finish_counts[grid, block](lq.queues, lq.ptr, lq.cnt, lvl, (zeta, acc, words, half, overflow))
+    _sweep_counts[cooperative_blocks(_sweep_counts, cfg), cfg.block](
+        indptr, lq.queues, lq.ptr, lq.cnt, *lq.bottom_up(), (children, zeta, acc, words, half),
+        (zeta, acc, words, half, overflow))
     return zeta, bool(overflow.copy_to_host()[0])
 
 
@@ -362,9 +363,8 @@ def build_labels(
         post = cuda.device_array((dims, n1), dtype=label_type)
         _map_seed_root[grid, block](dims * words, (dist, tree_low, post, root))
         lock = device_full(dims * n1 if words > 1 else 1, np.int32, 0, cfg)
-        relax_args = (d_orders, d_indptr, scans, dist, lock, words, half)
-        for lvl in lq.level_range(bottom_up=False):
-            _advance_relax[grid, block](d_indptr, lq.queues, lq.ptr, lq.cnt, lvl, relax_args)
+        _sweep_relax[cooperative_blocks(_sweep_relax, cfg), block](
+            d_indptr, lq.queues, lq.ptr, lq.cnt, *lq.top_down(), (d_orders, d_indptr, scans, dist, lock, words, half))
         parent = device_full((dims, n1), np.int32, -1, cfg)
         parent_edge = device_full((dims, n1), np.int64, -1, cfg)
         _advance_pick_parent[grid, block](d_indptr, lq.queues, lq.all_ptr, lq.all_cnt, 0,
@@ -373,23 +373,22 @@ def build_labels(
 
     with timer.phase("subgraph sizes DT"):
         size = device_full((dims, n1), label_type, 1, cfg)
-        for lvl in lq.level_range(bottom_up=True):
-            _push_sizes[grid, block](lq.queues, lq.ptr, lq.cnt, lvl, (size, parent))
+        _sweep_sizes[cooperative_blocks(_sweep_sizes, cfg), block](lq.queues, lq.ptr, lq.cnt, *lq.bottom_up(),
+                                                                    (size, parent))
 
     with timer.phase("post-order"):
         for k in range(dims):
             _map_tree_child_size[grid, block](m, (d_orders, k, size, parent_edge, limbs))
             exclusive_scan(limbs, scans[k, 0])
-        place_args = (d_indptr, scans, size, parent, parent_edge, tree_low, post)
-        for lvl in lq.level_range(bottom_up=False):
-            _place_nodes[grid, block](lq.queues, lq.ptr, lq.cnt, lvl, place_args)
+        _sweep_place[cooperative_blocks(_sweep_place, cfg), block](
+            lq.queues, lq.ptr, lq.cnt, *lq.top_down(), (d_indptr, scans, size, parent, parent_edge, tree_low, post))
         del scans, limbs, size, parent, parent_edge
 
     with timer.phase("min post-order"):
         minpost = cuda.device_array_like(post)
         minpost.copy_to_device(post)
-        for lvl in lq.level_range(bottom_up=True):
-            _advance_minpost[grid, block](d_indptr, lq.queues, lq.ptr, lq.cnt, lvl, (d_orders, minpost))
+        _sweep_minpost[cooperative_blocks(_sweep_minpost, cfg), block](
+            d_indptr, lq.queues, lq.ptr, lq.cnt, *lq.bottom_up(), (d_orders, minpost))
 
     with timer.phase("check"):
         bad = cuda.to_device(np.zeros(1, dtype=np.int32))

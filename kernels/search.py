@@ -9,8 +9,8 @@ bit the child gets the same tests as the CPU search (``grail_core.query.classify
 topological id, GRAIL intervals and hub bits; answer on the target itself, a DFS-tree interval or a
 hub between. A search whose target was found is masked out of every later expansion.
 
-Levels are queued back to back with no host synchronisation; the host reads the found bits once
-per pass. Device copies of the index arrays are cached per ``QueryArrays`` between calls.
+A pass is three launches (seed, one persistent sweep over the levels with a grid barrier between
+them, and a sweep that clears the touched nodes); the host reads the found bits once per pass. Device copies of the index arrays are cached per ``QueryArrays`` between calls.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from numba import cuda
 
 from .device import free_memory
-from .frontier import EngineConfig, degree_class, make_advance, make_edge_map, make_node_pass
+from .frontier import EngineConfig, cooperative_blocks, degree_class, make_edge_map, make_edge_sweep, make_node_sweep
 from .memory import device_full
 
 __all__ = ["search_pairs", "SearchOptions", "words_for"]
@@ -35,7 +35,7 @@ ONE = np.uint64(1)
 class SearchOptions:
     config: EngineConfig | None = None
     max_words: int = 0  # status words per node; 0: sized from free memory and the batch
-    memory_fraction: float = 0.25  # share of free device memory the status words may take
+    memory_fraction: float = 0.5  # share of free device memory the status words may take
 
 
 @cuda.jit(device=True, inline=True)
@@ -124,8 +124,8 @@ def _clear(v, lvl, args):
 
 
 _seed_pairs = make_edge_map(_seed)
-_advance_expand = make_advance(_expand)
-_clear_level = make_node_pass(_clear)
+_sweep_expand = make_edge_sweep(_expand)
+_sweep_clear = make_node_sweep(_clear)
 
 
 @dataclass
@@ -231,10 +231,10 @@ def _one_pass(index: _DeviceIndex, words: int, src: np.ndarray, tgt: np.ndarray,
     _seed_pairs[grid, block](src.size, args)
     first = int(index.level_host[src].min())
     last = int(index.level_host[tgt].max())
-    for lvl in range(first, last):
-        _advance_expand[grid, block](indptr, index.queues, index.ptr, cnt, lvl, args)
-    for lvl in range(first, last + 1):
-        _clear_level[grid, block](index.queues, index.ptr, cnt, lvl, (reach, index.touched))
+    _sweep_expand[cooperative_blocks(_sweep_expand, cfg), block](indptr, index.queues, index.ptr, cnt, first,
+                                                                 last - first, 1, args)
+    _sweep_clear[cooperative_blocks(_sweep_clear, cfg), block](index.queues, index.ptr, cnt, first, last - first + 1, 1,
+                                                               (reach, index.touched))
     bits = found.copy_to_host()
     positions = np.arange(src.size)
     return ((bits[positions // 64] >> (positions % 64).astype(np.uint64)) & ONE).astype(np.bool_)
