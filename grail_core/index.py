@@ -13,7 +13,7 @@ import numpy as np
 
 from . import backends
 from .condensation import condense
-from .errors import InvalidParameterError
+from .errors import IndexFileError, InvalidParameterError
 from .graph import Digraph
 from .labeling import make_child_orders, with_virtual_root
 from .names import NodeNames
@@ -74,10 +74,10 @@ class ReachabilityIndex:
     u to v (every node reaches itself).
     """
 
-    def __init__(self, names: NodeNames, graph: Digraph, arrays: QueryArrays, stats: IndexStats,
-                 search_backend: str = "cpu") -> None:
+    def __init__(self, names: NodeNames, graph_csr: tuple[np.ndarray, np.ndarray], arrays: QueryArrays,
+                 stats: IndexStats, search_backend: str = "cpu") -> None:
         self.names = names
-        self.graph = graph
+        self._graph_csr = graph_csr
         self.arrays = arrays
         # Where undecided pairs may be searched: 'cuda' lets the scheduler send large batches to the GPU.
         self.search_backend = search_backend
@@ -132,7 +132,7 @@ class ReachabilityIndex:
         )
         log.info("indexed %d nodes, %d edges (%d DAG nodes) on %s in %.3f s", stats.nodes, stats.edges,
                  stats.dag_nodes, stats.backend, stats.build_seconds)
-        return cls(graph.names, digraph, arrays, stats, search_backend=resolved)
+        return cls(graph.names, (digraph.out_indptr, digraph.out_indices), arrays, stats, search_backend=resolved)
 
     @classmethod
     def from_edges(cls, src: Any, dst: Any = None, *, num_nodes: int | None = None, **build: Any) -> ReachabilityIndex:
@@ -171,6 +171,11 @@ class ReachabilityIndex:
         return cls.build(read_graph(data, format), **build)
 
     # Queries ------------------------------------------------------------------------------------
+
+    @property
+    def graph(self) -> Digraph:
+        """The uploaded graph (self loops and duplicate edges removed) over internal node ids."""
+        return Digraph.from_csr(*self._graph_csr)
 
     @property
     def names_are_integers(self) -> bool:
@@ -225,7 +230,7 @@ class ReachabilityIndex:
     def save(self, directory: str | os.PathLike[str], overwrite: bool = False) -> None:
         """Write the index to ``directory`` atomically (a temporary folder renamed when complete)."""
         arrays = {f"query_{name}": value for name, value in self.arrays._asdict().items()}
-        arrays |= {"graph_out_indptr": self.graph.out_indptr, "graph_out_indices": self.graph.out_indices,
+        arrays |= {"graph_out_indptr": self._graph_csr[0], "graph_out_indices": self._graph_csr[1],
                    "names": self.names.to_array()}
         metadata = {"stats": self.stats.to_dict(), "num_nodes": self.names.size}
         write_index_dir(directory, arrays, metadata, overwrite=overwrite)
@@ -239,13 +244,11 @@ class ReachabilityIndex:
         """
         search_backend = backends.resolve_backend(backend)
         arrays, metadata = read_index_dir(directory, mmap=mmap, verify=verify)
-        from .errors import IndexFileError
-
         try:
             query = QueryArrays(**{name: arrays[f"query_{name}"] for name in QueryArrays._fields})
-            graph = Digraph.from_csr(np.asarray(arrays["graph_out_indptr"]), np.asarray(arrays["graph_out_indices"]))
+            graph_csr = (arrays["graph_out_indptr"], arrays["graph_out_indices"])
             names = NodeNames.from_array(int(metadata["num_nodes"]), np.asarray(arrays["names"]))
             stats = IndexStats.from_dict(metadata["stats"])
         except (KeyError, TypeError) as error:
             raise IndexFileError(f"{directory} is incomplete: {error}") from None
-        return cls(names, graph, query, stats, search_backend=search_backend)
+        return cls(names, graph_csr, query, stats, search_backend=search_backend)

@@ -28,6 +28,9 @@ def test_round_trip_answers_and_stats(tmp_path: Path, index: ReachabilityIndex, 
     assert loaded.stats == index.stats
     for name in index.arrays._fields:
         np.testing.assert_array_equal(getattr(loaded.arrays, name), getattr(index.arrays, name))
+    for name in ("out_indptr", "out_indices", "in_indptr", "in_indices"):
+        np.testing.assert_array_equal(getattr(loaded.graph, name), getattr(index.graph, name))
+    assert loaded.graph.num_edges == 6
     assert [p.name for p in tmp_path.iterdir()] == ["idx"]  # no temporary folder left behind
 
 
