@@ -60,6 +60,7 @@ if [ -n "${SMOKE_WORKDIR:-}" ]; then work=$SMOKE_WORKDIR; mkdir -p "$work"; else
 
 tag=$$
 volume=grail-smoke-$tag
+cache_volume=grail-smoke-$tag-numba
 containers=()
 cleanup() {
     local rc=$?
@@ -71,7 +72,7 @@ cleanup() {
         done
     fi
     for c in "${containers[@]}"; do podman rm -f -t 5 "$c" >/dev/null 2>&1; done
-    podman volume rm -f "$volume" >/dev/null 2>&1
+    podman volume rm -f "$volume" "$cache_volume" >/dev/null 2>&1
     if [ "$keep" != 1 ]; then
         podman rmi -f "$image" >/dev/null 2>&1
         [ -n "${built_base:-}" ] && podman rmi -f "$built_base" >/dev/null 2>&1
@@ -168,6 +169,8 @@ EOF
 
 # --- run ---------------------------------------------------------------------------------------------
 podman volume create "$volume" >/dev/null
+# numba's compiled code on a second volume (as in compose.yaml), so that the second container reuses it.
+podman volume create "$cache_volume" >/dev/null
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 url=http://127.0.0.1:$port
 
@@ -182,8 +185,16 @@ start_container() {  # name
         net_args=(-p "127.0.0.1:$port:8000")
     fi
     containers+=("$1")
-    podman run -d --name "$1" "${net_args[@]}" -v "$volume:/data" \
-        "${backend_args[@]}" --memory 4g --pids-limit 4096 --no-healthcheck "$image" >/dev/null
+    if ! podman run -d --name "$1" "${net_args[@]}" -v "$volume:/data" -v "$cache_volume:/var/cache/grail/numba" \
+        "${backend_args[@]}" --memory 4g --pids-limit 4096 --no-healthcheck "$image" >/dev/null; then
+        [ "$network" = publish ] || die "podman run failed"
+        # Port publishing needs the bridge network; where that is not allowed, use the host's network.
+        log "podman run with -p failed; retrying with --network host"
+        podman rm -f "$1" >/dev/null 2>&1 || true
+        network=host
+        start_container "$1"
+        return
+    fi
     local t0=$SECONDS
     until curl -fsS -o /dev/null "$url/health" 2>/dev/null; do
         [ "$(podman inspect -f '{{.State.Running}}' "$1")" = true ] || die "container $1 exited"
