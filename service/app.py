@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,7 +18,7 @@ from .metrics import Metrics, MetricsMiddleware
 from .registry import GraphRegistry
 from .routers import graphs, health, queries
 from .settings import Settings
-from .warmup import warm_up_in_background
+from .warmup import core_gate, warm_up
 
 __all__ = ["create_app"]
 
@@ -44,11 +45,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Fails the start-up, with the core's message, when --backend cuda finds no GPU.
         default_backend = resolve_backend(settings.backend)
-        runner = BuildRunner(registry, metrics, settings.build_workers)
         to_build = registry.recover()
+        # Before the first request, so that none waits for the compiler (seconds, on a cold numba cache).
+        gate = core_gate(await asyncio.to_thread(warm_up))
+        runner = BuildRunner(registry, metrics, settings.build_workers, gate)
         gpu = _gpu_name() if settings.backend != "cpu" else None
-        app.state.grail = ServiceState(settings, registry, runner, metrics, default_backend, gpu)
-        warm_up_in_background()
+        app.state.grail = ServiceState(settings, registry, runner, metrics, default_backend, gpu, gate)
         for record in to_build:
             runner.submit(record)
         log.info(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from fastapi import Request
@@ -22,6 +23,8 @@ class ServiceState:
     metrics: Metrics
     default_backend: str  # what the configured backend resolves to here ("auto" -> "cpu" or "cuda")
     gpu_name: str | None
+    # Held around every call into grail_core; a real lock only where numba cannot run threads concurrently.
+    core_gate: AbstractContextManager[object]
 
 
 async def get_state(request: Request) -> ServiceState:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 
 from grail_core import GrailError, ReachabilityIndex, read_graph
 
@@ -19,8 +20,11 @@ log = logging.getLogger("grail.service.build")
 class BuildRunner:
     """Runs read_graph -> build -> save -> publish for one graph per job."""
 
-    def __init__(self, registry: GraphRegistry, metrics: Metrics, workers: int) -> None:
+    def __init__(
+        self, registry: GraphRegistry, metrics: Metrics, workers: int, core_gate: AbstractContextManager[object]
+    ) -> None:
         self._registry = registry
+        self._core_gate = core_gate
         self._metrics = metrics
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grail-build")
 
@@ -41,10 +45,11 @@ class BuildRunner:
 
         try:
             progress("read", 0.0)
-            graph = read_graph(self._registry.upload_path(graph_id), format=params.format)
-            index = ReachabilityIndex.build(
-                graph, dims=params.dims, seed=params.seed, backend=params.backend, progress=progress
-            )
+            with self._core_gate:
+                graph = read_graph(self._registry.upload_path(graph_id), format=params.format)
+                index = ReachabilityIndex.build(
+                    graph, dims=params.dims, seed=params.seed, backend=params.backend, progress=progress
+                )
             progress("save", 1.0)
             index.save(self._registry.index_path(graph_id))
         except Exception as exc:  # every failure becomes the graph's error, never a dead worker

@@ -72,13 +72,16 @@ async def reachable(graph_id: str, request: Request) -> Response:
     if pairs is not None:
         if source is not None or target is not None:
             raise ServiceError(422, "BadParameters", "give either ?pairs= or ?source=&target=, not both")
-        answers, stats = index.query_batch_with_stats(parse_get_pairs(pairs, state.settings.max_get_pairs))
+        batch = parse_get_pairs(pairs, state.settings.max_get_pairs)
+        with state.core_gate:
+            answers, stats = index.query_batch_with_stats(batch)
         _count(state, stats)
         return _json({"reachable": answers.tolist()})
     if source is None or target is None:
         raise ServiceError(422, "BadParameters", "give ?source=U&target=V (or ?pairs=U1,V1;U2,V2)")
     # A batch of one rather than index.reachable(): it says whether the filter or a search decided the pair.
-    answers, stats = index.query_batch_with_stats(((source, target),))
+    with state.core_gate:
+        answers, stats = index.query_batch_with_stats(((source, target),))
     _count(state, stats)
     return _json({"source": _name(index, source), "target": _name(index, target), "reachable": bool(answers[0])})
 
@@ -131,7 +134,9 @@ async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceS
 
     def run() -> bytes:
         # Decoding, the query and encoding together in a worker thread: a million pairs must not stall the loop.
-        answers, stats = index.query_batch_with_stats(decode_pairs(body, media))
+        pairs = decode_pairs(body, media)
+        with state.core_gate:
+            answers, stats = index.query_batch_with_stats(pairs)
         _count(state, stats)
         if out_media != "application/json":
             return encode_answers(answers, out_media)
