@@ -38,6 +38,9 @@ RUN python3 -m venv /opt/grail
 WORKDIR /src
 COPY . /src
 
+# tbb gives numba a thread-safe threading layer: with only its default "workqueue" layer, two threads
+# running parallel code at once (a query during a build) abort the process. numba finds libtbb through
+# the loader path set in the final stage.
 # pip reads PIP_* from the environment; empty ones are dropped so that pip keeps its defaults.
 # The CA secret, when given, is used for this step only. The test suites shipped inside the numba and
 # numpy wheels and pip itself are dead weight at run time and are removed; the bytecode pip compiled
@@ -48,10 +51,11 @@ RUN --mount=type=secret,id=pipca,target=/run/secrets/pipca \
     done; \
     if [ -s /run/secrets/pipca ]; then export PIP_CERT=/run/secrets/pipca; fi; \
     if [ "$WITH_CUDA" = 1 ]; then set -- ".[cuda]" "numba-cuda[$CUDA_EXTRA]"; else set -- "."; fi; \
-    /opt/grail/bin/python -m pip install --no-cache-dir --constraint docker/constraints.txt "$@"; \
+    /opt/grail/bin/python -m pip install --no-cache-dir --constraint docker/constraints.txt "$@" tbb; \
     site=$(/opt/grail/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
     rm -rf "$site"/numba/tests "$site"/numpy/*/tests "$site"/numpy/tests "$site"/pip "$site"/pip-*.dist-info; \
-    /opt/grail/bin/python -I -c 'import grail_core, service.app, service.main'
+    LD_LIBRARY_PATH=/opt/grail/lib /opt/grail/bin/python -I -c \
+        'import grail_core, service.app, service.main; from numba.np.ufunc import tbbpool'
 
 # ---------------------------------------------------------------------------------------------------
 # Final stage: the base image, the virtual environment and a non-root user; no compilers, no pip cache.
@@ -69,6 +73,8 @@ RUN groupadd --system --gid 10001 grail \
     && chown grail:grail /data /var/cache/grail /var/cache/grail/numba
 
 COPY --from=build /opt/grail /opt/grail
+# The shared libraries that wheels put in the environment's lib/ (libtbb for numba's threading layer).
+RUN echo /opt/grail/lib > /etc/ld.so.conf.d/grail.conf && ldconfig
 
 # Configuration: every setting of grail-serve has a GRAIL_* variable; these are the image's defaults.
 # NUMBA_CACHE_DIR keeps numba's compiled code in a writable place (mount a volume there to keep it
@@ -89,7 +95,7 @@ EXPOSE 8000
 USER 10001:10001
 WORKDIR /var/lib/grail
 
-HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
     CMD ["/opt/grail/bin/python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('GRAIL_PORT', '8000'), timeout=4)"]
 
 ENTRYPOINT ["grail-serve"]

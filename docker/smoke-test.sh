@@ -198,7 +198,7 @@ start_container() {  # name
     local t0=$SECONDS
     until curl -fsS -o /dev/null "$url/health" 2>/dev/null; do
         [ "$(podman inspect -f '{{.State.Running}}' "$1")" = true ] || die "container $1 exited"
-        [ $((SECONDS - t0)) -lt 120 ] || die "no answer on $url/health after 120 s"
+        [ $((SECONDS - t0)) -lt 300 ] || die "no answer on $url/health after 300 s"
         sleep 0.5
     done
     log "container $1 answers /health after $((SECONDS - t0)) s: $(curl -fsS "$url/health")"
@@ -243,6 +243,13 @@ check_queries() {  # id label
 }
 
 start_container "grail-smoke-$tag-1"
+# numba must have a thread-safe threading layer (tbb or omp): "workqueue" aborts the server when a
+# query and a build run parallel code at the same time.
+layer=$(podman exec "grail-smoke-$tag-1" python -c 'import numba, numpy as np
+f = numba.njit(parallel=True)(lambda a: (a * 2).sum())
+f(np.arange(100))
+print(numba.threading_layer())') || die "numba parallel code fails in the container"
+case "$layer" in tbb | omp) log "numba threading layer: $layer" ;; *) die "numba threading layer is '$layer', not tbb or omp" ;; esac
 lap "first start"
 
 log "uploading $dataset.gra ($(wc -c <"$datasets/$dataset.gra") bytes, wait=true)"
