@@ -6,8 +6,10 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from grail_core.backends import resolve_backend
 
@@ -74,6 +76,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(graphs.router)
     app.include_router(queries.router)
+    app.add_route(queries.REACHABLE_PATH, queries.reachable, methods=["GET"], include_in_schema=False)
     app.include_router(health.router)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, templates={queries.reachable: queries.REACHABLE_PATH})
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+            schema["paths"][queries.REACHABLE_PATH] = queries.REACHABLE_OPENAPI
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app

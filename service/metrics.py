@@ -9,7 +9,8 @@ import bisect
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -76,10 +77,11 @@ class Metrics:
             for phase, value in phase_seconds.items():
                 self._phase_seconds[phase] += float(value)
 
-    def queries(self, by_filter: int, by_search: int) -> None:
+    def queries(self, by_filter: int, by_search: int, single: int = 0) -> None:
         with self._lock:
             self._pairs["filter"] += by_filter
             self._pairs["search"] += by_search
+            self._pairs["single"] += single
 
     def uploaded(self, nbytes: int) -> None:
         with self._lock:
@@ -110,9 +112,10 @@ class Metrics:
             family(
                 "grail_query_pairs_total",
                 "counter",
-                "Query pairs answered, by what decided them (label filter or search).",
+                "Query pairs answered, by what decided them: the label filter, a search, or 'single' for "
+                "single-pair GETs (answered by index.reachable, which does not say).",
             )
-            for decided_by in ("filter", "search"):
+            for decided_by in ("filter", "search", "single"):
                 out.append(f'grail_query_pairs_total{{decided_by="{decided_by}"}} {self._pairs[decided_by]}')
             family("grail_upload_bytes_total", "counter", "Bytes of graph uploads accepted.")
             out.append(f"grail_upload_bytes_total {self._upload_bytes}")
@@ -131,13 +134,15 @@ def _esc(value: str) -> str:
 class MetricsMiddleware:
     """Pure ASGI (no BaseHTTPMiddleware: it would cost more than a single-pair query itself).
 
-    Labels requests by route template (``/graphs/{graph_id}/reachable``), not by raw path, so that
-    graph ids do not explode the label set; unmatched paths count as ``<unmatched>``.
+    Labels requests by route template (``/graphs/{graph_id}/queries``), not by raw path, so that graph
+    ids do not explode the label set; unmatched paths count as ``<unmatched>``. FastAPI names the route
+    of its own endpoints in the scope; ``templates`` gives those of plain Starlette routes (by endpoint).
     """
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, templates: Mapping[Callable[..., Any], str]) -> None:
         self.app = app
         self.metrics = metrics
+        self.templates = dict(templates)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -155,6 +160,5 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "<unmatched>"
-            self.metrics.request(scope["method"], template, status, time.perf_counter() - started)
+            template = getattr(scope.get("route"), "path", None) or self.templates.get(scope.get("endpoint"))
+            self.metrics.request(scope["method"], template or "<unmatched>", status, time.perf_counter() - started)

@@ -342,12 +342,14 @@ def test_health_metrics_openapi(client: GrailClient, kegg: str) -> None:
     assert health["status"] == "ok" and health["backend"] == "cpu" and health["gpu"] is None
     assert health["graphs"]["ready"] >= 1
     client.query_batch(kegg, read_pairs("kegg_dag_uniq.pos.que")[:100])
+    client.reachable(kegg, 0, 1)
     text = client.http.get("/metrics").text
     assert 'grail_http_requests_total{method="GET",route="/graphs/{graph_id}/reachable",status="200"}' in text
     assert 'grail_graphs{status="ready"}' in text
     assert 'grail_build_duration_seconds_count{result="ready"}' in text
     searched = [line for line in text.splitlines() if line.startswith('grail_query_pairs_total{decided_by="search"}')]
     assert searched and float(searched[0].split()[-1]) > 0
+    assert 'grail_query_pairs_total{decided_by="single"}' in text
     assert 'status="500"' not in text, "a request ended in a server error"
     spec = client.http.get("/openapi.json").json()
     assert {
