@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import RESULTS, dataset_graphs, datasets_dir, markdown_table  # noqa: E402
-from benchmarks.generate import GENERATORS  # noqa: E402
+from benchmarks.generate import generate  # noqa: E402
 from grail_core.condensation import condense  # noqa: E402
 from grail_core.graph import Digraph  # noqa: E402
 from grail_core.labeling import label_all, make_child_orders, with_virtual_root  # noqa: E402
@@ -119,6 +119,7 @@ def main() -> None:
     parser.add_argument("--generated", default="uniprot_like,citation_like,chain")
     parser.add_argument("--scale", type=float, default=1.0, help="size of the generated graphs")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--cache", type=Path, default=None, help="folder that keeps generated graphs between runs")
     args = parser.parse_args()
     device = device_name() or "no-gpu"
     rows = []
@@ -132,12 +133,7 @@ def main() -> None:
         print(rows[-1], flush=True)
     for name in filter(None, args.generated.split(",")):
         start = time.perf_counter()
-        generator = GENERATORS[name]
-        if name == "chain":
-            indptr, indices = generator(int(1_000_000 * args.scale))
-        else:
-            sizes = {"uniprot_like": (25_000_000, 50_000_000), "citation_like": (4_000_000, 17_000_000)}[name]
-            indptr, indices = generator(int(sizes[0] * args.scale), int(sizes[1] * args.scale))
+        indptr, indices = generate(name, args.scale, args.cache)
         print(f"generated {name} in {time.perf_counter() - start:.1f} s", flush=True)
         rows.append(measure(name, *with_virtual_root(indptr, indices), args.runs, args.dims))
         print(rows[-1], flush=True)

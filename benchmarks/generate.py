@@ -12,10 +12,11 @@ Edges are de-duplicated and rows sorted; the child orders of a benchmark come fr
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["uniprot_like", "citation_like", "chain", "GENERATORS", "positive_heavy_pairs"]
+__all__ = ["uniprot_like", "citation_like", "chain", "GENERATORS", "DEFAULT_SIZES", "generate", "positive_heavy_pairs"]
 
 
 def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,6 +83,22 @@ def chain(nodes: int = 1_000_000) -> tuple[np.ndarray, np.ndarray]:
 
 
 GENERATORS = {"uniprot_like": uniprot_like, "citation_like": citation_like, "chain": chain}
+DEFAULT_SIZES = {"uniprot_like": (25_000_000, 50_000_000), "citation_like": (4_000_000, 17_000_000),
+                 "chain": (1_000_000, 999_999)}
+
+
+def generate(name: str, scale: float = 1.0, cache: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of a generated graph at ``scale`` times its default size, kept as .npy files in ``cache`` if given."""
+    nodes, edges = (int(x * scale) for x in DEFAULT_SIZES[name])
+    files = (cache / f"{name}-{nodes}-indptr.npy", cache / f"{name}-{nodes}-indices.npy") if cache else None
+    if files and files[0].exists() and files[1].exists():
+        return np.load(files[0]), np.load(files[1])
+    indptr, indices = chain(nodes) if name == "chain" else GENERATORS[name](nodes, edges)
+    if files:
+        cache.mkdir(parents=True, exist_ok=True)
+        np.save(files[0], indptr)
+        np.save(files[1], indices)
+    return indptr, indices
 
 
 def positive_heavy_pairs(indptr: np.ndarray, indices: np.ndarray, count: int, positive_share: float = 0.8,
@@ -110,12 +127,7 @@ def main() -> None:
     parser.add_argument("graph", choices=sorted(GENERATORS))
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the default size")
     args = parser.parse_args()
-    generator = GENERATORS[args.graph]
-    if args.graph == "chain":
-        indptr, indices = chain(int(1_000_000 * args.scale))
-    else:
-        defaults = {"uniprot_like": (25_000_000, 50_000_000), "citation_like": (4_000_000, 17_000_000)}[args.graph]
-        indptr, indices = generator(int(defaults[0] * args.scale), int(defaults[1] * args.scale))
+    indptr, indices = generate(args.graph, args.scale)
     print(f"{args.graph}: {indptr.size - 1} nodes, {indices.size} edges")
 
 

@@ -1,7 +1,8 @@
 """Batched bitmask search on the GPU for the pairs the label filter could not decide.
 
 One pass runs up to 64 x W searches at once: every node carries W status words, bit j of word w
-meaning "search 64*w + j has reached this node". The pass sweeps the DAG's topological levels once,
+meaning "search 64*w + j has reached this node", and a summary with one bit per non-zero word, so
+that expanding a node costs what its live searches cost, not W. The pass sweeps the DAG's topological levels once,
 from the lowest source level up to the highest target level, with the frontier engine: a node's
 bits are all in when its level comes (every parent has a lower level), so each touched node is
 expanded exactly once per pass, whatever the number of searches through it. Per edge and per live
@@ -15,6 +16,7 @@ them, and a sweep that clears the touched nodes); the host reads the found bits 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +27,7 @@ from .device import free_memory
 from .frontier import EngineConfig, cooperative_blocks, degree_class, make_edge_map, make_edge_sweep, make_node_sweep
 from .memory import device_full
 
-__all__ = ["search_pairs", "SearchOptions", "words_for"]
+__all__ = ["search_pairs", "SearchOptions", "SearchStats", "words_for"]
 
 NO, YES, UNDECIDED = 0, 1, 2
 ONE = np.uint64(1)
@@ -74,10 +76,17 @@ def _enqueue(c, indptr, level, queues, ptr, cnt, touched, medium_min, large_min)
         queues[cls, ptr[cls, lvl] + slot] = c
 
 
+@cuda.jit(device=True, inline=True)
+def _mark(reach, summary, c, w, bits):
+    """Sets ``bits`` in word w of node c, and w in c's summary of non-zero words."""
+    cuda.atomic.or_(reach, (c, w), bits)
+    cuda.atomic.or_(summary, (c, w // 64), ONE << np.uint64(w % 64))
+
+
 @cuda.jit(device=True)
 def _seed(j, args):
     """Search j starts at its source, unless the source's own labels already answer it."""
-    (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, found, src, tgt, touched, queues, ptr, cnt,
+    (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched, queues, ptr, cnt,
      medium_min, large_min) = args
     s = src[j]
     w = j // 64
@@ -86,40 +95,51 @@ def _seed(j, args):
     if code == YES:
         cuda.atomic.or_(found, w, bit)
     elif code == UNDECIDED:
-        cuda.atomic.or_(reach, (s, w), bit)
+        _mark(reach, summary, s, w, bit)
         _enqueue(s, indptr, level, queues, ptr, cnt, touched, medium_min, large_min)
 
 
 @cuda.jit(device=True)
 def _expand(v, e, lvl, args):
-    (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, found, src, tgt, touched, queues, ptr, cnt,
+    """Pushes v's live searches over edge e; only the non-zero words of v are visited (via its summary)."""
+    (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched, queues, ptr, cnt,
      medium_min, large_min) = args
     c = indices[e]
     reached = False
-    for w in range(reach.shape[1]):
-        live = reach[v, w] & ~found[w]
-        passed = np.uint64(0)
-        while live:
-            low = live & (~live + ONE)
-            live ^= low
-            j = w * 64 + cuda.popc(low - ONE)
-            code = classify(c, tgt[j], level, fwd, bwd, lo, hi, tree_lo)
-            if code == YES:
-                cuda.atomic.or_(found, w, low)
-            elif code == UNDECIDED:
-                passed |= low
-        if passed:
-            cuda.atomic.or_(reach, (c, w), passed)
-            reached = True
+    for sw in range(summary.shape[1]):
+        words = summary[v, sw]
+        while words:
+            low_word = words & (~words + ONE)
+            words ^= low_word
+            w = sw * 64 + cuda.popc(low_word - ONE)
+            live = reach[v, w] & ~found[w]
+            passed = np.uint64(0)
+            while live:
+                low = live & (~live + ONE)
+                live ^= low
+                code = classify(c, tgt[w * 64 + cuda.popc(low - ONE)], level, fwd, bwd, lo, hi, tree_lo)
+                if code == YES:
+                    cuda.atomic.or_(found, w, low)
+                elif code == UNDECIDED:
+                    passed |= low
+            if passed:
+                _mark(reach, summary, c, w, passed)
+                reached = True
     if reached:
         _enqueue(c, indptr, level, queues, ptr, cnt, touched, medium_min, large_min)
 
 
 @cuda.jit(device=True)
 def _clear(v, lvl, args):
-    reach, touched = args
-    for w in range(reach.shape[1]):
-        reach[v, w] = np.uint64(0)
+    """Zeroes what the pass wrote at v: its non-zero words, its summary and its queue flag."""
+    reach, summary, touched = args
+    for sw in range(summary.shape[1]):
+        words = summary[v, sw]
+        while words:
+            low_word = words & (~words + ONE)
+            words ^= low_word
+            reach[v, sw * 64 + cuda.popc(low_word - ONE)] = np.uint64(0)
+        summary[v, sw] = np.uint64(0)
     touched[v] = 0
 
 
@@ -140,6 +160,7 @@ class _DeviceIndex:
     levels: int
     words: int = 0
     reach: Any = None
+    summary: Any = None  # per node, one bit per non-zero word of reach
     touched: Any = None
 
 
@@ -147,10 +168,10 @@ _cache: dict[tuple[int, ...], _DeviceIndex] = {}
 
 
 def _bucket_starts(level: np.ndarray, degree: np.ndarray, cfg: EngineConfig) -> tuple[np.ndarray, int]:
+    """Start of every (degree class, level) bucket: room for every node of that class and level."""
     levels = int(level.max()) + 1 if level.size else 1
     cls = np.where(degree < cfg.medium_min, 0, np.where(degree < cfg.large_min, 1, 2))
-    counts = np.zeros((3, levels), dtype=np.int64)
-    np.add.at(counts, (cls, level), 1)
+    counts = np.bincount(cls * levels + level, minlength=3 * levels).reshape(3, levels)
     ptr = np.zeros((3, levels), dtype=np.int64)
     ptr[:, 1:] = np.cumsum(counts, axis=1)[:, :-1]
     return ptr, levels
@@ -179,7 +200,7 @@ def _device_index(arrays: Any, cfg: EngineConfig) -> _DeviceIndex:
 def words_for(num_pairs: int, num_nodes: int, free_bytes: int, fraction: float) -> int:
     """Status words per node: enough for the whole batch if memory allows, at least one."""
     wanted = -(-num_pairs // 64)
-    affordable = int(fraction * free_bytes) // max(1, 8 * num_nodes)
+    affordable = int(fraction * free_bytes * 64 / 65) // max(1, 8 * num_nodes)
     return max(1, min(wanted, affordable))
 
 
@@ -189,8 +210,22 @@ def _status_buffers(index: _DeviceIndex, words: int, cfg: EngineConfig) -> None:
         n = max(index.level_host.size, 1)
         index.reach = None  # free the old buffer before allocating the larger one
         index.reach = device_full((n, words), np.uint64, 0, cfg)
+        index.summary = device_full((n, -(-words // 64)), np.uint64, 0, cfg)
         index.touched = device_full(n, np.int32, 0, cfg)
         index.words = words
+
+
+@dataclass
+class SearchStats:
+    """What one ``search_pairs`` call did: passes of 64 x ``words`` searches, and where the time went."""
+
+    passes: int = 0
+    words: int = 0
+    upload_seconds: float = 0.0  # index arrays to the device (first call per index only)
+    search_seconds: float = 0.0
+
+
+last_stats = SearchStats()
 
 
 def search_pairs(arrays: Any, sources: np.ndarray, targets: np.ndarray,
@@ -198,8 +233,10 @@ def search_pairs(arrays: Any, sources: np.ndarray, targets: np.ndarray,
     """Exact answers (bool per pair) to 'DAG node sources[i] reaches DAG node targets[i]'.
 
     ``arrays`` is a ``grail_core.query.QueryArrays``; the pairs may be any DAG node ids (the seed step
-    applies the label filter to each pair first, so decided pairs cost nothing).
+    applies the label filter to each pair first, so decided pairs cost nothing). ``last_stats``
+    describes the call afterwards.
     """
+    global last_stats
     opts = options or SearchOptions()
     cfg = opts.config or EngineConfig.default()
     sources = np.asarray(sources, dtype=np.int32)
@@ -207,16 +244,21 @@ def search_pairs(arrays: Any, sources: np.ndarray, targets: np.ndarray,
     answers = np.zeros(sources.size, dtype=np.bool_)
     if sources.size == 0:
         return answers
+    began = time.perf_counter()
     index = _device_index(arrays, cfg)
     words = opts.max_words or words_for(sources.size, index.level_host.size, free_memory(), opts.memory_fraction)
     words = min(words, -(-sources.size // 64))
     _status_buffers(index, words, cfg)
+    cuda.synchronize()
+    uploaded = time.perf_counter()
     grid, block = cfg.grid(), cfg.block
     per_pass = 64 * words
     for start in range(0, sources.size, per_pass):
         src = sources[start : start + per_pass]
         tgt = targets[start : start + per_pass]
         answers[start : start + src.size] = _one_pass(index, words, src, tgt, cfg, grid, block)
+    last_stats = SearchStats(passes=-(-sources.size // per_pass), words=words, upload_seconds=uploaded - began,
+                             search_seconds=time.perf_counter() - uploaded)
     return answers
 
 
@@ -226,7 +268,8 @@ def _one_pass(index: _DeviceIndex, words: int, src: np.ndarray, tgt: np.ndarray,
     found = cuda.to_device(np.zeros(words, dtype=np.uint64))
     cnt = cuda.to_device(np.zeros((3, index.levels), dtype=np.int64))
     reach = index.reach[:, :words]
-    args = (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, found, cuda.to_device(src),
+    summary = index.summary[:, : -(-words // 64)]
+    args = (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, cuda.to_device(src),
             cuda.to_device(tgt), index.touched, index.queues, index.ptr, cnt, cfg.medium_min, cfg.large_min)
     _seed_pairs[grid, block](src.size, args)
     first = int(index.level_host[src].min())
@@ -234,7 +277,7 @@ def _one_pass(index: _DeviceIndex, words: int, src: np.ndarray, tgt: np.ndarray,
     _sweep_expand[cooperative_blocks(_sweep_expand, cfg), block](indptr, index.queues, index.ptr, cnt, first,
                                                                  last - first, 1, args)
     _sweep_clear[cooperative_blocks(_sweep_clear, cfg), block](index.queues, index.ptr, cnt, first, last - first + 1, 1,
-                                                               (reach, index.touched))
+                                                               (reach, summary, index.touched))
     bits = found.copy_to_host()
     positions = np.arange(src.size)
     return ((bits[positions // 64] >> (positions % 64).astype(np.uint64)) & ONE).astype(np.bool_)

@@ -58,3 +58,18 @@ def test_words_for_batch_and_memory() -> None:
     assert words_for(100_000, 1_000, 1 << 30, 0.25) == 1563
     assert words_for(100_000, 25_000_000, 16 << 30, 0.25) == 21
     assert words_for(10, 25_000_000, 0, 0.25) == 1
+
+
+def test_more_words_than_one_summary_word() -> None:
+    """4,500 pairs need 71 status words a node, so the per-node summary spans two words."""
+    n = 14
+    edges = random_graph(n, 26, 7, False)
+    index = ReachabilityIndex.from_edges(np.array([u for u, _ in edges]), np.array([v for _, v in edges]),
+                                         num_nodes=n, backend="cpu")
+    truth = reachability_matrix(n, edges)
+    rng = np.random.default_rng(7)
+    sources, targets = rng.integers(0, n, size=4500), rng.integers(0, n, size=4500)
+    arrays = blind(index.arrays)
+    got = search_pairs(arrays, arrays.comp[sources], arrays.comp[targets],
+                       SearchOptions(config=EngineConfig(block=32, blocks=1, medium_min=2, large_min=4)))
+    np.testing.assert_array_equal(got, truth[sources, targets])
