@@ -43,8 +43,9 @@ COPY . /src
 # the loader path set in the final stage.
 # pip reads PIP_* from the environment; empty ones are dropped so that pip keeps its defaults.
 # The CA secret, when given, is used for this step only. The test suites shipped inside the numba and
-# numpy wheels and pip itself are dead weight at run time and are removed; the bytecode pip compiled
-# stays (the non-root user could not write it, and every start would compile again).
+# numpy wheels and pip itself are dead weight at run time and are removed; duplicate copies of shared
+# libraries become links (docker/dedup-libs.py). The bytecode pip compiled stays (the non-root user
+# could not write it, and every start would compile again).
 RUN --mount=type=secret,id=pipca,target=/run/secrets/pipca \
     for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_FIND_LINKS PIP_TRUSTED_HOST; do \
         eval "val=\${$v:-}"; if [ -z "$val" ]; then unset "$v"; fi; \
@@ -54,6 +55,7 @@ RUN --mount=type=secret,id=pipca,target=/run/secrets/pipca \
     /opt/grail/bin/python -m pip install --no-cache-dir --constraint docker/constraints.txt "$@" tbb; \
     site=$(/opt/grail/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
     rm -rf "$site"/numba/tests "$site"/numpy/*/tests "$site"/numpy/tests "$site"/pip "$site"/pip-*.dist-info; \
+    /opt/grail/bin/python -I docker/dedup-libs.py /opt/grail/lib; \
     LD_LIBRARY_PATH=/opt/grail/lib /opt/grail/bin/python -I -c \
         'import grail_core, service.app, service.main; from numba.np.ufunc import tbbpool'
 
