@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -76,3 +77,16 @@ def test_text_pairs_fast_and_general_paths_agree() -> None:
     for odd in (b"1 2\n3\n", b"a b\nc\n"):
         with pytest.raises(ServiceError):
             decode_pairs(odd, "text/plain")
+
+
+def test_json_pairs_fast_path_only_for_plain_integer_pairs() -> None:
+    pairs = np.array([[1, 2], [-3, 40], [5, 6]])
+    body = json.dumps({"pairs": pairs.tolist()}, indent=2).encode()
+    decoded = decode_pairs(body, "application/json")
+    assert isinstance(decoded, np.ndarray) and np.array_equal(decoded, pairs)
+    # Anything else takes json.loads and comes back as Python lists, exactly as sent.
+    for other in ([[1, "a"]], [[1.5, 2]], [[1e20, 2]], [], [[1, 2], ["x", "y"]]):
+        assert decode_pairs(json.dumps({"pairs": other}).encode(), "application/json") == other
+    for bad in (b'{"pairs": [[1, 2, 3]]}', b'{"pairs": [[1], [2, 3]]}', b'{"pairs": [[[1, 2]]]}', b'{"x": 1}'):
+        with pytest.raises(ServiceError):
+            decode_pairs(bad, "application/json")
