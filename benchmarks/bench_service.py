@@ -352,7 +352,7 @@ def main() -> int:
     parser.add_argument("--url", help="an already running server (default: start one)")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each GET run")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
-    parser.add_argument("--client-procs", type=int, default=2, help="client processes for the GET runs")
+    parser.add_argument("--client-procs", type=int, default=3, help="client processes for the GET runs")
     parser.add_argument("--batch-pairs", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS)
