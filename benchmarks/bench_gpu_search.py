@@ -29,13 +29,12 @@ from grail_core.condensation import longest_path_levels  # noqa: E402
 from grail_core.graph import Digraph  # noqa: E402
 from grail_core.index import ReachabilityIndex  # noqa: E402
 from grail_core.labeling import make_child_orders, with_virtual_root  # noqa: E402
-from grail_core.query import UNDECIDED, QueryArrays, filter_pairs, pack, search_pairs_cpu  # noqa: E402
+from grail_core.query import UNDECIDED, QueryArrays, filter_pairs, pack  # noqa: E402
 from grail_core.readers import read_graph  # noqa: E402
 from grail_core.supportive import choose_hubs, hub_reach_masks  # noqa: E402
 from kernels.device import device_name  # noqa: E402
 from kernels.labeling import LabelingOptions, build_labels  # noqa: E402
 from kernels import search as gpu_search  # noqa: E402
-from kernels.search import search_pairs  # noqa: E402
 
 # The thesis's GPU search times (ms, its own 100k random queries): tables 6.4-6.6.
 THESIS_GPU_MS = {
@@ -56,22 +55,23 @@ def measure(name: str, kind: str, arrays: QueryArrays, hot: object, ids: np.ndar
     row: dict[str, object] = {"graph": name, "queries": kind, "pairs": int(ids.shape[0]), "filter_ms": filter_s * 1e3,
                               "searched": int(undecided.size)}
     start = time.perf_counter()
-    gpu = search_pairs(arrays, s, t)
+    gpu = backends.search_pairs("cuda", arrays, hot, s, t)[0]
     first = gpu_search.last_stats
     print(f"  {name}.{kind}: filter {filter_s * 1e3:.1f} ms, {undecided.size} searched; first GPU call "
           f"{time.perf_counter() - start:.2f} s ({first})", flush=True)
     start = time.perf_counter()
-    cpu = search_pairs_cpu(hot, s, t)
+    cpu = backends.search_pairs("cpu", arrays, hot, s, t)[0]
     print(f"  first CPU call {time.perf_counter() - start:.2f} s", flush=True)
     if truth is not None:
         assert (gpu == truth[undecided]).all(), f"GPU answers differ from the .ans file on {name}.{kind}"
     row["cpu_agrees"] = int((gpu == cpu).sum()) == gpu.size
-    row["gpu_ms"] = median_seconds(lambda: search_pairs(arrays, s, t), runs) * 1e3
+    row["gpu_ms"] = median_seconds(lambda: backends.search_pairs("cuda", arrays, hot, s, t), runs) * 1e3
     row["passes"], row["words"] = gpu_search.last_stats.passes, gpu_search.last_stats.words
-    row["cpu_ms"] = median_seconds(lambda: search_pairs_cpu(hot, s, t), runs) * 1e3
+    row["cpu_ms"] = median_seconds(lambda: backends.search_pairs("cpu", arrays, hot, s, t), runs) * 1e3
     answers = codes == 1
     answers[undecided] = gpu
     row["positives"] = int(answers.sum())
+    # Both engines have now been timed through backends, so this is the scheduler's settled choice.
     choice = backends.choose_search_backend(int(undecided.size), arrays) if undecided.size else "none"
     row["hybrid"] = choice
     row["hybrid_ms"] = {"cuda": row["gpu_ms"], "cpu": row["cpu_ms"]}.get(choice, 0.0)

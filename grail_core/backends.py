@@ -7,6 +7,7 @@ and give identical answers; the GPU one is used when numba finds a CUDA device (
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -87,22 +88,55 @@ def compute_labels(
 
 def search_pairs(engine: str, arrays: QueryArrays, hot: HotArrays, sources: np.ndarray,
                  targets: np.ndarray) -> tuple[np.ndarray, str]:
-    """Answers for undecided pairs of DAG nodes on ``engine`` ('cpu' or 'cuda'), and the engine used."""
+    """Answers for undecided pairs of DAG nodes on ``engine`` ('cpu' or 'cuda'), and the engine used.
+
+    The time per pair is remembered per index, for ``choose_search_backend``.
+    """
+    start = time.perf_counter()
     if engine == "cuda" and sources.size > 0:
         from kernels.search import search_pairs as gpu_search
 
-        return gpu_search(arrays, sources, targets), "cuda"
-    return search_pairs_cpu(hot, sources, targets), "cpu"
+        answers = gpu_search(arrays, sources, targets)
+    else:
+        engine = "cpu"
+        answers = search_pairs_cpu(hot, sources, targets)
+    if sources.size >= GPU_SEARCH_MIN_PAIRS:
+        _remember(arrays, engine, (time.perf_counter() - start) / sources.size)
+    return answers, engine
 
 
+# Measured on an H200 with 16 CPU threads (benchmarks/results/search-NVIDIA_H200.md): the CPU search
+# of the shared datasets' batches takes under 10 ms, so a GPU round trip never pays off below these.
 GPU_SEARCH_MIN_PAIRS = 4096
+GPU_SEARCH_MIN_NODES = 1_000_000
+_REMEMBERED = 16
+_seconds_per_pair: dict[int, tuple[QueryArrays, dict[str, float]]] = {}
+
+
+def _remember(arrays: QueryArrays, engine: str, seconds: float) -> None:
+    """Running mean (weight 1/2 on the newest batch) of one engine's seconds per searched pair."""
+    kept = _seconds_per_pair.get(id(arrays))
+    if kept is None or kept[0] is not arrays:
+        if len(_seconds_per_pair) >= _REMEMBERED:
+            _seconds_per_pair.pop(next(iter(_seconds_per_pair)))
+        kept = (arrays, {})
+        _seconds_per_pair[id(arrays)] = kept
+    costs = kept[1]
+    costs[engine] = seconds if engine not in costs else 0.5 * (costs[engine] + seconds)
 
 
 def choose_search_backend(num_pairs: int, arrays: QueryArrays) -> str:
     """The hybrid scheduler: where a batch's undecided pairs are searched, for an index allowed the GPU.
 
-    Small batches never pay a GPU round trip.
+    Small batches and small graphs stay on the CPU (a GPU round trip never paid off there). For the
+    rest it measures: the first large batch of an index goes to the GPU, the next to the CPU, and
+    then each batch to the engine with the lower measured time per pair.
     """
-    if num_pairs < GPU_SEARCH_MIN_PAIRS:
+    if num_pairs < GPU_SEARCH_MIN_PAIRS or arrays.level.size < GPU_SEARCH_MIN_NODES:
         return "cpu"
-    return "cuda"
+    kept = _seconds_per_pair.get(id(arrays))
+    costs = kept[1] if kept is not None and kept[0] is arrays else {}
+    for engine in ("cuda", "cpu"):
+        if engine not in costs:
+            return engine
+    return "cuda" if costs["cuda"] < costs["cpu"] else "cpu"

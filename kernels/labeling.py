@@ -48,12 +48,13 @@ __all__ = ["LabelingOptions", "LabelingDeclined", "LabelingCheckFailed", "GpuLab
 
 UINT64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
 # Cost model of the automatic choice, fitted on an H200 (benchmarks/results/labels-NVIDIA_H200.md):
-# a build costs ~14 ms fixed, ~0.6 ms per level (seven launches of ~90 us from Python) and ~5 ns per
-# node or edge and dimension; the CPU DFS ~10 ns per node or edge and dimension (more on large graphs).
-GPU_FIXED_MS = 14.0
-GPU_LEVEL_MS = 0.6
-GPU_ELEMENT_NS = 5.0
-CPU_ELEMENT_NS = 10.0
+# a build costs ~13 ms fixed (transfers, scans, a dozen launches), ~2.5 ns per node or edge and
+# dimension, and a few grid barriers per level (~0.05 ms a level over the six sweeps); the CPU DFS
+# 5-20 ns per node or edge and dimension (8 taken: the lower end is only reached on small graphs).
+GPU_FIXED_MS = 13.0
+GPU_LEVEL_MS = 0.05
+GPU_ELEMENT_NS = 2.5
+CPU_ELEMENT_NS = 8.0
 
 
 class LabelingDeclined(RuntimeError):

@@ -67,10 +67,14 @@ def classify(s, t, level, fwd, bwd, lo, hi, tree_lo):
 
 
 @cuda.jit(device=True, inline=True)
-def _enqueue(c, indptr, level, queues, ptr, cnt, touched, medium_min, large_min):
-    """Puts c into its level's bucket the first time any search reaches it in this pass."""
+def _enqueue(c, items, level, queues, ptr, cnt, touched, medium_min, large_min):
+    """Puts c into its level's bucket the first time any search reaches it in this pass.
+
+    The degree class counts c's (edge, word) work items, so a node that many searches pass through
+    gets a warp or the whole grid even when it has two children.
+    """
     if cuda.atomic.exch(touched, c, 1) == 0:
-        cls = degree_class(indptr[c + 1] - indptr[c], medium_min, large_min)
+        cls = degree_class(items[c + 1] - items[c], medium_min, large_min)
         lvl = level[c]
         slot = cuda.atomic.add(cnt, (cls, lvl), 1)
         queues[cls, ptr[cls, lvl] + slot] = c
@@ -86,8 +90,8 @@ def _mark(reach, summary, c, w, bits):
 @cuda.jit(device=True)
 def _seed(j, args):
     """Search j starts at its source, unless the source's own labels already answer it."""
-    (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched, queues, ptr, cnt,
-     medium_min, large_min) = args
+    (indptr, items, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched, queues, ptr,
+     cnt, medium_min, large_min) = args
     s = src[j]
     w = j // 64
     bit = ONE << np.uint64(j % 64)
@@ -96,37 +100,44 @@ def _seed(j, args):
         cuda.atomic.or_(found, w, bit)
     elif code == UNDECIDED:
         _mark(reach, summary, s, w, bit)
-        _enqueue(s, indptr, level, queues, ptr, cnt, touched, medium_min, large_min)
+        _enqueue(s, items, level, queues, ptr, cnt, touched, medium_min, large_min)
 
 
 @cuda.jit(device=True)
-def _expand(v, e, lvl, args):
-    """Pushes v's live searches over edge e; only the non-zero words of v are visited (via its summary)."""
-    (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched, queues, ptr, cnt,
-     medium_min, large_min) = args
-    c = indices[e]
-    reached = False
-    for sw in range(summary.shape[1]):
-        words = summary[v, sw]
-        while words:
-            low_word = words & (~words + ONE)
-            words ^= low_word
-            w = sw * 64 + cuda.popc(low_word - ONE)
-            live = reach[v, w] & ~found[w]
-            passed = np.uint64(0)
-            while live:
-                low = live & (~live + ONE)
-                live ^= low
-                code = classify(c, tgt[w * 64 + cuda.popc(low - ONE)], level, fwd, bwd, lo, hi, tree_lo)
-                if code == YES:
-                    cuda.atomic.or_(found, w, low)
-                elif code == UNDECIDED:
-                    passed |= low
-            if passed:
-                _mark(reach, summary, c, w, passed)
-                reached = True
-    if reached:
-        _enqueue(c, indptr, level, queues, ptr, cnt, touched, medium_min, large_min)
+def _expand(v, item, lvl, args):
+    """One work item of v: its live searches of status word w, pushed over one out-edge.
+
+    The engine walks ``items`` (``indptr * words``) instead of ``indptr``: item ``i`` of v is edge
+    ``i // words`` and word ``i % words``, so the work of a node is split over its children *and* over
+    the searches that reached it.
+    """
+    (indptr, items, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched, queues, ptr,
+     cnt, medium_min, large_min) = args
+    words = reach.shape[1]
+    local = item - items[v]
+    w = local % words
+    if (summary[v, w // 64] >> np.uint64(w % 64)) & ONE == 0:
+        return
+    live = reach[v, w] & ~found[w]
+    c = indices[indptr[v] + local // words]
+    passed = np.uint64(0)
+    while live:
+        low = live & (~live + ONE)
+        live ^= low
+        code = classify(c, tgt[w * 64 + cuda.popc(low - ONE)], level, fwd, bwd, lo, hi, tree_lo)
+        if code == YES:
+            cuda.atomic.or_(found, w, low)
+        elif code == UNDECIDED:
+            passed |= low
+    if passed:
+        _mark(reach, summary, c, w, passed)
+        _enqueue(c, items, level, queues, ptr, cnt, touched, medium_min, large_min)
+
+
+@cuda.jit(device=True)
+def _scale_indptr(i, args):
+    indptr, words, items = args
+    items[i] = indptr[i] * words
 
 
 @cuda.jit(device=True)
@@ -144,6 +155,7 @@ def _clear(v, lvl, args):
 
 
 _seed_pairs = make_edge_map(_seed)
+_map_scale_indptr = make_edge_map(_scale_indptr)
 _sweep_expand = make_edge_sweep(_expand)
 _sweep_clear = make_node_sweep(_clear)
 
@@ -158,22 +170,22 @@ class _DeviceIndex:
     queues: Any
     ptr: Any  # (3, levels) bucket starts per degree class
     levels: int
-    words: int = 0
-    reach: Any = None
-    summary: Any = None  # per node, one bit per non-zero word of reach
+    capacity: int = 0  # status words per node the flat buffers hold
+    reach: Any = None  # flat; a pass views its first n * words elements as (n, words), all zero between passes
+    summary: Any = None  # flat; per node one bit per non-zero word of reach
     touched: Any = None
+    items_words: int = 0
+    items: Any = None  # indptr * items_words: the work items the engine walks
 
 
 _cache: dict[tuple[int, ...], _DeviceIndex] = {}
 
 
-def _bucket_starts(level: np.ndarray, degree: np.ndarray, cfg: EngineConfig) -> tuple[np.ndarray, int]:
-    """Start of every (degree class, level) bucket: room for every node of that class and level."""
+def _bucket_starts(level: np.ndarray) -> tuple[np.ndarray, int]:
+    """Start of every (degree class, level) bucket: each class queue has room for every node of a level."""
     levels = int(level.max()) + 1 if level.size else 1
-    cls = np.where(degree < cfg.medium_min, 0, np.where(degree < cfg.large_min, 1, 2))
-    counts = np.bincount(cls * levels + level, minlength=3 * levels).reshape(3, levels)
     ptr = np.zeros((3, levels), dtype=np.int64)
-    ptr[:, 1:] = np.cumsum(counts, axis=1)[:, :-1]
+    ptr[:, 1:] = np.cumsum(np.bincount(level, minlength=levels))[:-1]
     return ptr, levels
 
 
@@ -185,7 +197,7 @@ def _device_index(arrays: Any, cfg: EngineConfig) -> _DeviceIndex:
     _cache.clear()
     n = arrays.level.size
     indptr = np.ascontiguousarray(arrays.out_indptr, dtype=np.int64)
-    ptr, levels = _bucket_starts(np.asarray(arrays.level), np.diff(indptr), cfg)
+    ptr, levels = _bucket_starts(np.asarray(arrays.level))
     device = tuple(
         cuda.to_device(np.ascontiguousarray(x))
         for x in (indptr, arrays.out_indices, arrays.level, arrays.lo, arrays.hi, arrays.tree_lo, arrays.fwd,
@@ -204,15 +216,27 @@ def words_for(num_pairs: int, num_nodes: int, free_bytes: int, fraction: float) 
     return max(1, min(wanted, affordable))
 
 
-def _status_buffers(index: _DeviceIndex, words: int, cfg: EngineConfig) -> None:
-    """Grows the status words to ``words``; they are kept zero between passes, so never refilled."""
-    if index.words < words:
-        n = max(index.level_host.size, 1)
-        index.reach = None  # free the old buffer before allocating the larger one
-        index.reach = device_full((n, words), np.uint64, 0, cfg)
-        index.summary = device_full((n, -(-words // 64)), np.uint64, 0, cfg)
+def _status_buffers(index: _DeviceIndex, words: int, cfg: EngineConfig) -> tuple[Any, Any, Any]:
+    """(reach, summary, items) for passes of ``words`` words; the flat buffers only ever grow.
+
+    Views of a flat buffer's first elements stay C-contiguous (no second kernel specialisation) and
+    are all zero, since every pass clears what it wrote.
+    """
+    n = max(index.level_host.size, 1)
+    if index.capacity < words:
+        index.reach = None  # free the old buffers before allocating larger ones
+        index.summary = None
+        index.reach = device_full(n * words, np.uint64, 0, cfg)
+        index.summary = device_full(n * -(-words // 64), np.uint64, 0, cfg)
         index.touched = device_full(n, np.int32, 0, cfg)
-        index.words = words
+        index.capacity = words
+    if index.items_words != words:
+        index.items = cuda.device_array(n + 1, dtype=np.int64)
+        _map_scale_indptr[cfg.grid(), cfg.block](n + 1, (index.arrays[0], words, index.items))
+        index.items_words = words
+    summary_words = -(-words // 64)
+    return (index.reach[: n * words].reshape(n, words), index.summary[: n * summary_words].reshape(n, summary_words),
+            index.items)
 
 
 @dataclass
@@ -248,7 +272,7 @@ def search_pairs(arrays: Any, sources: np.ndarray, targets: np.ndarray,
     index = _device_index(arrays, cfg)
     words = opts.max_words or words_for(sources.size, index.level_host.size, free_memory(), opts.memory_fraction)
     words = min(words, -(-sources.size // 64))
-    _status_buffers(index, words, cfg)
+    buffers = _status_buffers(index, words, cfg)
     cuda.synchronize()
     uploaded = time.perf_counter()
     grid, block = cfg.grid(), cfg.block
@@ -256,25 +280,24 @@ def search_pairs(arrays: Any, sources: np.ndarray, targets: np.ndarray,
     for start in range(0, sources.size, per_pass):
         src = sources[start : start + per_pass]
         tgt = targets[start : start + per_pass]
-        answers[start : start + src.size] = _one_pass(index, words, src, tgt, cfg, grid, block)
+        answers[start : start + src.size] = _one_pass(index, buffers, src, tgt, cfg, grid, block)
     last_stats = SearchStats(passes=-(-sources.size // per_pass), words=words, upload_seconds=uploaded - began,
                              search_seconds=time.perf_counter() - uploaded)
     return answers
 
 
-def _one_pass(index: _DeviceIndex, words: int, src: np.ndarray, tgt: np.ndarray, cfg: EngineConfig, grid: int,
-              block: int) -> np.ndarray:
+def _one_pass(index: _DeviceIndex, buffers: tuple[Any, Any, Any], src: np.ndarray, tgt: np.ndarray,
+              cfg: EngineConfig, grid: int, block: int) -> np.ndarray:
     indptr, indices, level, lo, hi, tree_lo, fwd, bwd = index.arrays
-    found = cuda.to_device(np.zeros(words, dtype=np.uint64))
+    reach, summary, items = buffers
+    found = cuda.to_device(np.zeros(reach.shape[1], dtype=np.uint64))
     cnt = cuda.to_device(np.zeros((3, index.levels), dtype=np.int64))
-    reach = index.reach[:, :words]
-    summary = index.summary[:, : -(-words // 64)]
-    args = (indptr, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, cuda.to_device(src),
+    args = (indptr, items, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, cuda.to_device(src),
             cuda.to_device(tgt), index.touched, index.queues, index.ptr, cnt, cfg.medium_min, cfg.large_min)
     _seed_pairs[grid, block](src.size, args)
     first = int(index.level_host[src].min())
     last = int(index.level_host[tgt].max())
-    _sweep_expand[cooperative_blocks(_sweep_expand, cfg), block](indptr, index.queues, index.ptr, cnt, first,
+    _sweep_expand[cooperative_blocks(_sweep_expand, cfg), block](items, index.queues, index.ptr, cnt, first,
                                                                  last - first, 1, args)
     _sweep_clear[cooperative_blocks(_sweep_clear, cfg), block](index.queues, index.ptr, cnt, first, last - first + 1, 1,
                                                                (reach, summary, index.touched))
