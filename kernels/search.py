@@ -31,6 +31,9 @@ __all__ = ["search_pairs", "SearchOptions", "SearchStats", "words_for"]
 
 NO, YES, UNDECIDED = 0, 1, 2
 ONE = np.uint64(1)
+# Work items per edge: a node's status words are split into at most this many groups, so a node that
+# thousands of searches reach is expanded by a warp (or the grid), not one thread.
+WORD_GROUPS = 32
 
 
 @dataclass(frozen=True)
@@ -90,8 +93,8 @@ def _mark(reach, summary, c, w, bits):
 @cuda.jit(device=True)
 def _seed(j, args):
     """Search j starts at its source, unless the source's own labels already answer it."""
-    (indptr, items, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched, queues, ptr,
-     cnt, medium_min, large_min) = args
+    (indptr, items, groups, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched,
+     queues, ptr, cnt, medium_min, large_min) = args
     s = src[j]
     w = j // 64
     bit = ONE << np.uint64(j % 64)
@@ -105,39 +108,45 @@ def _seed(j, args):
 
 @cuda.jit(device=True)
 def _expand(v, item, lvl, args):
-    """One work item of v: its live searches of status word w, pushed over one out-edge.
+    """One work item of v: the live searches of one group of its status words, pushed over one out-edge.
 
-    The engine walks ``items`` (``indptr * words``) instead of ``indptr``: item ``i`` of v is edge
-    ``i // words`` and word ``i % words``, so the work of a node is split over its children *and* over
-    the searches that reached it.
+    The engine walks ``items`` (``indptr * groups``) instead of ``indptr``: item ``i`` of v is edge
+    ``i // groups`` and word group ``i % groups``, so the work of a node is split over its children
+    *and* over the searches that reached it, while a node reached by few searches costs at most
+    ``groups`` summary tests per edge.
     """
-    (indptr, items, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched, queues, ptr,
-     cnt, medium_min, large_min) = args
+    (indptr, items, groups, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched,
+     queues, ptr, cnt, medium_min, large_min) = args
     words = reach.shape[1]
+    per_group = (words + groups - 1) // groups
     local = item - items[v]
-    w = local % words
-    if (summary[v, w // 64] >> np.uint64(w % 64)) & ONE == 0:
-        return
-    live = reach[v, w] & ~found[w]
-    c = indices[indptr[v] + local // words]
-    passed = np.uint64(0)
-    while live:
-        low = live & (~live + ONE)
-        live ^= low
-        code = classify(c, tgt[w * 64 + cuda.popc(low - ONE)], level, fwd, bwd, lo, hi, tree_lo)
-        if code == YES:
-            cuda.atomic.or_(found, w, low)
-        elif code == UNDECIDED:
-            passed |= low
-    if passed:
-        _mark(reach, summary, c, w, passed)
+    c = indices[indptr[v] + local // groups]
+    first = (local % groups) * per_group
+    reached = False
+    for w in range(first, min(words, first + per_group)):
+        if (summary[v, w // 64] >> np.uint64(w % 64)) & ONE == 0:
+            continue
+        live = reach[v, w] & ~found[w]
+        passed = np.uint64(0)
+        while live:
+            low = live & (~live + ONE)
+            live ^= low
+            code = classify(c, tgt[w * 64 + cuda.popc(low - ONE)], level, fwd, bwd, lo, hi, tree_lo)
+            if code == YES:
+                cuda.atomic.or_(found, w, low)
+            elif code == UNDECIDED:
+                passed |= low
+        if passed:
+            _mark(reach, summary, c, w, passed)
+            reached = True
+    if reached:
         _enqueue(c, items, level, queues, ptr, cnt, touched, medium_min, large_min)
 
 
 @cuda.jit(device=True)
 def _scale_indptr(i, args):
-    indptr, words, items = args
-    items[i] = indptr[i] * words
+    indptr, groups, items = args
+    items[i] = indptr[i] * groups
 
 
 @cuda.jit(device=True)
@@ -174,8 +183,8 @@ class _DeviceIndex:
     reach: Any = None  # flat; a pass views its first n * words elements as (n, words), all zero between passes
     summary: Any = None  # flat; per node one bit per non-zero word of reach
     touched: Any = None
-    items_words: int = 0
-    items: Any = None  # indptr * items_words: the work items the engine walks
+    items_groups: int = 0
+    items: Any = None  # indptr * items_groups: the work items the engine walks
 
 
 _cache: dict[tuple[int, ...], _DeviceIndex] = {}
@@ -216,8 +225,8 @@ def words_for(num_pairs: int, num_nodes: int, free_bytes: int, fraction: float) 
     return max(1, min(wanted, affordable))
 
 
-def _status_buffers(index: _DeviceIndex, words: int, cfg: EngineConfig) -> tuple[Any, Any, Any]:
-    """(reach, summary, items) for passes of ``words`` words; the flat buffers only ever grow.
+def _status_buffers(index: _DeviceIndex, words: int, cfg: EngineConfig) -> tuple[Any, Any, Any, int]:
+    """(reach, summary, items, groups) for passes of ``words`` words; the flat buffers only ever grow.
 
     Views of a flat buffer's first elements stay C-contiguous (no second kernel specialisation) and
     are all zero, since every pass clears what it wrote.
@@ -230,13 +239,14 @@ def _status_buffers(index: _DeviceIndex, words: int, cfg: EngineConfig) -> tuple
         index.summary = device_full(n * -(-words // 64), np.uint64, 0, cfg)
         index.touched = device_full(n, np.int32, 0, cfg)
         index.capacity = words
-    if index.items_words != words:
+    groups = min(words, WORD_GROUPS)
+    if index.items_groups != groups:
         index.items = cuda.device_array(n + 1, dtype=np.int64)
-        _map_scale_indptr[cfg.grid(), cfg.block](n + 1, (index.arrays[0], words, index.items))
-        index.items_words = words
+        _map_scale_indptr[cfg.grid(), cfg.block](n + 1, (index.arrays[0], groups, index.items))
+        index.items_groups = groups
     summary_words = -(-words // 64)
     return (index.reach[: n * words].reshape(n, words), index.summary[: n * summary_words].reshape(n, summary_words),
-            index.items)
+            index.items, groups)
 
 
 @dataclass
@@ -286,13 +296,13 @@ def search_pairs(arrays: Any, sources: np.ndarray, targets: np.ndarray,
     return answers
 
 
-def _one_pass(index: _DeviceIndex, buffers: tuple[Any, Any, Any], src: np.ndarray, tgt: np.ndarray,
+def _one_pass(index: _DeviceIndex, buffers: tuple[Any, Any, Any, int], src: np.ndarray, tgt: np.ndarray,
               cfg: EngineConfig, grid: int, block: int) -> np.ndarray:
     indptr, indices, level, lo, hi, tree_lo, fwd, bwd = index.arrays
-    reach, summary, items = buffers
+    reach, summary, items, groups = buffers
     found = cuda.to_device(np.zeros(reach.shape[1], dtype=np.uint64))
     cnt = cuda.to_device(np.zeros((3, index.levels), dtype=np.int64))
-    args = (indptr, items, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, cuda.to_device(src),
+    args = (indptr, items, groups, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, cuda.to_device(src),
             cuda.to_device(tgt), index.touched, index.queues, index.ptr, cnt, cfg.medium_min, cfg.large_min)
     _seed_pairs[grid, block](src.size, args)
     first = int(index.level_host[src].min())
