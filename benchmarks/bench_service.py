@@ -131,22 +131,38 @@ async def _get_load(
             await one(transports[k], i % count)
             i += clients
 
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.process_time()
     await asyncio.gather(*(client(k) for k in range(clients)))
-    elapsed = time.perf_counter() - began
+    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu_began
     for transport in transports:
         await transport.aclose()
-    return {"latencies": latencies, "errors": errors, "wrong": wrong, "elapsed": elapsed}
+    return {"latencies": latencies, "errors": errors, "wrong": wrong, "elapsed": elapsed, "cpu": cpu}
 
 
 def _proc_main(args: tuple) -> dict[str, object]:
     return asyncio.run(_get_load(*args))
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process so far (Linux /proc); 0 when unknown."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def get_benchmark(
-    url: str, graph_id: str, pairs: np.ndarray, answers: np.ndarray, clients: int, seconds: float, procs: int
+    url: str,
+    graph_id: str,
+    pairs: np.ndarray,
+    answers: np.ndarray,
+    clients: int,
+    seconds: float,
+    procs: int,
+    server_pid: int | None,
 ) -> dict[str, float]:
     procs = max(1, min(procs, clients))
+    server_cpu = cpu_seconds(server_pid)
     shares = [clients // procs + (1 if p < clients % procs else 0) for p in range(procs)]
     jobs = [(url, graph_id, pairs, answers, share, seconds, p * 7919) for p, share in enumerate(shares)]
     if procs == 1:
@@ -154,9 +170,13 @@ def get_benchmark(
     else:
         with mp.get_context("spawn").Pool(procs) as pool:
             parts = pool.map(_proc_main, jobs)
+    server_cpu = cpu_seconds(server_pid) - server_cpu
     latencies = np.concatenate([np.asarray(p["latencies"]) for p in parts])
     elapsed = max(float(p["elapsed"]) for p in parts)
+    count = max(1, latencies.size)
     return {
+        "server_us": server_cpu / count * 1e6 if server_pid else float("nan"),
+        "client_us": sum(float(p["cpu"]) for p in parts) / count * 1e6,
         "clients": clients,
         "procs": procs,
         "requests": int(latencies.size),
@@ -169,7 +189,7 @@ def get_benchmark(
 
 
 def wrk_benchmark(
-    url: str, graph_id: str, pairs: np.ndarray, clients: int, seconds: float, workdir: Path
+    url: str, graph_id: str, pairs: np.ndarray, clients: int, seconds: float, workdir: Path, server_pid: int | None
 ) -> dict[str, object] | None:
     """The same GETs from wrk (a C load generator, Debian package ``wrk``), when installed: it takes a
     fraction of the CPU that Python clients need, so on a small machine it shows the server's own limit."""
@@ -181,6 +201,7 @@ def wrk_benchmark(
         "local paths = {\n" + paths + "\n}\nlocal i = 0\nrequest = function()\n  i = i + 1\n"
         '  return wrk.format("GET", paths[(i % #paths) + 1])\nend\n'
     )
+    server_cpu = cpu_seconds(server_pid)
     done = subprocess.run(
         ["wrk", "-t1", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--latency", "-s", str(script), url],
         capture_output=True,
@@ -203,9 +224,11 @@ def wrk_benchmark(
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     errors = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, socket_errors.groups())) if socket_errors else 0)
+    requests = int(total.group(1)) if total else 0
     return {
+        "server_us": (cpu_seconds(server_pid) - server_cpu) / max(1, requests) * 1e6 if server_pid else float("nan"),
         "clients": clients,
-        "requests": int(total.group(1)) if total else 0,
+        "requests": requests,
         "rps": float(rps.group(1)) if rps else 0.0,
         "p50_ms": millis("50%"),
         "p99_ms": millis("99%"),
@@ -272,26 +295,27 @@ def write_results(
         "",
         "## Single-pair GET /graphs/{id}/reachable, httpx async clients",
         "",
-        "| concurrent clients | client processes | requests | requests/s | p50 ms | p99 ms | errors | wrong answers |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| concurrent clients | client processes | requests | requests/s | p50 ms | p99 ms | errors | wrong answers "
+        "| server CPU µs/request | client CPU µs/request |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for g in gets:
         lines.append(
             f"| {g['clients']} | {g['procs']} | {g['requests']} | {g['rps']:,.0f} | {g['p50_ms']:.2f} | "
-            f"{g['p99_ms']:.2f} | {g['errors']} | {g['wrong']} |"
+            f"{g['p99_ms']:.2f} | {g['errors']} | {g['wrong']} | {g['server_us']:.0f} | {g['client_us']:.0f} |"
         )
     if wrks:
         lines += [
             "",
             "## The same GETs from wrk (C load generator, one thread), every answer 200",
             "",
-            "| concurrent connections | requests | requests/s | p50 ms | p99 ms | errors |",
-            "|---:|---:|---:|---:|---:|---:|",
+            "| concurrent connections | requests | requests/s | p50 ms | p99 ms | errors | server CPU µs/request |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for w in wrks:
             lines.append(
                 f"| {w['clients']} | {w['requests']} | {w['rps']:,.0f} | {w['p50_ms']:.2f} | "
-                f"{w['p99_ms']:.2f} | {w['errors']} |"
+                f"{w['p99_ms']:.2f} | {w['errors']} | {w['server_us']:.0f} |"
             )
     lines += [
         "",
@@ -354,7 +378,7 @@ def main() -> int:
     parser.add_argument("--url", help="an already running server (default: start one)")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each GET run")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
-    parser.add_argument("--client-procs", type=int, default=3, help="client processes for the GET runs")
+    parser.add_argument("--client-procs", type=int, default=2, help="client processes for the GET runs")
     parser.add_argument("--batch-pairs", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -374,13 +398,16 @@ def main() -> int:
         url = args.url
         if url is None:
             proc, url = start_server(Path(tmp) / "data", Path(tmp) / "server.log")
+        server_pid = proc.pid if proc is not None else None
         try:
             with GrailClient(url, timeout=300) as client:
                 record = client.upload(graph_file, name=args.graph, backend="cpu", wait=True)
             graph_id = record["id"]
             gets = []
             for clients in args.clients:
-                result = get_benchmark(url, graph_id, pairs, answers, clients, args.seconds, args.client_procs)
+                result = get_benchmark(
+                    url, graph_id, pairs, answers, clients, args.seconds, args.client_procs, server_pid
+                )
                 gets.append(result)
                 print(
                     f"GET x{clients:3d} ({result['procs']} procs): {result['rps']:8.0f}/s"
@@ -390,7 +417,7 @@ def main() -> int:
                 )
             wrks = []
             for clients in args.clients:
-                result = wrk_benchmark(url, graph_id, pairs, clients, args.seconds, Path(tmp))
+                result = wrk_benchmark(url, graph_id, pairs, clients, args.seconds, Path(tmp), server_pid)
                 if result is not None:
                     wrks.append(result)
                     print(
