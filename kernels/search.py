@@ -275,42 +275,51 @@ def search_pairs(arrays: Any, sources: np.ndarray, targets: np.ndarray,
     cfg = opts.config or EngineConfig.default()
     sources = np.asarray(sources, dtype=np.int32)
     targets = np.asarray(targets, dtype=np.int32)
-    answers = np.zeros(sources.size, dtype=np.bool_)
     if sources.size == 0:
-        return answers
+        return np.zeros(0, dtype=np.bool_)
     began = time.perf_counter()
     index = _device_index(arrays, cfg)
-    words = opts.max_words or words_for(sources.size, index.level_host.size, free_memory(), opts.memory_fraction)
-    words = min(words, -(-sources.size // 64))
+    wanted = -(-sources.size // 64)
+    # Buffers already allocated count as affordable: free memory no longer includes them.
+    words = opts.max_words or max(index.capacity,
+                                  words_for(sources.size, index.level_host.size, free_memory(), opts.memory_fraction))
+    words = min(words, wanted)
     buffers = _status_buffers(index, words, cfg)
+    per_pass = 64 * words
+    passes = -(-sources.size // per_pass)
+    # Every pass's pairs, found bits and bucket counters go up at once, so passes queue back to back
+    # with no host round trip until the answers come back.
+    pad = passes * per_pass - sources.size
+    d_src = cuda.to_device(np.concatenate([sources, np.zeros(pad, np.int32)]).reshape(passes, per_pass))
+    d_tgt = cuda.to_device(np.concatenate([targets, np.zeros(pad, np.int32)]).reshape(passes, per_pass))
+    found = cuda.to_device(np.zeros((passes, words), dtype=np.uint64))
+    cnt = cuda.to_device(np.zeros((passes, 3, index.levels), dtype=np.int64))
     cuda.synchronize()
     uploaded = time.perf_counter()
-    grid, block = cfg.grid(), cfg.block
-    per_pass = 64 * words
-    for start in range(0, sources.size, per_pass):
-        src = sources[start : start + per_pass]
-        tgt = targets[start : start + per_pass]
-        answers[start : start + src.size] = _one_pass(index, buffers, src, tgt, cfg, grid, block)
-    last_stats = SearchStats(passes=-(-sources.size // per_pass), words=words, upload_seconds=uploaded - began,
+    for p in range(passes):
+        size = min(per_pass, sources.size - p * per_pass)
+        window = slice(p * per_pass, p * per_pass + size)
+        levels = (int(index.level_host[sources[window]].min()), int(index.level_host[targets[window]].max()))
+        _one_pass(index, buffers, d_src[p, :size], d_tgt[p, :size], found[p], cnt[p], levels, cfg)
+    bits = found.copy_to_host().reshape(-1)
+    positions = np.arange(sources.size)
+    answers = ((bits[positions // 64] >> (positions % 64).astype(np.uint64)) & ONE).astype(np.bool_)
+    last_stats = SearchStats(passes=passes, words=words, upload_seconds=uploaded - began,
                              search_seconds=time.perf_counter() - uploaded)
     return answers
 
 
-def _one_pass(index: _DeviceIndex, buffers: tuple[Any, Any, Any, int], src: np.ndarray, tgt: np.ndarray,
-              cfg: EngineConfig, grid: int, block: int) -> np.ndarray:
+def _one_pass(index: _DeviceIndex, buffers: tuple[Any, Any, Any, int], src: Any, tgt: Any, found: Any, cnt: Any,
+              levels: tuple[int, int], cfg: EngineConfig) -> None:
+    """Queues one pass: seed, expand level by level from ``levels[0]`` to ``levels[1]``, clear."""
     indptr, indices, level, lo, hi, tree_lo, fwd, bwd = index.arrays
     reach, summary, items, groups = buffers
-    found = cuda.to_device(np.zeros(reach.shape[1], dtype=np.uint64))
-    cnt = cuda.to_device(np.zeros((3, index.levels), dtype=np.int64))
-    args = (indptr, items, groups, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, cuda.to_device(src),
-            cuda.to_device(tgt), index.touched, index.queues, index.ptr, cnt, cfg.medium_min, cfg.large_min)
-    _seed_pairs[grid, block](src.size, args)
-    first = int(index.level_host[src].min())
-    last = int(index.level_host[tgt].max())
+    args = (indptr, items, groups, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt,
+            index.touched, index.queues, index.ptr, cnt, cfg.medium_min, cfg.large_min)
+    first, last = levels
+    block = cfg.block
+    _seed_pairs[cfg.grid(), block](src.size, args)
     _sweep_expand[cooperative_blocks(_sweep_expand, cfg), block](items, index.queues, index.ptr, cnt, first,
                                                                  last - first, 1, args)
     _sweep_clear[cooperative_blocks(_sweep_clear, cfg), block](index.queues, index.ptr, cnt, first, last - first + 1, 1,
                                                                (reach, summary, index.touched))
-    bits = found.copy_to_host()
-    positions = np.arange(src.size)
-    return ((bits[positions // 64] >> (positions % 64).astype(np.uint64)) & ONE).astype(np.bool_)
