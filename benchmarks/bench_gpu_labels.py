@@ -22,14 +22,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import RESULTS, dataset_graphs, datasets_dir, markdown_table  # noqa: E402
-from benchmarks.generate import generate  # noqa: E402
-from grail_core.condensation import condense  # noqa: E402
-from grail_core.graph import Digraph  # noqa: E402
-from grail_core.labeling import label_all, make_child_orders, with_virtual_root  # noqa: E402
-from grail_core.readers import read_graph  # noqa: E402
-from kernels.device import device_name  # noqa: E402
-from kernels.labeling import LabelingDeclined, LabelingOptions, build_labels  # noqa: E402
+from benchmarks.common import RESULTS, dataset_graphs, datasets_dir, markdown_table
+from benchmarks.generate import generate
+from grail_core.condensation import condense
+from grail_core.graph import Digraph
+from grail_core.labeling import label_all, make_child_orders, with_virtual_root
+from grail_core.readers import read_graph
+from kernels.device import device_name
+from kernels.labeling import LabelingDeclined, LabelingOptions, build_labels
 
 FORCED = LabelingOptions(max_levels=4096)  # the phase table runs the GPU even where the backend would not
 

@@ -22,19 +22,25 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import RESULTS, dataset_graphs, datasets_dir, markdown_table, median_seconds  # noqa: E402
-from benchmarks.generate import generate, positive_heavy_pairs  # noqa: E402
-from grail_core import backends  # noqa: E402
-from grail_core.condensation import longest_path_levels  # noqa: E402
-from grail_core.graph import Digraph  # noqa: E402
-from grail_core.index import ReachabilityIndex  # noqa: E402
-from grail_core.labeling import make_child_orders, with_virtual_root  # noqa: E402
-from grail_core.query import UNDECIDED, QueryArrays, filter_pairs, pack  # noqa: E402
-from grail_core.readers import read_graph  # noqa: E402
-from grail_core.supportive import choose_hubs, hub_reach_masks  # noqa: E402
-from kernels.device import device_name  # noqa: E402
-from kernels.labeling import LabelingOptions, build_labels  # noqa: E402
-from kernels import search as gpu_search  # noqa: E402
+from benchmarks.common import (
+    RESULTS,
+    dataset_graphs,
+    datasets_dir,
+    markdown_table,
+    median_seconds,
+)
+from benchmarks.generate import generate, positive_heavy_pairs
+from grail_core import backends
+from grail_core.condensation import longest_path_levels
+from grail_core.graph import Digraph
+from grail_core.index import ReachabilityIndex
+from grail_core.labeling import make_child_orders, with_virtual_root
+from grail_core.query import UNDECIDED, QueryArrays, filter_pairs, pack
+from grail_core.readers import read_graph
+from grail_core.supportive import choose_hubs, hub_reach_masks
+from kernels import search as gpu_search
+from kernels.device import device_name
+from kernels.labeling import LabelingOptions, build_labels
 
 # The thesis's GPU search times (ms, its own 100k random queries): tables 6.4-6.6.
 THESIS_GPU_MS = {

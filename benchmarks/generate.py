@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["uniprot_like", "citation_like", "chain", "GENERATORS", "DEFAULT_SIZES", "generate", "positive_heavy_pairs"]
+__all__ = ["DEFAULT_SIZES", "GENERATORS", "chain", "citation_like", "generate", "positive_heavy_pairs", "uniprot_like"]
 
 
 def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -31,9 +31,22 @@ from numba import cuda
 from .device import is_simulator, multiprocessors
 
 __all__ = [
-    "SMALL", "MEDIUM", "LARGE", "EngineConfig", "LevelQueues", "degree_class", "make_advance_body", "make_node_body",
-    "make_advance", "make_node_pass", "make_edge_map", "make_edge_sweep", "make_node_sweep", "make_sweep",
-    "cooperative_blocks", "build_level_queues",
+    "LARGE",
+    "MEDIUM",
+    "SMALL",
+    "EngineConfig",
+    "LevelQueues",
+    "build_level_queues",
+    "cooperative_blocks",
+    "degree_class",
+    "make_advance",
+    "make_advance_body",
+    "make_edge_map",
+    "make_edge_sweep",
+    "make_node_body",
+    "make_node_pass",
+    "make_node_sweep",
+    "make_sweep",
 ]
 
 SMALL, MEDIUM, LARGE = 0, 1, 2

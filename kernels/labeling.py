@@ -36,15 +36,29 @@ from numba import cuda
 
 from .device import free_memory
 from .frontier import (
-    EngineConfig, LevelQueues, build_level_queues, cooperative_blocks, make_advance, make_edge_map, make_edge_sweep,
-    make_node_sweep, make_sweep,
+    EngineConfig,
+    LevelQueues,
+    build_level_queues,
+    cooperative_blocks,
+    make_advance,
+    make_edge_map,
+    make_edge_sweep,
+    make_node_sweep,
+    make_sweep,
 )
 from .memory import device_full
 from .scan import exclusive_scan
 from .wide import MAX_WORDS, add_into, equal_to, less_than, limb_mask, offset_into
 
-__all__ = ["LabelingOptions", "LabelingDeclined", "LabelingCheckFailed", "GpuLabels", "label_dag", "build_labels",
-           "level_budget"]
+__all__ = [
+    "GpuLabels",
+    "LabelingCheckFailed",
+    "LabelingDeclined",
+    "LabelingOptions",
+    "build_labels",
+    "label_dag",
+    "level_budget",
+]
 
 UINT64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
 # Cost model of the automatic choice, fitted on an H200 (benchmarks/results/labels-NVIDIA_H200.md):

@@ -24,10 +24,17 @@ import numpy as np
 from numba import cuda
 
 from .device import free_memory
-from .frontier import EngineConfig, cooperative_blocks, degree_class, make_edge_map, make_edge_sweep, make_node_sweep
+from .frontier import (
+    EngineConfig,
+    cooperative_blocks,
+    degree_class,
+    make_edge_map,
+    make_edge_sweep,
+    make_node_sweep,
+)
 from .memory import device_full
 
-__all__ = ["search_pairs", "SearchOptions", "SearchStats", "words_for"]
+__all__ = ["SearchOptions", "SearchStats", "search_pairs", "words_for"]
 
 NO, YES, UNDECIDED = 0, 1, 2
 ONE = np.uint64(1)
@@ -93,7 +100,7 @@ def _mark(reach, summary, c, w, bits):
 @cuda.jit(device=True)
 def _seed(j, args):
     """Search j starts at its source, unless the source's own labels already answer it."""
-    (indptr, items, groups, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched,
+    (_indptr, items, _groups, _indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched,
      queues, ptr, cnt, medium_min, large_min) = args
     s = src[j]
     w = j // 64
@@ -115,7 +122,7 @@ def _expand(v, item, lvl, args):
     *and* over the searches that reached it, while a node reached by few searches costs at most
     ``groups`` summary tests per edge.
     """
-    (indptr, items, groups, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched,
+    (indptr, items, groups, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, _src, tgt, touched,
      queues, ptr, cnt, medium_min, large_min) = args
     words = reach.shape[1]
     per_group = (words + groups - 1) // groups

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-__all__ = ["MAX_WORDS", "limb_mask", "offset_into", "add_into", "equal_to", "less_than"]
+__all__ = ["MAX_WORDS", "add_into", "equal_to", "less_than", "limb_mask", "offset_into"]
 
 MAX_WORDS = 16  # size of the per-thread scratch arrays; the build chooses at most this many words
 

@@ -12,7 +12,6 @@ from kernels.labeling import LabelingDeclined, LabelingOptions, build_labels
 
 from .graphs import diamond_stack, hub_graph, labeling_graph
 
-
 FORCE_GPU = LabelingOptions(max_levels=1 << 10)  # the cost model sends graphs this small to the CPU
 
 

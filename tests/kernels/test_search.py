@@ -21,7 +21,7 @@ def random_graph(n: int, m: int, seed: int, cycles: bool) -> list[tuple[int, int
 
 def blind(arrays: QueryArrays) -> QueryArrays:
     """The same DAG with labels and hub bits that decide nothing: the search must walk every path."""
-    n, dims = arrays.lo.shape
+    n = arrays.lo.shape[0]
     wide = np.iinfo(arrays.hi.dtype).max
     return arrays._replace(lo=np.zeros_like(arrays.lo), hi=np.full_like(arrays.hi, wide - 1),
                            tree_lo=np.full_like(arrays.tree_lo, wide), fwd=np.zeros(n, np.uint64),
