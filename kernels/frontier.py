@@ -226,11 +226,19 @@ def cooperative_blocks(kernel: Any, config: EngineConfig) -> int:
     """
     if is_simulator():
         return 1
-    compiled = list(kernel.overloads.values())
+    compiled = tuple(kernel.overloads.values())
     if not compiled:
         return multiprocessors()
-    resident = min(k.max_cooperative_grid_blocks(config.block) for k in compiled)
-    return max(1, min(config.grid(), resident))
+    key = (id(kernel), len(compiled), config.block, config.grid())
+    if key not in _resident_blocks:
+        resident = min(k.max_cooperative_grid_blocks(config.block) for k in compiled)
+        _resident_blocks[key] = max(1, min(config.grid(), resident))
+    return _resident_blocks[key]
+
+
+# Occupancy answers per (kernel, number of compiled versions, block, grid): a driver query per launch
+# would add to the launch overhead of every search pass.
+_resident_blocks: dict[tuple[int, int, int, int], int] = {}
 
 
 @dataclass

@@ -129,23 +129,33 @@ def _expand(v, item, lvl, args):
     local = item - items[v]
     c = indices[indptr[v] + local // groups]
     first = (local % groups) * per_group
+    stop = min(words, first + per_group)
     reached = False
-    for w in range(first, min(words, first + per_group)):
-        if (summary[v, w // 64] >> np.uint64(w % 64)) & ONE == 0:
-            continue
-        live = reach[v, w] & ~found[w]
-        passed = np.uint64(0)
-        while live:
-            low = live & (~live + ONE)
-            live ^= low
-            code = classify(c, tgt[w * 64 + cuda.popc(low - ONE)], level, fwd, bwd, lo, hi, tree_lo)
-            if code == YES:
-                cuda.atomic.or_(found, w, low)
-            elif code == UNDECIDED:
-                passed |= low
-        if passed:
-            _mark(reach, summary, c, w, passed)
-            reached = True
+    # Only the group's non-zero words, read off v's summary: cost follows the searches, not the group size.
+    for sw in range(first // 64, (stop + 63) // 64):
+        base = sw * 64
+        nonzero = summary[v, sw]
+        if first > base:
+            nonzero &= ~((ONE << np.uint64(first - base)) - ONE)
+        if stop < base + 64:
+            nonzero &= (ONE << np.uint64(stop - base)) - ONE
+        while nonzero:
+            low_word = nonzero & (~nonzero + ONE)
+            nonzero ^= low_word
+            w = base + cuda.popc(low_word - ONE)
+            live = reach[v, w] & ~found[w]
+            passed = np.uint64(0)
+            while live:
+                low = live & (~live + ONE)
+                live ^= low
+                code = classify(c, tgt[w * 64 + cuda.popc(low - ONE)], level, fwd, bwd, lo, hi, tree_lo)
+                if code == YES:
+                    cuda.atomic.or_(found, w, low)
+                elif code == UNDECIDED:
+                    passed |= low
+            if passed:
+                _mark(reach, summary, c, w, passed)
+                reached = True
     if reached:
         _enqueue(c, items, level, queues, ptr, cnt, touched, medium_min, large_min)
 
