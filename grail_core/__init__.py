@@ -3,12 +3,13 @@
 Knows nothing of HTTP. The GPU code in ``kernels`` is reached only through ``grail_core.backends``.
 """
 
-from .backends import BACKENDS, cuda_available
+from .backends import BACKENDS, cuda_available, device_name
 from .errors import (
     BackendUnavailableError,
     GrailError,
     GraphFormatError,
     IndexFileError,
+    InputTooLargeError,
     InvalidParameterError,
     UnknownNodeError,
 )
@@ -27,12 +28,14 @@ __all__ = [
     "GraphInput",
     "IndexFileError",
     "IndexStats",
+    "InputTooLargeError",
     "InvalidParameterError",
     "NodeNames",
     "QueryStats",
     "ReachabilityIndex",
     "UnknownNodeError",
     "cuda_available",
+    "device_name",
     "guess_format",
     "read_graph",
 ]

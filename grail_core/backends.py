@@ -18,7 +18,7 @@ from .labeling import label_all
 from .query import HotArrays, QueryArrays, search_pairs_cpu
 
 __all__ = [
-    "BACKENDS", "LabelResult", "cuda_available", "resolve_backend", "compute_labels", "search_pairs",
+    "BACKENDS", "LabelResult", "cuda_available", "device_name", "resolve_backend", "compute_labels", "search_pairs",
     "choose_search_backend",
 ]
 
@@ -44,6 +44,15 @@ def cuda_available() -> bool:
         from kernels.device import cuda_available as probe
     except ImportError:
         return False
+    return probe()
+
+
+def device_name() -> str | None:
+    """The CUDA device's name, or None without one (or without numba-cuda)."""
+    try:
+        from kernels.device import device_name as probe
+    except ImportError:
+        return None
     return probe()
 
 

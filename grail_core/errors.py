@@ -37,3 +37,7 @@ class IndexFileError(GrailError):
 
 class BackendUnavailableError(GrailError):
     """A backend was forced (e.g. cuda) but cannot run on this machine."""
+
+
+class InputTooLargeError(GrailError):
+    """The graph input (after decompression) is larger than the caller allowed."""

@@ -183,8 +183,12 @@ class ReachabilityIndex:
 
     def reachable(self, source: Any, target: Any) -> bool:
         """True when a directed path leads from ``source`` to ``target`` (names as uploaded)."""
+        return self.query_pair(source, target)[0]
+
+    def query_pair(self, source: Any, target: Any) -> tuple[bool, bool]:
+        """(reachable, whether the labels left the pair to a search), for one pair of names."""
         ids = self.names.lookup([source, target])
-        return answer_pair(self.hot, self._buffers, int(ids[0]), int(ids[1]))[0]
+        return answer_pair(self.hot, self._buffers, int(ids[0]), int(ids[1]))
 
     def query_batch(self, pairs: Any) -> np.ndarray:
         """Answers (bool array) for an (M, 2) array-like of (source, target) names."""

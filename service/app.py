@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.routing import Route
 
-from grail_core.backends import resolve_backend
+from grail_core.backends import device_name, resolve_backend
 
 from .deps import ServiceState
 from .errors import install_error_handlers
@@ -27,15 +27,6 @@ from .warmup import core_gate, warm_up
 __all__ = ["create_app"]
 
 log = logging.getLogger("grail.service")
-
-
-def _gpu_name() -> str | None:
-    """The CUDA device's name for /health, or None (no GPU, or numba-cuda not installed)."""
-    try:
-        from kernels.device import device_name
-    except ImportError:
-        return None
-    return device_name()
 
 
 # FastAPI's native OpenTelemetry support looks for configured providers on every request (about 30 us,
@@ -61,8 +52,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         to_build = registry.recover()
         # Before the first request, so that none waits for the compiler (seconds, on a cold numba cache).
         gate = core_gate(await asyncio.to_thread(warm_up))
-        runner = BuildRunner(registry, metrics, settings.build_workers, gate)
-        gpu = _gpu_name() if settings.backend != "cpu" else None
+        runner = BuildRunner(registry, metrics, settings.build_workers, gate, settings.max_graph_bytes)
+        gpu = device_name() if settings.backend != "cpu" else None
         app.state.grail = ServiceState(settings, registry, runner, metrics, default_backend, gpu, gate)
         for record in to_build:
             runner.submit(record)

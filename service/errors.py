@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from grail_core import (
     BackendUnavailableError,
     GraphFormatError,
+    InputTooLargeError,
     IndexFileError,
     InvalidParameterError,
     UnknownNodeError,
@@ -19,7 +20,7 @@ from grail_core import (
 
 from .registry import GraphNotFound, GraphNotReady
 
-__all__ = ["ServiceError", "install_error_handlers", "error_response"]
+__all__ = ["ServiceError", "install_error_handlers", "error_response", "status_for", "status_for_kind"]
 
 log = logging.getLogger("grail.service")
 
@@ -40,14 +41,28 @@ def error_response(status: int, kind: str, detail: str, **extra: Any) -> JSONRes
     return JSONResponse(body, status_code=status)
 
 
+# grail_core's errors that are the client's fault, and their status; anything unlisted is ours (500).
+_CORE_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (GraphFormatError, 422),
+    (InputTooLargeError, 413),
+    (UnknownNodeError, 404),
+    (InvalidParameterError, 422),
+    (BackendUnavailableError, 422),
+)
+
+
+def status_for_kind(kind: str) -> int:
+    """The status of a failed build recorded by its exception's class name (answers to ``wait=true``)."""
+    return next((status for cls, status in _CORE_STATUS if cls.__name__ == kind), 500)
+
+
 def status_for(exc: BaseException) -> int:
-    """The HTTP status of an exception a build or a query raised (also used for failed builds with wait=true)."""
-    if isinstance(exc, GraphFormatError):
-        return 422
-    if isinstance(exc, UnknownNodeError | GraphNotFound):
+    """The HTTP status of an exception a build or a query raised."""
+    for cls, status in _CORE_STATUS:
+        if isinstance(exc, cls):
+            return status
+    if isinstance(exc, GraphNotFound):
         return 404
-    if isinstance(exc, InvalidParameterError | BackendUnavailableError):
-        return 422
     if isinstance(exc, GraphNotReady):
         return 409
     if isinstance(exc, ServiceError):

@@ -21,9 +21,11 @@ class BuildRunner:
     """Runs read_graph -> build -> save -> publish for one graph per job."""
 
     def __init__(
-        self, registry: GraphRegistry, metrics: Metrics, workers: int, core_gate: AbstractContextManager[object]
+        self, registry: GraphRegistry, metrics: Metrics, workers: int, core_gate: AbstractContextManager[object],
+        max_graph_bytes: int,
     ) -> None:
         self._registry = registry
+        self._max_graph_bytes = max_graph_bytes
         self._core_gate = core_gate
         self._metrics = metrics
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grail-build")
@@ -46,7 +48,9 @@ class BuildRunner:
         try:
             progress("read", 0.0)
             with self._core_gate:
-                graph = read_graph(self._registry.upload_path(graph_id), format=params.format)
+                graph = read_graph(
+                    self._registry.upload_path(graph_id), format=params.format, max_bytes=self._max_graph_bytes
+                )
                 index = ReachabilityIndex.build(
                     graph, dims=params.dims, seed=params.seed, backend=params.backend, progress=progress
                 )

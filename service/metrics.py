@@ -77,11 +77,10 @@ class Metrics:
             for phase, value in phase_seconds.items():
                 self._phase_seconds[phase] += float(value)
 
-    def queries(self, by_filter: int, by_search: int, single: int = 0) -> None:
+    def queries(self, by_filter: int, by_search: int) -> None:
         with self._lock:
             self._pairs["filter"] += by_filter
             self._pairs["search"] += by_search
-            self._pairs["single"] += single
 
     def uploaded(self, nbytes: int) -> None:
         with self._lock:
@@ -112,10 +111,9 @@ class Metrics:
             family(
                 "grail_query_pairs_total",
                 "counter",
-                "Query pairs answered, by what decided them: the label filter, a search, or 'single' for "
-                "single-pair GETs (answered by index.reachable, which does not say).",
+                "Query pairs answered, by what decided them: the label filter or a search.",
             )
-            for decided_by in ("filter", "search", "single"):
+            for decided_by in ("filter", "search"):
                 out.append(f'grail_query_pairs_total{{decided_by="{decided_by}"}} {self._pairs[decided_by]}')
             family("grail_upload_bytes_total", "counter", "Bytes of graph uploads accepted.")
             out.append(f"grail_upload_bytes_total {self._upload_bytes}")

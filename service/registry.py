@@ -155,7 +155,7 @@ class GraphRegistry:
             self._remove_leftovers(folder)
             index = None
             if record.status in (GraphStatus.ready, GraphStatus.queued, GraphStatus.building):
-                index = self._try_load(record.id)
+                index = self._try_load(record.id, record.params.backend)
             if index is not None:
                 if record.status is not GraphStatus.ready:
                     log.info("graph %s: index was published before the interruption; serving it", record.id)
@@ -209,12 +209,13 @@ class GraphRegistry:
             else:
                 path.unlink(missing_ok=True)
 
-    def _try_load(self, graph_id: str) -> ReachabilityIndex | None:
+    def _try_load(self, graph_id: str, backend: str) -> ReachabilityIndex | None:
         path = self.index_path(graph_id)
         if not path.exists():
             return None
         try:
-            return ReachabilityIndex.load(path, mmap=True)
+            # A graph built on the CPU on request stays there; otherwise the GPU searches when there is one.
+            return ReachabilityIndex.load(path, mmap=True, backend="cpu" if backend == "cpu" else "auto")
         except (IndexFileError, OSError) as exc:
             log.error("graph %s: cannot load index %s: %s", graph_id, path, exc)
             return None

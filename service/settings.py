@@ -22,6 +22,7 @@ class Settings:
     data_dir: Path = Path("data")
     backend: str = "auto"
     max_upload_mb: int = 1024
+    max_graph_mb: int = 8192  # the graph's text after gzip decompression
     build_workers: int = 1
     max_get_pairs: int = 1000
     log_level: str = "info"
@@ -29,6 +30,10 @@ class Settings:
     @property
     def max_upload_bytes(self) -> int:
         return self.max_upload_mb * 1024 * 1024
+
+    @property
+    def max_graph_bytes(self) -> int:
+        return self.max_graph_mb * 1024 * 1024
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -56,6 +61,9 @@ class Settings:
             "--max-upload-mb", type=int, default=base.max_upload_mb, help="largest accepted request body"
         )
         parser.add_argument(
+            "--max-graph-mb", type=int, default=base.max_graph_mb, help="largest graph text after decompression"
+        )
+        parser.add_argument(
             "--build-workers", type=int, default=base.build_workers, help="indexes built at the same time"
         )
         parser.add_argument("--max-get-pairs", type=int, default=base.max_get_pairs, help="pairs allowed in one GET")
@@ -69,7 +77,7 @@ class Settings:
         """Reject settings that would only fail later, inside a request."""
         if self.backend not in _BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}, not {self.backend!r}")
-        for name in ("max_upload_mb", "build_workers", "max_get_pairs"):
+        for name in ("max_upload_mb", "max_graph_mb", "build_workers", "max_get_pairs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
 

@@ -44,7 +44,7 @@ def test_single_pair_api_matches_bfs(graph: tuple[int, list[tuple[int, int]]], d
     for _ in range(20):
         u = data.draw(st.integers(0, n - 1))
         v = data.draw(st.integers(0, n - 1))
-        assert index.reachable(u, v) == truth[u, v]
+        assert index.reachable(u, v) == truth[u, v] == index.query_pair(u, v)[0]
 
 
 @SETTINGS
@@ -100,7 +100,7 @@ def test_single_pair_buffers_survive_running_out_of_marks() -> None:
         assert answer_pair(index.hot, index._buffers, u, v) == (True, True)
     for u in range(n):
         for v in range(n):
-            assert index.reachable(u, v) == truth[u, v]
+            assert index.reachable(u, v) == truth[u, v] == index.query_pair(u, v)[0]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

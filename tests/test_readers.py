@@ -172,3 +172,14 @@ def test_json_integer_fast_path_agrees_with_the_json_module() -> None:
     # A document the scanner declines (an extra key) still parses, through the json module.
     slow = read_graph(json.dumps(document | {"directed": True}).encode(), "json")
     assert edges_of(slow) == edges_of(fast) and slow.num_nodes == fast.num_nodes
+
+
+def test_size_limit_applies_after_decompression() -> None:
+    from grail_core import InputTooLargeError
+
+    text = b"1 2\n" * 10_000
+    assert read_graph(gzip.compress(text), max_bytes=len(text)).num_nodes == 2
+    with pytest.raises(InputTooLargeError):
+        read_graph(gzip.compress(text), max_bytes=len(text) - 1)
+    with pytest.raises(InputTooLargeError):
+        read_graph(text, max_bytes=100)

@@ -8,7 +8,7 @@ import os
 import zlib
 from typing import BinaryIO
 
-from ..errors import GraphFormatError, InvalidParameterError
+from ..errors import GraphFormatError, InputTooLargeError, InvalidParameterError
 from .edgelist import parse_edgelist
 from .gra import parse_gra
 from .graph_input import GraphInput
@@ -32,14 +32,19 @@ def _load(source: GraphSource) -> tuple[bytes, str | None]:
     return source.read(), getattr(source, "name", None)
 
 
-def _decompress(data: bytes) -> bytes:
+def _decompress(data: bytes, max_bytes: int | None) -> bytes:
     if data[:2] != b"\x1f\x8b":
         return data
+    limit = -1 if max_bytes is None else max_bytes + 1
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
-            return stream.read()
+            # Read one byte past the limit: a small gzip body must not expand into unbounded memory.
+            data = stream.read(limit)
     except (OSError, EOFError, zlib.error) as error:
         raise GraphFormatError(f"corrupt gzip data: {error}") from None
+    if max_bytes is not None and len(data) > max_bytes:
+        raise InputTooLargeError(f"the graph decompresses to more than {max_bytes} bytes")
+    return data
 
 
 def guess_format(data: bytes, filename: str | None = None) -> str:
@@ -57,15 +62,19 @@ def guess_format(data: bytes, filename: str | None = None) -> str:
     return "edgelist"
 
 
-def read_graph(source: GraphSource, format: str | None = None, *, header: bool | None = None) -> GraphInput:
+def read_graph(source: GraphSource, format: str | None = None, *, header: bool | None = None,
+               max_bytes: int | None = None) -> GraphInput:
     """Read a graph from a path, bytes or a binary file object; gzip input is recognised by its magic bytes.
 
-    ``format`` is one of ``FORMATS`` or None to guess; ``header`` applies to edge lists (None: detect).
+    ``format`` is one of ``FORMATS`` or None to guess; ``header`` applies to edge lists (None: detect);
+    ``max_bytes`` caps the size of the (decompressed) text, raising InputTooLargeError beyond it.
     """
     if format is not None and format not in FORMATS:
         raise InvalidParameterError(f"unknown graph format {format!r}; choose one of {', '.join(FORMATS)}")
     raw, filename = _load(source)
-    data = _decompress(raw)
+    data = _decompress(raw, max_bytes)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise InputTooLargeError(f"the graph is larger than {max_bytes} bytes")
     if not data.strip():
         raise GraphFormatError("empty graph: the input is empty")
     chosen = format or guess_format(data, filename)

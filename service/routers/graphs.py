@@ -15,7 +15,7 @@ from grail_core.backends import resolve_backend
 from grail_core.index import MAX_DIMS
 
 from ..deps import ServiceState, get_state
-from ..errors import ServiceError, error_response
+from ..errors import ServiceError, error_response, status_for_kind
 from ..formats import format_for
 from ..models import Backend, ErrorOut, GraphFormat, GraphList, GraphOut
 from ..registry import BuildParams, GraphRecord, GraphStatus
@@ -29,10 +29,6 @@ router = APIRouter(prefix="/graphs", tags=["graphs"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown graph"},
 }
-
-# Failed builds answered to ``wait=true``: bad input is the client's (422); anything else is ours (500).
-_CLIENT_ERRORS = {"GraphFormatError", "InvalidParameterError", "BackendUnavailableError", "UnknownNodeError"}
-
 
 @router.post(
     "",
@@ -118,7 +114,7 @@ def _final_response(record: GraphRecord, headers: dict[str, str]) -> Response:
         return JSONResponse(body, status_code=201, headers=headers)
     error = record.error or {}
     kind = str(error.get("type", "BuildError"))
-    status = 422 if kind in _CLIENT_ERRORS else 500
+    status = status_for_kind(kind)
     return error_response(
         status, kind, f"the build failed: {error.get('message', 'unknown error')}", line=error.get("line"), graph=body
     )

@@ -114,7 +114,7 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("grail-server")
-    srv = Server(root / "data", root / "server.log", "--max-upload-mb", "12").start()
+    srv = Server(root / "data", root / "server.log", "--max-upload-mb", "12", "--max-graph-mb", "24").start()
     yield srv
     srv.stop()
 
