@@ -17,7 +17,10 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .errors import InvalidParameterError
 
@@ -48,19 +51,24 @@ class QueryArrays(NamedTuple):
 class HotArrays(NamedTuple):
     """The CPU engine's view: one 64-byte-aligned record of uint32 words per node and per DAG node.
 
-    A record holds the DAG node id (a topological rank), the level, the hub masks ``fwd`` and
-    ``bwd`` (two words each), then lo, hi and tree_lo of every dimension. ``rec_node[v]`` is the
-    record of v's DAG node, so the first test of a pair reads two cache lines and nothing else.
+    A DAG record holds the DAG node id (a topological rank), the level, the hub masks ``fwd`` and
+    ``bwd`` (two words each), then lo, hi and tree_lo of every dimension. A node's record is four
+    words, the DAG node id, level, lo and hi of the first dimension: small enough that the first test
+    of a random pair stays in cache on large graphs; only pairs that pass it read the DAG records.
     """
 
-    rec_node: np.ndarray  # (n, words) indexed by node id
+    rec_node: np.ndarray  # (n, 4) indexed by node id
     rec_dag: np.ndarray  # (N, words) indexed by DAG node id
     out_indptr: np.ndarray
     out_indices: np.ndarray
     label_end: int  # one past the last label word (the rest of a row is padding)
+    prefetch: bool  # records outgrow the caches: batch loops ask for them ahead of use
 
 
 _HEADER_WORDS = 6
+_NODE_WORDS = 4
+# Records that fit in the caches are read faster without prefetch instructions in the way.
+PREFETCH_ABOVE_BYTES = 8 << 20
 _CACHE_LINE_WORDS = 16
 # Pairs are handed to threads in chunks of this size as they free up: searches vary in length, and a
 # thread that the OS pauses must not hold back the whole batch as a static split would.
@@ -93,9 +101,11 @@ def pack(arrays: QueryArrays) -> HotArrays:
         rec_dag[:, base] = arrays.lo[:, k]
         rec_dag[:, base + 1] = arrays.hi[:, k]
         rec_dag[:, base + 2] = arrays.tree_lo[:, k]
-    rec_node = _aligned_rows(arrays.comp.size, words)
-    np.take(rec_dag, arrays.comp, axis=0, out=rec_node)
-    return HotArrays(rec_node, rec_dag, np.asarray(arrays.out_indptr), np.asarray(arrays.out_indices), label_end)
+    rec_node = _aligned_rows(arrays.comp.size, _NODE_WORDS)
+    np.take(rec_dag[:, [0, 1, _HEADER_WORDS, _HEADER_WORDS + 1]], arrays.comp, axis=0, out=rec_node)
+    prefetch = rec_node.nbytes + rec_dag.nbytes > PREFETCH_ABOVE_BYTES
+    return HotArrays(rec_node, rec_dag, np.asarray(arrays.out_indptr), np.asarray(arrays.out_indices), label_end,
+                     prefetch)
 
 
 @njit(inline="always", nogil=True)
@@ -128,6 +138,67 @@ def classify(ra, s, rb, t, label_end):
     return YES if certain else UNDECIDED
 
 
+@intrinsic
+def _prefetch_row(typingctx, array, row):
+    """Hint the CPU to fetch ``array[row, 0]``'s cache line (LLVM's prefetch: read, keep, data)."""
+
+    def codegen(context, builder, signature, args):
+        array_type, row_type = signature.args
+        view = context.make_array(array_type)(context, builder, args[0])
+        index = [context.cast(builder, args[1], row_type, types.intp), context.get_constant(types.intp, 0)]
+        pointer = cgutils.get_item_pointer(context, builder, array_type, view, index, wraparound=False)
+        byte_pointer = ir.IntType(8).as_pointer()
+        function_type = ir.FunctionType(ir.VoidType(), [byte_pointer] + [ir.IntType(32)] * 3)
+        prefetch = cgutils.get_or_insert_function(builder.module, function_type, "llvm.prefetch.p0")
+        flags = [ir.Constant(ir.IntType(32), value) for value in (0, 3, 1)]
+        builder.call(prefetch, [builder.bitcast(pointer, byte_pointer), *flags])
+        return context.get_dummy_value()
+
+    return types.void(array, row), codegen
+
+
+# How many pairs ahead the batch loops ask for records: far enough to hide a memory access, near
+# enough that the lines are still cached when their pair comes. Node records are asked for twice as
+# far ahead, since the DAG records' addresses are read from them.
+_AHEAD = 8
+
+
+@njit(inline="always", nogil=True)
+def _node_verdict(a, u, v):
+    """YES, NO or UNDECIDED from the small node records alone."""
+    cs = a[u, 0]
+    ct = a[v, 0]
+    if cs == ct:
+        return YES
+    if (cs > ct) | (a[u, 1] >= a[v, 1]) | (a[u, 2] > a[v, 2]) | (a[v, 3] > a[u, 3]):
+        return NO
+    return UNDECIDED
+
+
+@njit(inline="always", nogil=True)
+def _prefetch_pairs(h, pairs, i):
+    if not h.prefetch:
+        return
+    far = i + 2 * _AHEAD
+    if far < pairs.shape[0]:
+        _prefetch_row(h.rec_node, pairs[far, 0])
+        _prefetch_row(h.rec_node, pairs[far, 1])
+    near = i + _AHEAD
+    # Only pairs the node records leave open will read DAG records: fetch nothing for the others.
+    if near < pairs.shape[0] and _node_verdict(h.rec_node, pairs[near, 0], pairs[near, 1]) == UNDECIDED:
+        _prefetch_row(h.rec_dag, h.rec_node[pairs[near, 0], 0])
+        _prefetch_row(h.rec_dag, h.rec_node[pairs[near, 1], 0])
+
+
+@njit(inline="always", nogil=True)
+def classify_nodes(h, u, v):
+    """``classify`` for two node ids: the small node records first, the DAG records if still open."""
+    verdict = _node_verdict(h.rec_node, u, v)
+    if verdict != UNDECIDED:
+        return verdict
+    return classify(h.rec_dag, h.rec_node[u, 0], h.rec_dag, h.rec_node[v, 0], h.label_end)
+
+
 @njit(nogil=True, inline="always")
 def _pruned_dfs(h, s, t, stamp, mark, stack):
     stamp[s] = mark
@@ -153,7 +224,8 @@ def _pruned_dfs(h, s, t, stamp, mark, stack):
 @njit(nogil=True, parallel=True, cache=True)
 def _filter(h, pairs, codes):
     for i in prange(pairs.shape[0]):
-        codes[i] = classify(h.rec_node, pairs[i, 0], h.rec_node, pairs[i, 1], h.label_end)
+        _prefetch_pairs(h, pairs, i)
+        codes[i] = classify_nodes(h, pairs[i, 0], pairs[i, 1])
 
 
 def filter_pairs(hot: HotArrays, pairs: np.ndarray) -> np.ndarray:
@@ -169,9 +241,10 @@ def _answer(h, pairs, answers, stamps, stacks):
     searched = 0
     positives = 0
     for i in prange(pairs.shape[0]):
+        _prefetch_pairs(h, pairs, i)
         u = pairs[i, 0]
         v = pairs[i, 1]
-        code = classify(h.rec_node, u, h.rec_node, v, h.label_end)
+        code = classify_nodes(h, u, v)
         if code == UNDECIDED:
             thread = numba.get_thread_id()
             found = _pruned_dfs(h, h.rec_node[u, 0], h.rec_node[v, 0], stamps[thread], np.int32(i + 1), stacks[thread])
@@ -236,7 +309,7 @@ def search_pairs_cpu(hot: HotArrays, sources: np.ndarray, targets: np.ndarray) -
 
 @njit(nogil=True, cache=True)
 def _answer_one(h, u, v, stamp, stack, mark):
-    code = classify(h.rec_node, u, h.rec_node, v, h.label_end)
+    code = classify_nodes(h, u, v)
     if code != UNDECIDED:
         return code == YES, False
     return _pruned_dfs(h, h.rec_node[u, 0], h.rec_node[v, 0], stamp, mark, stack), True
