@@ -13,11 +13,11 @@ from grail_core.index import ReachabilityIndex
 from grail_core.labeling import label_all, make_child_orders, with_virtual_root
 from grail_core.query import UNDECIDED, filter_pairs
 from grail_core.readers import read_graph
-from kernels.device import cuda_available
 
 from ..conftest import dataset_graphs
+from . import device_present
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not device_present(), reason="needs a CUDA device")]
 
 
 @pytest.mark.parametrize("graph", dataset_graphs())

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.device import cuda_available
+from . import device_present
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not device_present(), reason="needs a CUDA device")]
 
-if cuda_available():
+if device_present():
     from tests.kernels.test_labeling import (  # noqa: F401
         test_deep_chain_declines,
         test_diamond_stack_multi_word_weights,
