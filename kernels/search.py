@@ -304,10 +304,6 @@ def search_pairs(arrays: Any, sources: np.ndarray, targets: np.ndarray,
     buffers = _status_buffers(index, words, cfg)
     per_pass = 64 * words
     passes = -(-sources.size // per_pass)
-    # Passes over pairs of similar source levels sweep fewer levels and share more of the nodes they touch.
-    order = np.lexsort((index.level_host[targets], index.level_host[sources])) if passes > 1 else None
-    if order is not None:
-        sources, targets = sources[order], targets[order]
     # Every pass's pairs, found bits and bucket counters go up at once, so passes queue back to back
     # with no host round trip until the answers come back.
     pad = passes * per_pass - sources.size
@@ -325,8 +321,6 @@ def search_pairs(arrays: Any, sources: np.ndarray, targets: np.ndarray,
     bits = found.copy_to_host().reshape(-1)
     positions = np.arange(sources.size)
     answers = ((bits[positions // 64] >> (positions % 64).astype(np.uint64)) & ONE).astype(np.bool_)
-    if order is not None:
-        answers[order] = answers.copy()
     last_stats = SearchStats(passes=passes, words=words, upload_seconds=uploaded - began,
                              search_seconds=time.perf_counter() - uploaded)
     return answers
