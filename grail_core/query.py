@@ -52,23 +52,25 @@ class HotArrays(NamedTuple):
     """The CPU engine's view: one 64-byte-aligned record of uint32 words per node and per DAG node.
 
     A DAG record holds the DAG node id (a topological rank), the level, the hub masks ``fwd`` and
-    ``bwd`` (two words each), then lo, hi and tree_lo of every dimension. A node's record is four
-    words, the DAG node id, level, lo and hi of the first dimension: small enough that the first test
-    of a random pair stays in cache on large graphs; only pairs that pass it read the DAG records.
+    ``bwd`` (two words each), then lo, hi and tree_lo of every dimension. While the records fit in
+    the caches, a node's record is its DAG node's record, and a pair's first test reads two lines.
+    Beyond that (``compact``), a node's record is four words, the DAG node id, level, lo and hi of
+    the first dimension, so that the first test of a random pair stays in cache; only pairs that
+    pass it read the DAG records, which the batch loops fetch ahead of use.
     """
 
-    rec_node: np.ndarray  # (n, 4) indexed by node id
+    rec_node: np.ndarray  # (n, words) or (n, 4) when compact, indexed by node id
     rec_dag: np.ndarray  # (N, words) indexed by DAG node id
     out_indptr: np.ndarray
     out_indices: np.ndarray
     label_end: int  # one past the last label word (the rest of a row is padding)
-    prefetch: bool  # records outgrow the caches: batch loops ask for them ahead of use
+    compact: bool
 
 
 _HEADER_WORDS = 6
 _NODE_WORDS = 4
-# Records that fit in the caches are read faster without prefetch instructions in the way.
-PREFETCH_ABOVE_BYTES = 8 << 20
+# Beyond this size of full records the node records are compact and the DAG records prefetched.
+COMPACT_ABOVE_BYTES = 8 << 20
 _CACHE_LINE_WORDS = 16
 # Pairs are handed to threads in chunks of this size as they free up: searches vary in length, and a
 # thread that the OS pauses must not hold back the whole batch as a static split would.
@@ -83,8 +85,8 @@ def _aligned_rows(rows: int, words: int) -> np.ndarray:
     return buffer[offset:offset + rows * words].reshape(rows, words)
 
 
-def pack(arrays: QueryArrays) -> HotArrays:
-    """Records for the CPU engine (post-orders must fit 32 bits)."""
+def pack(arrays: QueryArrays, compact: bool | None = None) -> HotArrays:
+    """Records for the CPU engine (post-orders must fit 32 bits); ``compact`` None decides by size."""
     n_dag, dims = arrays.hi.shape
     if n_dag >= 2**31:
         raise InvalidParameterError("the CPU query engine handles up to 2**31 - 1 DAG nodes")
@@ -101,11 +103,13 @@ def pack(arrays: QueryArrays) -> HotArrays:
         rec_dag[:, base] = arrays.lo[:, k]
         rec_dag[:, base + 1] = arrays.hi[:, k]
         rec_dag[:, base + 2] = arrays.tree_lo[:, k]
-    rec_node = _aligned_rows(arrays.comp.size, _NODE_WORDS)
-    np.take(rec_dag[:, [0, 1, _HEADER_WORDS, _HEADER_WORDS + 1]], arrays.comp, axis=0, out=rec_node)
-    prefetch = rec_node.nbytes + rec_dag.nbytes > PREFETCH_ABOVE_BYTES
+    if compact is None:
+        compact = (arrays.comp.size + n_dag) * words * 4 > COMPACT_ABOVE_BYTES
+    columns = [0, 1, _HEADER_WORDS, _HEADER_WORDS + 1] if compact else slice(None)
+    rec_node = _aligned_rows(arrays.comp.size, _NODE_WORDS if compact else words)
+    np.take(rec_dag[:, columns], arrays.comp, axis=0, out=rec_node)
     return HotArrays(rec_node, rec_dag, np.asarray(arrays.out_indptr), np.asarray(arrays.out_indices), label_end,
-                     prefetch)
+                     compact)
 
 
 @njit(inline="always", nogil=True)
@@ -165,7 +169,7 @@ _AHEAD = 8
 
 @njit(inline="always", nogil=True)
 def _node_verdict(a, u, v):
-    """YES, NO or UNDECIDED from the small node records alone."""
+    """YES, NO or UNDECIDED from compact node records alone."""
     cs = a[u, 0]
     ct = a[v, 0]
     if cs == ct:
@@ -177,7 +181,7 @@ def _node_verdict(a, u, v):
 
 @njit(inline="always", nogil=True)
 def _prefetch_pairs(h, pairs, i):
-    if not h.prefetch:
+    if not h.compact:
         return
     far = i + 2 * _AHEAD
     if far < pairs.shape[0]:
@@ -192,7 +196,9 @@ def _prefetch_pairs(h, pairs, i):
 
 @njit(inline="always", nogil=True)
 def classify_nodes(h, u, v):
-    """``classify`` for two node ids: the small node records first, the DAG records if still open."""
+    """``classify`` for two node ids: compact node records first, the DAG records if still open."""
+    if not h.compact:
+        return classify(h.rec_node, u, h.rec_node, v, h.label_end)
     verdict = _node_verdict(h.rec_node, u, v)
     if verdict != UNDECIDED:
         return verdict

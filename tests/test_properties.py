@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from grail_core import ReachabilityIndex
 from grail_core.labeling import label_all, make_child_orders, with_virtual_root
-from grail_core.query import answer_pair
+from grail_core.query import NO, UNDECIDED, answer_pair, answer_pairs, filter_pairs, pack
 from tests.reference import reachability_matrix
 from tests.strategies import digraphs
 
@@ -117,3 +117,19 @@ def test_filter_then_search_path_matches_the_fused_path(graph: tuple[int, list[t
     np.testing.assert_array_equal(split, fused)
     np.testing.assert_array_equal(fused, reachability_matrix(n, edges)[pairs[:, 0], pairs[:, 1]])
     assert (split_stats.searched, split_stats.positives) == (fused_stats.searched, fused_stats.positives)
+
+
+@SETTINGS
+@given(graph=digraphs(), hubs=st.sampled_from([0, 64]))
+def test_both_record_layouts_answer_alike(graph: tuple[int, list[tuple[int, int]]], hubs: int) -> None:
+    # Large graphs get compact node records (and prefetching); force both layouts on small ones.
+    n, edges = graph
+    index = _index(n, edges, hubs=hubs)
+    sources, targets = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    pairs = np.stack([sources.ravel(), targets.ravel()], axis=1)
+    truth = reachability_matrix(n, edges).ravel()
+    for compact in (False, True):
+        hot = pack(index.arrays, compact=compact)
+        assert hot.compact == compact
+        np.testing.assert_array_equal(answer_pairs(hot, pairs)[0], truth)
+        np.testing.assert_array_equal(filter_pairs(hot, pairs) != NO, truth | (filter_pairs(hot, pairs) == UNDECIDED))
