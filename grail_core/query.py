@@ -118,28 +118,35 @@ def _mask(rec, v, column):
 
 
 @njit(inline="always", nogil=True)
+def _word(rec, v, column):
+    return np.int64(rec[v, column])
+
+
+@njit(inline="always", nogil=True)
 def classify(ra, s, rb, t, label_end):
     """YES, NO or UNDECIDED for 'the DAG node of record ra[s] reaches that of rb[t]', labels alone.
 
-    The necessary conditions are combined without branches: on random pairs each one is a coin
-    toss, and mispredicted branches would cost more than reading the whole cache line.
+    Each necessary condition is a difference that is negative when it fails, and the differences are
+    OR-ed into one sign bit: on random pairs each condition is a coin toss, and a chain of branches
+    (or of boolean ands, which compile to them) would mispredict more than it saves.
     """
-    cs = ra[s, 0]
-    ct = rb[t, 0]
+    cs = _word(ra, s, 0)
+    ct = _word(rb, t, 0)
     if cs == ct:
         return YES
+    failed = (ct - cs - 1) | (_word(rb, t, 1) - _word(ra, s, 1) - 1)
+    below = np.int64(0)
+    for k in range(_HEADER_WORDS, label_end, 3):
+        failed |= (_word(rb, t, k) - _word(ra, s, k)) | (_word(ra, s, k + 1) - _word(rb, t, k + 1))
+        below |= _word(ra, s, k + 2) - _word(rb, t, k + 1) - 1
+    if failed < 0:
+        return NO
     fs = _mask(ra, s, 2)
     ft = _mask(rb, t, 2)
     bs = _mask(ra, s, 4)
-    bt = _mask(rb, t, 4)
-    possible = (cs < ct) & (ra[s, 1] < rb[t, 1]) & ((fs & ~ft) == 0) & ((bt & ~bs) == 0)
-    certain = (bs & ft) != 0
-    for k in range(_HEADER_WORDS, label_end, 3):
-        possible &= (ra[s, k] <= rb[t, k]) & (rb[t, k + 1] <= ra[s, k + 1])
-        certain |= ra[s, k + 2] <= rb[t, k + 1]
-    if not possible:
+    if (fs & ~ft) | (_mask(rb, t, 4) & ~bs):
         return NO
-    return YES if certain else UNDECIDED
+    return YES if below < 0 or bs & ft else UNDECIDED
 
 
 @intrinsic
@@ -169,14 +176,14 @@ _AHEAD = 8
 
 @njit(inline="always", nogil=True)
 def _node_verdict(a, u, v):
-    """YES, NO or UNDECIDED from compact node records alone."""
-    cs = a[u, 0]
-    ct = a[v, 0]
+    """YES, NO or UNDECIDED from compact node records alone (conditions as in ``classify``)."""
+    cs = _word(a, u, 0)
+    ct = _word(a, v, 0)
     if cs == ct:
         return YES
-    if (cs > ct) | (a[u, 1] >= a[v, 1]) | (a[u, 2] > a[v, 2]) | (a[v, 3] > a[u, 3]):
-        return NO
-    return UNDECIDED
+    failed = (ct - cs - 1) | (_word(a, v, 1) - _word(a, u, 1) - 1)
+    failed |= (_word(a, v, 2) - _word(a, u, 2)) | (_word(a, u, 3) - _word(a, v, 3))
+    return NO if failed < 0 else UNDECIDED
 
 
 @njit(inline="always", nogil=True)
