@@ -187,18 +187,16 @@ def _node_verdict(a, u, v):
 
 
 @njit(inline="always", nogil=True)
-def _prefetch_pairs(h, pairs, i):
-    if not h.compact:
-        return
+def _prefetch_pairs(rec_node, rec_dag, pairs, i):
     far = i + 2 * _AHEAD
     if far < pairs.shape[0]:
-        _prefetch_row(h.rec_node, pairs[far, 0])
-        _prefetch_row(h.rec_node, pairs[far, 1])
+        _prefetch_row(rec_node, pairs[far, 0])
+        _prefetch_row(rec_node, pairs[far, 1])
     near = i + _AHEAD
     # Only pairs the node records leave open will read DAG records: fetch nothing for the others.
-    if near < pairs.shape[0] and _node_verdict(h.rec_node, pairs[near, 0], pairs[near, 1]) == UNDECIDED:
-        _prefetch_row(h.rec_dag, h.rec_node[pairs[near, 0], 0])
-        _prefetch_row(h.rec_dag, h.rec_node[pairs[near, 1], 0])
+    if near < pairs.shape[0] and _node_verdict(rec_node, pairs[near, 0], pairs[near, 1]) == UNDECIDED:
+        _prefetch_row(rec_dag, rec_node[pairs[near, 0], 0])
+        _prefetch_row(rec_dag, rec_node[pairs[near, 1], 0])
 
 
 @njit(inline="always", nogil=True)
@@ -237,7 +235,6 @@ def _pruned_dfs(h, s, t, stamp, mark, stack):
 @njit(nogil=True, parallel=True, cache=True)
 def _filter(h, pairs, codes):
     for i in prange(pairs.shape[0]):
-        _prefetch_pairs(h, pairs, i)
         codes[i] = classify_nodes(h, pairs[i, 0], pairs[i, 1])
 
 
@@ -249,12 +246,33 @@ def filter_pairs(hot: HotArrays, pairs: np.ndarray) -> np.ndarray:
     return codes
 
 
+# Two loops, not one with a flag: a prefetch that may run keeps the compiler from optimizing the
+# loop, and costs small graphs (whose records are cached anyway) a good part of their time per pair.
 @njit(nogil=True, parallel=True, cache=True)
-def _answer(h, pairs, answers, stamps, stacks):
+def _answer_cached(h, pairs, answers, stamps, stacks):
     searched = 0
     positives = 0
     for i in prange(pairs.shape[0]):
-        _prefetch_pairs(h, pairs, i)
+        u = pairs[i, 0]
+        v = pairs[i, 1]
+        code = classify_nodes(h, u, v)
+        if code == UNDECIDED:
+            thread = numba.get_thread_id()
+            found = _pruned_dfs(h, h.rec_node[u, 0], h.rec_node[v, 0], stamps[thread], np.int32(i + 1), stacks[thread])
+            searched += 1
+        else:
+            found = code == YES
+        answers[i] = found
+        positives += found
+    return searched, positives
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _answer_prefetched(h, pairs, answers, stamps, stacks):
+    searched = 0
+    positives = 0
+    for i in prange(pairs.shape[0]):
+        _prefetch_pairs(h.rec_node, h.rec_dag, pairs, i)
         u = pairs[i, 0]
         v = pairs[i, 1]
         code = classify_nodes(h, u, v)
@@ -303,8 +321,10 @@ def answer_pairs(hot: HotArrays, pairs: np.ndarray) -> tuple[np.ndarray, int, in
     answers = np.empty(pairs.shape[0], dtype=np.bool_)
     counts = [0, 0]
 
+    kernel = _answer_prefetched if hot.compact else _answer_cached
+
     def run(stamps: np.ndarray, stacks: np.ndarray) -> None:
-        counts[:] = _answer(hot, pairs, answers, stamps, stacks)
+        counts[:] = kernel(hot, pairs, answers, stamps, stacks)
 
     if pairs.shape[0]:
         _with_thread_buffers(hot, pairs.shape[0], run)
