@@ -6,7 +6,8 @@ the two, a DFS-tree interval). The search follows the children that the same tes
 
 ``QueryArrays`` is what the index files store and the GPU search reads. The CPU engine reads
 ``HotArrays``: the same per-node facts packed into one 64-byte record per DAG node, so a test on a
-node costs one cache line, not seven.
+node costs one cache line, not seven (and, on graphs too large for the caches, a 16-byte record per
+node for the first test of a pair).
 """
 
 from __future__ import annotations
