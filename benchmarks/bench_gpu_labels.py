@@ -12,7 +12,6 @@ instead. Writes ``labels-<device>.md``/``.csv`` and a PNG chart under ``--out``.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 import time
@@ -22,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import RESULTS, dataset_graphs, datasets_dir, markdown_table
+from benchmarks.common import RESULTS, dataset_graphs, datasets_dir, markdown_table, write_results
 from benchmarks.generate import generate
 from grail_core.condensation import condense
 from grail_core.graph import Digraph
@@ -146,13 +145,8 @@ def main() -> None:
     text = (f"# GPU labeling on {device}, d={args.dims}, median of {args.runs} (ms)\n\n"
             + markdown_table(header, table) + "\n")
     print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
     stem = "labels-" + device.replace(" ", "_")
-    (args.out / f"{stem}.md").write_text(text)
-    with open(args.out / f"{stem}.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(table)
+    write_results(args.out, stem, text, header, table)
     chart(rows, args.out / f"{stem}.png", device)
 
 

@@ -12,7 +12,6 @@ after a warm-up. Writes ``search-<device>.md``/``.csv`` and a PNG chart under ``
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from benchmarks.common import (
     datasets_dir,
     markdown_table,
     median_seconds,
+    write_results,
 )
 from benchmarks.generate import generate, positive_heavy_pairs
 from grail_core import backends
@@ -169,13 +169,8 @@ def main() -> None:
               float(r["thesis_gpu_ms"]) / max(float(r["gpu_ms"]), 1e-9)] for r in rows]
     text = f"# Search on {device}, times in ms (median of {args.runs})\n\n" + markdown_table(header, table) + "\n"
     print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
     stem = "search-" + device.replace(" ", "_")
-    (args.out / f"{stem}.md").write_text(text)
-    with open(args.out / f"{stem}.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(table)
+    write_results(args.out, stem, text, header, table)
     chart(rows, args.out / f"{stem}.png", device)
 
 
