@@ -1,7 +1,8 @@
 """Python clients of the grail HTTP API on httpx: ``GrailClient`` (sync) and ``AsyncGrailClient``.
 
 Both share the request building and answer parsing below, so they differ only in how they wait.
-Integer pairs held in numpy travel as binary int64 (no JSON for a million pairs); others as JSON.
+Integer pairs travel as binary integers of the narrowest width that holds them (service.wire: no JSON for a
+million pairs, and int16 or int32 where the names fit); others as JSON. Answers come back one bit each.
 """
 
 from __future__ import annotations
@@ -18,6 +19,19 @@ from typing import Any
 import httpx
 import numpy as np
 
+from .wire import (
+    BINARY,
+    DEFAULT_PAIR_WIDTH,
+    PAIR_WIDTHS,
+    answer_lines,
+    binary_type,
+    media_type,
+    narrowest_width,
+    pair_dtype,
+    text_integers,
+    unpack_answers,
+)
+
 __all__ = [
     "GrailClient",
     "AsyncGrailClient",
@@ -29,7 +43,8 @@ __all__ = [
 
 DEFAULT_URL = os.environ.get("GRAIL_URL", "http://127.0.0.1:8000")
 _CHUNK = 1 << 20
-_BINARY = "application/octet-stream"
+_PACKED_ANSWERS = f"{BINARY}; width=1"
+_TEXT_HEADERS = {"Content-Type": "text/plain", "Accept": "text/plain"}
 
 _SUFFIX_TYPES = {
     ".gra": "text/x-grail-gra",
@@ -129,17 +144,67 @@ async def _file_chunks_async(path: Path) -> AsyncIterator[bytes]:
             yield chunk
 
 
-def _pairs_request(pairs: Any) -> tuple[bytes, dict[str, str]]:
-    array = np.asarray(pairs) if not isinstance(pairs, np.ndarray) else pairs
-    if array.dtype.kind in "iu" and array.ndim == 2 and array.shape[1] == 2:
-        return array.astype("<i8", copy=False).tobytes(), {"Content-Type": _BINARY, "Accept": _BINARY}
-    as_list = array.tolist() if isinstance(pairs, np.ndarray) else [list(p) for p in pairs]
-    return json.dumps({"pairs": as_list}).encode(), {"Content-Type": "application/json", "Accept": _BINARY}
+@dataclass
+class _Batch:
+    """A batch's request: binary integer pairs (a C-contiguous array, sent in chunks without a bytes copy)
+    or a JSON body, with its headers; answers are asked for one bit each."""
+
+    count: int
+    headers: dict[str, str]
+    body: np.ndarray | bytes
 
 
-def _answers(response: httpx.Response) -> np.ndarray:
+def _batch(pairs: Any, width: int | None) -> _Batch:
+    array = pairs if isinstance(pairs, np.ndarray) else np.asarray(pairs)
+    integers = array.dtype.kind in "iu" and array.ndim == 2 and array.shape[1] == 2
+    fits = narrowest_width(array) if integers else None
+    if width is not None:
+        _check_width(width, fits)
+    if fits is None:
+        as_list = array.tolist() if isinstance(pairs, np.ndarray) else [list(p) for p in pairs]
+        body = json.dumps({"pairs": as_list}).encode()
+        return _Batch(len(as_list), {"Content-Type": "application/json", "Accept": _PACKED_ANSWERS}, body)
+    width = width or fits
+    data = np.ascontiguousarray(array, dtype=pair_dtype(width))
+    headers = {
+        "Content-Type": binary_type(width, DEFAULT_PAIR_WIDTH),
+        "Accept": _PACKED_ANSWERS,
+        # A known length keeps the body out of chunked transfer encoding.
+        "Content-Length": str(data.nbytes),
+    }
+    return _Batch(len(data), headers, data)
+
+
+def _check_width(width: int, fits: int | None) -> None:
+    if width not in PAIR_WIDTHS:
+        raise ValueError(f"width must be one of {PAIR_WIDTHS}, not {width}")
+    if fits is None:
+        raise ValueError("width is for (M, 2) arrays of integer names of at most 64 bits; these pairs go as JSON")
+    if width < fits:
+        raise ValueError(f"these names need {fits} bits; width={width} cannot carry them")
+
+
+def _buffer_chunks(data: np.ndarray) -> Iterator[memoryview]:
+    view = memoryview(data.reshape(-1).view(np.uint8))
+    for start in range(0, len(view), _CHUNK):
+        yield view[start : start + _CHUNK]
+
+
+async def _buffer_chunks_async(data: np.ndarray) -> AsyncIterator[memoryview]:
+    for chunk in _buffer_chunks(data):
+        yield chunk
+
+
+def _integer_pairs(lines: bytes) -> np.ndarray | None:
+    """The pairs of 'u v' lines when every name is an integer; None for the server to read the text."""
+    numbers = text_integers(lines)
+    return numbers.reshape(-1, 2) if numbers is not None and numbers.size % 2 == 0 else None
+
+
+def _answers(response: httpx.Response, count: int) -> np.ndarray:
     _check(response)
-    return np.frombuffer(response.content, dtype=np.uint8).astype(bool)
+    width = media_type(response.headers.get("content-type", BINARY))[1].get("width", "8")
+    return unpack_answers(response.content, count, int(width))
 
 
 def _check(response: httpx.Response) -> httpx.Response:
@@ -238,16 +303,21 @@ class GrailClient:
         text = ";".join(f"{u},{v}" for u, v in pairs)
         return _check(self.http.get(f"/graphs/{graph_id}/reachable", params={"pairs": text})).json()["reachable"]
 
-    def query_batch(self, graph_id: str, pairs: Any) -> np.ndarray:
-        """Answers (bool array) for an (M, 2) array or a list of pairs of names."""
-        body, headers = _pairs_request(pairs)
-        return _answers(self.http.post(f"/graphs/{graph_id}/queries", content=body, headers=headers))
+    def query_batch(self, graph_id: str, pairs: Any, *, width: int | None = None) -> np.ndarray:
+        """Answers (bool array) for an (M, 2) array or a list of pairs of names. Integer names go as binary
+        integers of ``width`` bits (16, 32 or 64; default: the narrowest that holds them)."""
+        batch = _batch(pairs, width)
+        content = _buffer_chunks(batch.body) if isinstance(batch.body, np.ndarray) else batch.body
+        response = self.http.post(f"/graphs/{graph_id}/queries", content=content, headers=batch.headers)
+        return _answers(response, batch.count)
 
     def query_lines(self, graph_id: str, lines: bytes) -> bytes:
-        """'u v' text lines in, '0'/'1' lines out, untouched on this side (what the CLI pipes)."""
-        response = self.http.post(
-            f"/graphs/{graph_id}/queries", content=lines, headers={"Content-Type": "text/plain", "Accept": "text/plain"}
-        )
+        """'u v' text lines in, '0'/'1' lines out (what the CLI pipes). Integer names are parsed here and go
+        as binary pairs, a fraction of the bytes; other names go as the text itself."""
+        pairs = _integer_pairs(lines)
+        if pairs is not None:
+            return answer_lines(self.query_batch(graph_id, pairs))
+        response = self.http.post(f"/graphs/{graph_id}/queries", content=lines, headers=_TEXT_HEADERS)
         return _check(response).content
 
     def delete(self, graph_id: str) -> None:
@@ -332,14 +402,17 @@ class AsyncGrailClient:
         text = ";".join(f"{u},{v}" for u, v in pairs)
         return _check(await self.http.get(f"/graphs/{graph_id}/reachable", params={"pairs": text})).json()["reachable"]
 
-    async def query_batch(self, graph_id: str, pairs: Any) -> np.ndarray:
-        body, headers = _pairs_request(pairs)
-        return _answers(await self.http.post(f"/graphs/{graph_id}/queries", content=body, headers=headers))
+    async def query_batch(self, graph_id: str, pairs: Any, *, width: int | None = None) -> np.ndarray:
+        batch = _batch(pairs, width)
+        content = _buffer_chunks_async(batch.body) if isinstance(batch.body, np.ndarray) else batch.body
+        response = await self.http.post(f"/graphs/{graph_id}/queries", content=content, headers=batch.headers)
+        return _answers(response, batch.count)
 
     async def query_lines(self, graph_id: str, lines: bytes) -> bytes:
-        response = await self.http.post(
-            f"/graphs/{graph_id}/queries", content=lines, headers={"Content-Type": "text/plain", "Accept": "text/plain"}
-        )
+        pairs = _integer_pairs(lines)
+        if pairs is not None:
+            return answer_lines(await self.query_batch(graph_id, pairs))
+        response = await self.http.post(f"/graphs/{graph_id}/queries", content=lines, headers=_TEXT_HEADERS)
         return _check(response).content
 
     async def delete(self, graph_id: str) -> None:

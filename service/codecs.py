@@ -11,13 +11,22 @@ from typing import Any
 import numpy as np
 
 from .errors import ServiceError
+from .wire import (
+    ANSWER_WIDTHS,
+    BINARY,
+    DEFAULT_ANSWER_WIDTH,
+    DEFAULT_PAIR_WIDTH,
+    PAIR_WIDTHS,
+    answer_lines,
+    binary_type,
+    media_type,
+    pack_answers,
+    pair_dtype,
+    text_integers,
+)
 
-__all__ = ["BINARY", "parse_get_pairs", "decode_pairs", "encode_answers", "wants"]
+__all__ = ["BINARY", "parse_get_pairs", "pair_format", "decode_pairs", "answer_type", "encode_answers"]
 
-# Pairs as little-endian int64 (source, target), answers as one byte 0/1 each: no parsing at all, for
-# integer-named graphs and clients that hold their pairs in numpy already.
-BINARY = "application/octet-stream"
-_INT64 = np.iinfo(np.int64)
 _NUMBER_AND_SPACE = b"0123456789- \t\r\n"
 _JSON_HEAD, _JSON_TAIL = b'{"pairs":[', b"]}"
 _BRACKETS_TO_SPACE = bytes.maketrans(b"[],", b"   ")
@@ -40,15 +49,36 @@ def parse_get_pairs(text: str, limit: int) -> list[tuple[str, str]]:
     return pairs
 
 
-def decode_pairs(body: bytes, media_type: str) -> Any:
-    """The pairs of a POST body: an (M, 2) array or a list of pairs, whatever the index accepts."""
-    if media_type == BINARY:
-        if len(body) % 16:
+def pair_format(content_type: str) -> tuple[str, int | None]:
+    """The media type of a pairs body and, for binary pairs (service.wire), their width in bits; 415 for a
+    type or a width this service does not read, so that the route refuses it before the transfer."""
+    media, params = media_type(content_type)
+    if media == BINARY:
+        return media, _width(params, PAIR_WIDTHS, DEFAULT_PAIR_WIDTH, 415, "pairs")
+    if media == "application/json" or media.startswith("text/"):
+        return media, None
+    raise ServiceError(
+        415,
+        "UnknownFormat",
+        f"cannot read pairs from Content-Type {media!r}; use application/json, text/plain or {BINARY}",
+    )
+
+
+def decode_pairs(body: bytes | np.ndarray, content_type: str) -> Any:
+    """The pairs of a POST body (Content-Type header as sent): an (M, 2) array or a list of pairs, whatever
+    the index accepts. A binary body is read in place, without a copy."""
+    media, width = pair_format(content_type)
+    if width is not None:
+        pair_bytes = 2 * width // 8
+        if len(body) % pair_bytes:
             raise ServiceError(
-                422, "BadPairs", f"a binary body is int64 pairs: its {len(body)} bytes are not a multiple of 16"
+                422,
+                "BadPairs",
+                f"a binary body of width {width} is pairs of {pair_bytes} bytes: its {len(body)} bytes are not "
+                f"a multiple of {pair_bytes}",
             )
-        return np.frombuffer(body, dtype="<i8").reshape(-1, 2)
-    if media_type == "application/json":
+        return np.frombuffer(body, dtype=pair_dtype(width)).reshape(-1, 2)
+    if media == "application/json":
         fast = _json_integer_pairs(body)
         if fast is not None:
             return fast
@@ -60,39 +90,18 @@ def decode_pairs(body: bytes, media_type: str) -> Any:
         if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
             raise ServiceError(422, "BadPairs", 'the body must be {"pairs": [[source, target], ...]}')
         return pairs
-    if media_type.startswith("text/"):
-        numbers = _integers(body)
-        if numbers is not None:
-            if numbers.size % 2:
-                raise ServiceError(
-                    422, "BadPairs", f"the body has {numbers.size} names; it needs 'source target' lines"
-                )
-            return numbers.reshape(-1, 2)
-        try:
-            tokens = body.decode("utf-8").split()
-        except UnicodeDecodeError as exc:
-            raise ServiceError(422, "BadText", f"the body is not UTF-8 text: {exc}") from None
-        if len(tokens) % 2:
-            raise ServiceError(422, "BadPairs", f"the body has {len(tokens)} names; it needs 'source target' lines")
-        return np.array(tokens, dtype=str).reshape(-1, 2)
-    raise ServiceError(
-        415,
-        "UnknownFormat",
-        f"cannot read pairs from Content-Type {media_type!r}; use application/json, text/plain or {BINARY}",
-    )
-
-
-def _integers(body: bytes) -> np.ndarray | None:
-    """All whitespace-separated integers of the body, parsed in C (a million pairs in ~0.1 s instead of ~2 s
-    through Python strings); None when some name is not a plain integer, for the general path."""
+    numbers = text_integers(body)
+    if numbers is not None:
+        if numbers.size % 2:
+            raise ServiceError(422, "BadPairs", f"the body has {numbers.size} names; it needs 'source target' lines")
+        return numbers.reshape(-1, 2)
     try:
-        numbers = np.fromstring(body, dtype=np.int64, sep=" ")
-    except ValueError:
-        return None
-    # The C parser saturates on overflow instead of failing: let such names take the exact general path.
-    if numbers.size and (numbers.max() == _INT64.max or numbers.min() == _INT64.min):
-        return None
-    return numbers
+        tokens = body.decode("utf-8").split()
+    except UnicodeDecodeError as exc:
+        raise ServiceError(422, "BadText", f"the body is not UTF-8 text: {exc}") from None
+    if len(tokens) % 2:
+        raise ServiceError(422, "BadPairs", f"the body has {len(tokens)} names; it needs 'source target' lines")
+    return np.array(tokens, dtype=str).reshape(-1, 2)
 
 
 def _json_integer_pairs(body: bytes) -> np.ndarray | None:
@@ -110,31 +119,39 @@ def _json_integer_pairs(body: bytes) -> np.ndarray | None:
         return None
     if structure[len(_JSON_HEAD) : -len(_JSON_TAIL)] != b",".join([b"[,]"] * count):
         return None
-    numbers = _integers(body[body.index(b"[") :].translate(_BRACKETS_TO_SPACE).rstrip(b"}\t\r\n "))
+    numbers = text_integers(body[body.index(b"[") :].translate(_BRACKETS_TO_SPACE).rstrip(b"}\t\r\n "))
     if numbers is None or numbers.size != 2 * count:
         return None
     return numbers.reshape(-1, 2)
 
 
-def wants(accept: str | None, media_type: str) -> bool:
-    """Whether the Accept header asks for this media type before JSON (no q-value arithmetic needed here)."""
-    if not accept:
-        return False
-    for item in accept.split(","):
-        media = item.split(";", 1)[0].strip().lower()
-        if media == media_type:
-            return True
+def answer_type(accept: str | None) -> str:
+    """The Content-Type of the answers: the first of binary, text/plain or JSON that Accept names (JSON when
+    it names none, or names JSON or a wildcard first; no q-value arithmetic needed here). 406 for binary
+    answers of a width that service.wire does not define."""
+    for item in (accept or "").split(","):
+        media, params = media_type(item)
+        if media == BINARY:
+            width = _width(params, ANSWER_WIDTHS, DEFAULT_ANSWER_WIDTH, 406, "answers")
+            return binary_type(width, DEFAULT_ANSWER_WIDTH)
+        if media == "text/plain":
+            return media
         if media in ("application/json", "*/*", "application/*"):
-            return False
-    return False
+            break
+    return "application/json"
 
 
-def encode_answers(answers: np.ndarray, media_type: str) -> bytes:
-    """Answers as ``0``/``1`` lines (text) or bytes 0/1 (binary)."""
-    flags = answers.astype(np.uint8, copy=False)
-    if media_type == BINARY:
-        return flags.tobytes()
-    out = np.empty(2 * flags.size, dtype=np.uint8)
-    out[0::2] = flags + ord("0")
-    out[1::2] = ord("\n")
-    return out.tobytes()
+def _width(params: dict[str, str], allowed: tuple[int, ...], default: int, status: int, what: str) -> int:
+    raw = params.get("width", str(default))
+    if not raw.isdigit() or int(raw) not in allowed:
+        choices = ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}"
+        raise ServiceError(status, "UnsupportedWidth", f"binary {what} have a width of {choices} bits, not {raw!r}")
+    return int(raw)
+
+
+def encode_answers(answers: np.ndarray, content_type: str) -> bytes | memoryview:
+    """Answers as ``0``/``1`` lines (text) or binary (service.wire), for a Content-Type from answer_type."""
+    media, params = media_type(content_type)
+    if media == BINARY:
+        return memoryview(pack_answers(answers, int(params.get("width", DEFAULT_ANSWER_WIDTH))))
+    return answer_lines(answers)

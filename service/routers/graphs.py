@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
-from starlette.requests import ClientDisconnect
 
 from grail_core.backends import resolve_backend
 from grail_core.index import MAX_DIMS
 
+from ..bodies import declared_length, stream_to_file
 from ..deps import ServiceState, get_state
 from ..errors import ServiceError, error_response, status_for_kind
 from ..formats import format_for
@@ -29,6 +28,7 @@ router = APIRouter(prefix="/graphs", tags=["graphs"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown graph"},
 }
+
 
 @router.post(
     "",
@@ -72,13 +72,11 @@ async def upload_graph(
     # The core's own check, run before the upload so that a bad backend costs no transfer.
     resolve_backend(chosen_backend)
     limit = state.settings.max_upload_bytes
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
+    declared_length(request, limit)
 
     graph_id, path = state.registry.new_upload_file()
     try:
-        size = await _stream_to_file(request, path, limit)
+        size = await stream_to_file(request, path, limit)
     except BaseException:
         path.unlink(missing_ok=True)
         raise
@@ -117,29 +115,6 @@ def _final_response(record: GraphRecord, headers: dict[str, str]) -> Response:
     status = status_for_kind(kind)
     return error_response(
         status, kind, f"the build failed: {error.get('message', 'unknown error')}", line=error.get("line"), graph=body
-    )
-
-
-async def _stream_to_file(request: Request, path: Path, limit: int) -> int:
-    """Copy the body chunk by chunk; the upload is never held in memory as a whole."""
-    size = 0
-    try:
-        with open(path, "wb") as fh:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise _too_large(limit)
-                fh.write(chunk)
-    except ClientDisconnect:
-        raise ServiceError(400, "ClientDisconnect", "the client went away before the upload was complete") from None
-    return size
-
-
-def _too_large(limit: int) -> ServiceError:
-    return ServiceError(
-        413,
-        "PayloadTooLarge",
-        f"the body is over this server's limit of {limit // (1024 * 1024)} MiB (--max-upload-mb)",
     )
 
 

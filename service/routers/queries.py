@@ -8,7 +8,8 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Depends, Request, Response
 
-from ..codecs import BINARY, decode_pairs, encode_answers, parse_get_pairs, wants
+from ..bodies import read_array, read_bytes
+from ..codecs import BINARY, answer_type, decode_pairs, encode_answers, pair_format, parse_get_pairs
 from ..deps import ServiceState, get_state
 from ..errors import ServiceError
 from ..models import BatchOut, ErrorOut, PairOut, PairsIn, PairsOut
@@ -103,51 +104,57 @@ def _count(state: ServiceState, stats: Any) -> None:
     state.metrics.queries(int(data["decided_by_filter"]), int(data["searched"]))
 
 
+_PAIRS_DESCRIPTION = (
+    "little-endian signed integers, source, target, source, target ...: int64, or int32/int16 with "
+    "Content-Type: application/octet-stream; width=32 (or 16)"
+)
+_ANSWERS_DESCRIPTION = (
+    "JSON, or 0/1 lines with Accept: text/plain, or one byte 0/1 per pair with Accept: application/octet-stream, "
+    "or one bit per pair (numpy.packbits order: first pair in the high bit, zero-padded to whole bytes) with "
+    "Accept: application/octet-stream; width=1"
+)
+
+
 @router.post(
     "/queries",
     response_model=BatchOut,
     responses={
         **_ERRORS,
-        200: {
-            "content": {"text/plain": {}, BINARY: {}},
-            "description": "JSON, or 0/1 lines with Accept: text/plain, or one byte per pair with Accept: " + BINARY,
-        },
-        415: {"model": ErrorOut, "description": "unknown Content-Type"},
+        200: {"content": {"text/plain": {}, BINARY: {}}, "description": _ANSWERS_DESCRIPTION},
+        406: {"model": ErrorOut, "description": "binary answers of a width other than 8 or 1"},
+        413: {"model": ErrorOut, "description": "body over --max-upload-mb"},
+        415: {"model": ErrorOut, "description": "unknown Content-Type, or binary pairs of a width not 64, 32 or 16"},
     },
-    summary="Large batches: JSON pairs, 'u v' text lines, or binary int64 pairs",
+    summary="Large batches: JSON pairs, 'u v' text lines, or binary integer pairs",
     openapi_extra={
         "requestBody": {
             "required": True,
             "content": {
                 "application/json": {"schema": PairsIn.model_json_schema()},
                 "text/plain": {"schema": {"type": "string", "example": "0 5\n3 1\n"}},
-                BINARY: {
-                    "schema": {
-                        "type": "string",
-                        "format": "binary",
-                        "description": "little-endian int64 source, target, source, target ...",
-                    }
-                },
+                BINARY: {"schema": {"type": "string", "format": "binary", "description": _PAIRS_DESCRIPTION}},
             },
         }
     },
 )
 async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
     index = state.registry.ready_index(graph_id)
-    body = await request.body()
-    media = (request.headers.get("content-type") or "application/json").split(";", 1)[0].strip().lower()
-    accept = request.headers.get("accept")
-    out_media = BINARY if wants(accept, BINARY) else "text/plain" if wants(accept, "text/plain") else "application/json"
+    content_type = request.headers.get("content-type") or "application/json"
+    # Both formats are checked before the body is read: a refused request costs no transfer.
+    binary = pair_format(content_type)[1] is not None
+    out_type = answer_type(request.headers.get("accept"))
+    limit = state.settings.max_upload_bytes
+    body = await (read_array(request, limit) if binary else read_bytes(request, limit))
 
-    def run() -> bytes:
+    def run() -> bytes | memoryview:
         # Decoding, the query and encoding together in a worker thread: a million pairs must not stall the loop.
-        pairs = decode_pairs(body, media)
+        pairs = decode_pairs(body, content_type)
         with state.core_gate:
             answers, stats = index.query_batch_with_stats(pairs)
         _count(state, stats)
-        if out_media != "application/json":
-            return encode_answers(answers, out_media)
+        if out_type != "application/json":
+            return encode_answers(answers, out_type)
         return json.dumps({"reachable": answers.tolist(), "stats": stats.to_dict()}, separators=(",", ":")).encode()
 
     content = await anyio.to_thread.run_sync(run)
-    return Response(content, media_type=out_media)
+    return Response(content, media_type=out_type)

@@ -62,8 +62,12 @@ def test_all_query_encodings_agree(client: GrailClient, kegg: str) -> None:
     pairs = read_pairs("kegg_dag_uniq.pos.que")[:2000]
     answers = read_answers("kegg_dag_uniq.pos.ans")[:2000]
     text = "".join(f"{u} {v}\n" for u, v in pairs).encode()
-    lines = client.query_lines(kegg, text)
-    assert np.array_equal(np.frombuffer(lines, dtype=np.uint8)[0::2] == ord("1"), answers)
+    expected_lines = "".join(f"{int(a)}\n" for a in answers).encode()
+    assert client.query_lines(kegg, text) == expected_lines  # parsed by the client, sent binary
+    as_text = client.http.post(
+        f"/graphs/{kegg}/queries", content=text, headers={"Content-Type": "text/plain", "Accept": "text/plain"}
+    )
+    assert as_text.status_code == 200 and as_text.content == expected_lines
     response = client.http.post(f"/graphs/{kegg}/queries", json={"pairs": [[int(u), str(v)] for u, v in pairs]})
     assert response.status_code == 200
     body = response.json()
@@ -122,12 +126,63 @@ def test_string_names(client: GrailClient) -> None:
     answers = read_answers("kegg_dag_uniq.pos.ans")[:3000]
     named = [[f"gene:{u}", f"gene:{v}"] for u, v in pairs]
     assert np.array_equal(client.query_batch(graph_id, named), answers)
+    lines = "".join(f"{u} {v}\n" for u, v in named).encode()  # not integers: sent as the text itself
+    assert client.query_lines(graph_id, lines) == "".join(f"{int(a)}\n" for a in answers).encode()
     u, v = named[0]
     body = client.http.get(f"/graphs/{graph_id}/reachable", params={"source": u, "target": v}).json()
     assert body == {"source": u, "target": v, "reachable": True}
     with pytest.raises(GrailServiceError) as info:
         client.reachable(graph_id, "gene:nope", u)
     assert info.value.status == 404 and "gene:nope" in info.value.detail
+
+
+def test_binary_pairs_and_answers_of_every_width(client: GrailClient, server: Server, kegg: str) -> None:
+    pairs = np.concatenate([read_pairs("kegg_dag_uniq.que"), read_pairs("kegg_dag_uniq.pos.que")])
+    answers = np.concatenate([read_answers("kegg_dag_uniq.ans"), read_answers("kegg_dag_uniq.pos.ans")])
+    pairs, answers = pairs[:9999], answers[:9999]  # not a multiple of 8: the packed answers end in padding
+    assert 0 < answers.sum() < len(answers)
+    for width in (None, 16, 32, 64):
+        assert np.array_equal(client.query_batch(kegg, pairs, width=width), answers), width
+
+    async def from_async_client() -> tuple[np.ndarray, bytes]:
+        async with AsyncGrailClient(server.url) as ac:
+            text = "".join(f"{u} {v}\n" for u, v in pairs[:100]).encode()
+            return await ac.query_batch(kegg, pairs, width=32), await ac.query_lines(kegg, text)
+
+    batch, lines = asyncio.run(from_async_client())
+    assert np.array_equal(batch, answers)
+    assert lines == "".join(f"{int(a)}\n" for a in answers[:100]).encode()
+    packed = np.packbits(answers).tobytes()
+    for width, dtype in ((16, "<i2"), (32, "<i4"), (64, "<i8")):
+        for accept, expected in (
+            ("application/octet-stream", answers.astype(np.uint8).tobytes()),
+            ("application/octet-stream; width=1", packed),
+        ):
+            response = client.http.post(
+                f"/graphs/{kegg}/queries",
+                content=pairs.astype(dtype).tobytes(),
+                headers={"Content-Type": f"application/octet-stream; width={width}", "Accept": accept},
+            )
+            assert response.status_code == 200, response.text
+            assert response.headers["content-type"] == accept and response.content == expected, (width, accept)
+    with pytest.raises(ValueError):
+        client.query_batch(kegg, np.array([[0, 40000]]), width=16)
+
+
+def test_integer_names_wider_than_16_and_32_bits(client: GrailClient) -> None:
+    """The client picks the narrowest width that holds the names; wide names still answer exactly."""
+    big, mid = 2**40 + 5, 70_000
+    edges = f"{big} {mid}\n{mid} 3\n3 {-big}\n"
+    graph_id = client.upload(edges.encode(), content_type="text/plain", wait=True)["id"]
+    pairs = np.array([[big, -big], [-big, big], [mid, 3], [3, mid], [big, 3]])
+    assert client.query_batch(graph_id, pairs).tolist() == [True, False, True, False, True]
+    assert client.query_batch(graph_id, pairs[2:4]).tolist() == [True, False]  # 32 bits suffice
+    assert client.query_lines(graph_id, f"{big} {-big}\n3 {mid}\n".encode()) == b"1\n0\n"
+    with pytest.raises(GrailServiceError) as info:
+        client.query_batch(graph_id, np.array([[mid, 2**40]]))
+    assert info.value.status == 404 and info.value.body["node"] in (2**40, str(2**40))
+    with pytest.raises(ValueError):
+        client.query_batch(graph_id, pairs, width=32)
 
 
 def error_of(response: httpx.Response, status: int) -> dict:
@@ -208,8 +263,15 @@ def test_bad_uploads(client: GrailClient, server: Server) -> None:
     # 25 MiB of text in a gzip body of a few KiB: the limit on the decompressed graph (24 MiB) stops it.
     bomb = gzip.compress(b"0 1\n" * (25 * 1024 * 1024 // 4))
     assert len(bomb) < 12 * 1024 * 1024
-    body = error_of(http.post("/graphs", params={"wait": "true"}, content=bomb,
-                              headers={"Content-Type": "text/csv", "Content-Encoding": "gzip"}), 413)
+    body = error_of(
+        http.post(
+            "/graphs",
+            params={"wait": "true"},
+            content=bomb,
+            headers={"Content-Type": "text/csv", "Content-Encoding": "gzip"},
+        ),
+        413,
+    )
     assert body["error"] == "InputTooLargeError" and "decompresses" in body["detail"]
 
 
@@ -238,6 +300,35 @@ def test_bad_queries(client: GrailClient, kegg: str) -> None:
     assert error_of(http.post(queries, content=b"1 2\n3\n", headers={"Content-Type": "text/plain"}), 422)
     assert error_of(http.post(queries, content=b"\xff\xfe", headers={"Content-Type": "text/plain"}), 422)
     assert error_of(http.post(queries, content=b"123", headers={"Content-Type": "application/octet-stream"}), 422)
+    for width, size in ((16, 6), (32, 12), (64, 24)):  # one and a half pairs
+        body = error_of(
+            http.post(
+                queries, content=bytes(size), headers={"Content-Type": f"application/octet-stream; width={width}"}
+            ),
+            422,
+        )
+        assert body["error"] == "BadPairs" and f"width {width}" in body["detail"] and str(size) in body["detail"]
+    body = error_of(
+        http.post(queries, content=bytes(12), headers={"Content-Type": "application/octet-stream; width=8"}), 415
+    )
+    assert body["error"] == "UnsupportedWidth" and "16, 32 or 64" in body["detail"]
+    body = error_of(
+        http.post(
+            queries,
+            content=bytes(16),
+            headers={"Content-Type": "application/octet-stream", "Accept": "application/octet-stream; width=4"},
+        ),
+        406,
+    )
+    assert body["error"] == "UnsupportedWidth" and "1 or 8" in body["detail"]
+    unknown = np.array([[0, 1], [30000, 2]], dtype="<i2").tobytes()
+    body = error_of(
+        http.post(queries, content=unknown, headers={"Content-Type": "application/octet-stream; width=16"}), 404
+    )
+    assert body["error"] == "UnknownNodeError" and body["node"] in (30000, "30000")
+    too_big = np.zeros(13 * 1024 * 1024 // 8, dtype="<i8").tobytes()  # 13 MiB, the test server takes 12
+    body = error_of(http.post(queries, content=too_big, headers={"Content-Type": "application/octet-stream"}), 413)
+    assert body["error"] == "PayloadTooLarge"
     assert error_of(http.post(queries, content=b"1 2", headers={"Content-Type": "image/png"}), 415)
     body = error_of(http.post(queries, json={"pairs": [[1, 2], [3, 123456]]}), 404)
     assert body["node"] in (123456, "123456")
@@ -350,8 +441,9 @@ def test_health_metrics_openapi(client: GrailClient, kegg: str) -> None:
     client.query_batch(kegg, read_pairs("kegg_dag_uniq.pos.que")[:100])
 
     def pairs_counted(metrics: str) -> float:
-        return sum(float(line.split()[-1]) for line in metrics.splitlines()
-                   if line.startswith("grail_query_pairs_total{"))
+        return sum(
+            float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("grail_query_pairs_total{")
+        )
 
     before = pairs_counted(client.http.get("/metrics").text)
     client.reachable(kegg, 0, 1)
@@ -372,6 +464,10 @@ def test_health_metrics_openapi(client: GrailClient, kegg: str) -> None:
         "/health",
         "/metrics",
     } <= set(spec["paths"])
+    batch = spec["paths"]["/graphs/{graph_id}/queries"]["post"]
+    assert "width=32" in batch["requestBody"]["content"]["application/octet-stream"]["schema"]["description"]
+    assert "width=1" in batch["responses"]["200"]["description"]
+    assert {"406", "413", "415", "422"} <= set(batch["responses"])
     assert client.http.get("/docs").status_code == 200
 
 

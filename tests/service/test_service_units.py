@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from service.client import content_type_for
-from service.codecs import decode_pairs, encode_answers, parse_get_pairs, wants
+from service.codecs import answer_type, decode_pairs, encode_answers, parse_get_pairs
 from service.errors import ServiceError
 from service.formats import format_for
 from service.settings import Settings
+from service.wire import media_type, narrowest_width, pack_answers, unpack_answers
 
 
 def test_settings_precedence() -> None:
@@ -63,9 +64,56 @@ def test_pairs_codecs() -> None:
     answers = np.array([True, False, True])
     assert encode_answers(answers, "text/plain") == b"1\n0\n1\n"
     assert encode_answers(answers, "application/octet-stream") == b"\x01\x00\x01"
-    assert wants("text/plain, application/json", "text/plain")
-    assert not wants("application/json, text/plain", "text/plain")
-    assert not wants(None, "text/plain")
+    assert encode_answers(answers, "application/octet-stream; width=1") == b"\xa0"
+    assert answer_type("text/plain, application/json") == "text/plain"
+    assert answer_type("application/json, text/plain") == "application/json"
+    assert answer_type("*/*, application/octet-stream") == "application/json"
+    assert answer_type(None) == answer_type("image/png") == "application/json"
+    assert answer_type("application/octet-stream") == answer_type("application/octet-stream; width=8; q=0.9")
+    assert answer_type("Application/Octet-Stream; Width=1") == "application/octet-stream; width=1"
+    for bad in ("application/octet-stream; width=2", "application/octet-stream; width=x"):
+        with pytest.raises(ServiceError) as info:
+            answer_type(bad)
+        assert info.value.status == 406 and "width" in info.value.detail
+
+
+def test_binary_pairs_of_each_width() -> None:
+    pairs = np.array([[0, 5], [-3, 32767], [-32768, 1]])
+    for width, dtype in ((16, "<i2"), (32, "<i4"), (64, "<i8")):
+        body = pairs.astype(dtype).tobytes()
+        decoded = decode_pairs(body, f"application/octet-stream; width={width}")
+        assert decoded.dtype == np.dtype(dtype) and np.array_equal(decoded, pairs)
+        # One name short of whole pairs: refused with the width and the length in the message.
+        with pytest.raises(ServiceError) as info:
+            decode_pairs(body[: -width // 8], f"application/octet-stream; width={width}")
+        assert info.value.status == 422 and str(len(body) - width // 8) in info.value.detail
+    assert np.array_equal(decode_pairs(pairs.astype("<i8").tobytes(), "application/octet-stream"), pairs)
+    for bad in ("8", "24", "sixteen"):
+        with pytest.raises(ServiceError) as info:
+            decode_pairs(b"", f"application/octet-stream; width={bad}")
+        assert info.value.status == 415 and "width" in info.value.detail
+
+
+def test_wire_helpers() -> None:
+    assert media_type(' Application/Octet-Stream ; Width="32" ; q=1') == (
+        "application/octet-stream",
+        {"width": "32", "q": "1"},
+    )
+    assert narrowest_width(np.array([[0, 32767], [-32768, 1]])) == 16
+    assert narrowest_width(np.array([[0, 32768]])) == 32
+    assert narrowest_width(np.array([[-(2**31), 2**31 - 1]])) == 32
+    assert narrowest_width(np.array([[0, 2**31]])) == 64
+    assert narrowest_width(np.array([[0, 2**64 - 1]], dtype=np.uint64)) is None
+    assert narrowest_width(np.zeros((0, 2), dtype=np.int64)) == 16
+    rng = np.random.default_rng(3)
+    for count in (0, 1, 7, 8, 9, 1000):
+        answers = rng.random(count) < 0.5
+        for width in (1, 8):
+            packed = pack_answers(answers, width).tobytes()
+            assert len(packed) == ((count + 7) // 8 if width == 1 else count)
+            assert np.array_equal(unpack_answers(packed, count, width), answers)
+    with pytest.raises(ValueError):
+        unpack_answers(b"\x00\x00", 7, 1)
 
 
 def test_text_pairs_fast_and_general_paths_agree() -> None:
