@@ -105,7 +105,7 @@ def search_pairs(engine: str, arrays: QueryArrays, hot: HotArrays, sources: np.n
     if engine == "cuda" and sources.size > 0:
         from kernels import search as gpu
 
-        answers = gpu.search_pairs(arrays, sources, targets)
+        answers = gpu.search_pairs(hot, sources, targets)
         # The index's one-time upload to the device is not a cost of later batches.
         seconds = time.perf_counter() - start - gpu.last_stats.upload_seconds
     else:

@@ -4,14 +4,16 @@ Every GPU traversal in ``kernels`` (the five labeling phases, the schedule that 
 bitmask search) is written as a per-edge or per-node device function handed to this engine; none of
 them has a loop of its own over a frontier.
 
-Frontiers are *level queues*: three int32 queues (one per degree class), each holding the nodes of
+Frontiers are *level queues*: four int32 queues (one per degree class), each holding the nodes of
 level 0, then level 1, and so on; ``ptr[cls, lvl]`` is where level ``lvl`` starts in queue ``cls`` and
-``cnt[cls, lvl]`` how many nodes it has there. The degree classes follow Enterprise BFS:
+``cnt[cls, lvl]`` how many nodes it has there. The degree classes follow Enterprise BFS and Gunrock's
+thread / warp / block split, plus the grid:
 
 * SMALL (out-degree below ``medium_min``): one thread walks the node's edges;
 * MEDIUM (below ``large_min``): one warp, lanes striding over the edges;
-* LARGE: the whole grid strides over the node's edges, so a hub with millions of children is
-  spread over every SM instead of serializing one block.
+* LARGE (below ``huge_min``): one block, its threads striding over the edges;
+* HUGE: the whole grid strides over the concatenated edges of the level's huge nodes, so a hub
+  with millions of children is spread over every SM instead of serializing one block.
 
 Kernels run with a fixed grid and read the level's counts from device memory. A phase over many
 levels is one persistent *sweep* kernel with a grid barrier between levels (a cooperative launch),
@@ -31,6 +33,8 @@ from numba import cuda
 from .device import is_simulator, multiprocessors
 
 __all__ = [
+    "CLASSES",
+    "HUGE",
     "LARGE",
     "MEDIUM",
     "SMALL",
@@ -38,18 +42,21 @@ __all__ = [
     "LevelQueues",
     "build_level_queues",
     "cooperative_blocks",
+    "csr_range",
     "degree_class",
     "make_advance",
     "make_advance_body",
     "make_edge_map",
     "make_edge_sweep",
+    "make_map_body",
     "make_node_body",
     "make_node_pass",
     "make_node_sweep",
     "make_sweep",
 ]
 
-SMALL, MEDIUM, LARGE = 0, 1, 2
+SMALL, MEDIUM, LARGE, HUGE = 0, 1, 2, 3
+CLASSES = 4
 WARP = 32
 
 
@@ -60,7 +67,8 @@ class EngineConfig:
     block: int = 256
     blocks: int = 0  # 0: 8 blocks per SM
     medium_min: int = 32
-    large_min: int = 8192
+    large_min: int = 1024
+    huge_min: int = 65536
 
     def grid(self) -> int:
         return self.blocks if self.blocks > 0 else 8 * multiprocessors()
@@ -69,48 +77,72 @@ class EngineConfig:
     def default() -> EngineConfig:
         """Full-size launches on a GPU; one warp in the simulator, where every thread costs ~1 ms."""
         if is_simulator():
-            return EngineConfig(block=WARP, blocks=1, medium_min=4, large_min=8)
+            return EngineConfig(block=WARP, blocks=1, medium_min=4, large_min=8, huge_min=12)
         return EngineConfig()
 
 
 @cuda.jit(device=True, inline=True)
-def degree_class(degree, medium_min, large_min):
+def degree_class(degree, medium_min, large_min, huge_min):
     if degree < medium_min:
         return SMALL
     if degree < large_min:
         return MEDIUM
-    return LARGE
+    if degree < huge_min:
+        return LARGE
+    return HUGE
 
 
-def make_advance_body(edge_op: Callable[..., None]) -> Any:
-    """Device function ``advance_level(indptr, queues, ptr, cnt, lvl, args)``: ``edge_op(v, e, lvl, args)``
-    once for every out-edge position ``e`` of every node ``v`` of level ``lvl``, split by degree class.
+@cuda.jit(device=True, inline=True)
+def csr_range(indptr, v):
+    """Node v's work items are its out-edge positions in the CSR."""
+    return indptr[v], indptr[v + 1]
 
-    Calls for edges of one node may run concurrently, so whatever ``edge_op`` accumulates goes
-    through atomics.
+
+def make_advance_body(edge_op: Callable[..., None], work_range: Callable[..., Any] = csr_range) -> Any:
+    """Device function ``advance_level(ranges, queues, ptr, cnt, lvl, args)``: ``edge_op(v, e, lvl, args)``
+    once for every work item ``e`` of every node ``v`` of level ``lvl``, split by degree class.
+
+    A node's work items are ``range(*work_range(ranges, v))``: by default its out-edge positions
+    (``ranges`` is the CSR indptr); a traversal whose work per node is known only at run time (the
+    bitmask search) passes its own range function. Calls for items of one node may run concurrently,
+    so whatever ``edge_op`` accumulates goes through atomics.
     """
 
     @cuda.jit(device=True)
-    def advance_level(indptr, queues, ptr, cnt, lvl, args):
+    def advance_level(ranges, queues, ptr, cnt, lvl, args):
         tid = cuda.threadIdx.x
         gtid = cuda.blockIdx.x * cuda.blockDim.x + tid
         nthreads = cuda.gridDim.x * cuda.blockDim.x
         start = ptr[SMALL, lvl]
         for i in range(gtid, cnt[SMALL, lvl], nthreads):
             v = queues[SMALL, start + i]
-            for e in range(indptr[v], indptr[v + 1]):
+            first, stop = work_range(ranges, v)
+            for e in range(first, stop):
                 edge_op(v, e, lvl, args)
         lane = tid % WARP
         start = ptr[MEDIUM, lvl]
         for i in range(gtid // WARP, cnt[MEDIUM, lvl], nthreads // WARP):
             v = queues[MEDIUM, start + i]
-            for e in range(indptr[v] + lane, indptr[v + 1], WARP):
+            first, stop = work_range(ranges, v)
+            for e in range(first + lane, stop, WARP):
                 edge_op(v, e, lvl, args)
         start = ptr[LARGE, lvl]
-        for i in range(cnt[LARGE, lvl]):
+        for i in range(cuda.blockIdx.x, cnt[LARGE, lvl], cuda.gridDim.x):
             v = queues[LARGE, start + i]
-            for e in range(indptr[v] + gtid, indptr[v + 1], nthreads):
+            first, stop = work_range(ranges, v)
+            for e in range(first + tid, stop, cuda.blockDim.x):
                 edge_op(v, e, lvl, args)
+        # The huge nodes' items are strided over the grid as one concatenated range, so that several
+        # huge nodes keep every thread busy just as one does.
+        start = ptr[HUGE, lvl]
+        offset = 0
+        for i in range(cnt[HUGE, lvl]):
+            v = queues[HUGE, start + i]
+            first, stop = work_range(ranges, v)
+            skip = (gtid + nthreads - offset % nthreads) % nthreads
+            for e in range(first + skip, stop, nthreads):
+                edge_op(v, e, lvl, args)
+            offset += stop - first
 
     return advance_level
 
@@ -122,7 +154,7 @@ def make_node_body(node_op: Callable[..., None]) -> Any:
     def node_level(queues, ptr, cnt, lvl, args):
         gtid = cuda.grid(1)
         nthreads = cuda.gridsize(1)
-        for cls in range(3):
+        for cls in range(CLASSES):
             start = ptr[cls, lvl]
             for i in range(gtid, cnt[cls, lvl], nthreads):
                 node_op(queues[cls, start + i], lvl, args)
@@ -205,14 +237,25 @@ def make_node_pass(node_op: Callable[..., None]) -> Any:
     return node_pass
 
 
-def make_edge_map(op: Callable[..., None]) -> Any:
-    """Kernel ``edge_map(count, args)`` calling ``op(i, args)`` for i in [0, count): flat maps over edges or nodes."""
+def make_map_body(op: Callable[..., None]) -> Any:
+    """Device function ``map_all(count, args)``: ``op(i, args)`` for i in [0, count), strided over the grid."""
 
-    @cuda.jit
-    def edge_map(count, args):
+    @cuda.jit(device=True)
+    def map_all(count, args):
         gtid = cuda.grid(1)
         for i in range(gtid, count, cuda.gridsize(1)):
             op(i, args)
+
+    return map_all
+
+
+def make_edge_map(op: Callable[..., None]) -> Any:
+    """Kernel ``edge_map(count, args)`` calling ``op(i, args)`` for i in [0, count): flat maps over edges or nodes."""
+    map_all = make_map_body(op)
+
+    @cuda.jit
+    def edge_map(count, args):
+        map_all(count, args)
 
     return edge_map
 
@@ -245,13 +288,13 @@ _resident_blocks: dict[tuple[int, int, int, int], int] = {}
 class LevelQueues:
     """Level queues on the device plus host copies of their per-level layout."""
 
-    queues: Any  # device int32 (3, capacity)
-    ptr: Any  # device int64 (3, levels + 1)
-    cnt: Any  # device int64 (3, levels + 1)
+    queues: Any  # device int32 (CLASSES, capacity)
+    ptr: Any  # device int64 (CLASSES, levels + 1)
+    cnt: Any  # device int64 (CLASSES, levels + 1)
     levels: int
-    host_cnt: np.ndarray  # (3, levels)
-    all_ptr: Any  # device (3, 1): zeros, so level 0 of (all_ptr, all_cnt) is every node
-    all_cnt: Any  # device (3, 1): per-class totals
+    host_cnt: np.ndarray  # (CLASSES, levels)
+    all_ptr: Any  # device (CLASSES, 1): zeros, so level 0 of (all_ptr, all_cnt) is every node
+    all_cnt: Any  # device (CLASSES, 1): per-class totals
 
     def top_down(self) -> tuple[int, int, int]:
         """(first, count, step) of a sweep from the root level down."""
@@ -265,10 +308,10 @@ class LevelQueues:
 @cuda.jit(device=True)
 def _discover(v, e, lvl, args):
     """Kahn's step: an edge removes one pending parent; the last one puts the child on the next level."""
-    children, pending, indptr, queues, ptr, cnt, medium_min, large_min = args
+    children, pending, indptr, queues, ptr, cnt, medium_min, large_min, huge_min = args
     c = children[e]
     if cuda.atomic.sub(pending, c, 1) == 1:
-        cls = degree_class(indptr[c + 1] - indptr[c], medium_min, large_min)
+        cls = degree_class(indptr[c + 1] - indptr[c], medium_min, large_min, huge_min)
         slot = cuda.atomic.add(cnt, (cls, lvl + 1), 1)
         queues[cls, ptr[cls, lvl] + cnt[cls, lvl] + slot] = c
 
@@ -291,10 +334,10 @@ def _discover_levels(indptr, queues, ptr, cnt, max_levels, args, levels):
     lvl = 0
     while lvl <= max_levels:
         _discover_level(indptr, queues, ptr, cnt, lvl, args)
-        if gtid < 3:
+        if gtid < CLASSES:
             ptr[gtid, lvl + 1] = ptr[gtid, lvl] + cnt[gtid, lvl]
         grid.sync()
-        if cnt[SMALL, lvl + 1] + cnt[MEDIUM, lvl + 1] + cnt[LARGE, lvl + 1] == 0:
+        if cnt[SMALL, lvl + 1] + cnt[MEDIUM, lvl + 1] + cnt[LARGE, lvl + 1] + cnt[HUGE, lvl + 1] == 0:
             break
         lvl += 1
     if gtid == 0:
@@ -316,13 +359,13 @@ def build_level_queues(
     pending = cuda.to_device(np.zeros(num_nodes, dtype=np.int32))
     _map_count_parents[grid, block](children.size, (children, pending))
     cap = max_levels + 2
-    queues = cuda.device_array((3, num_nodes), dtype=np.int32)
-    cnt_h = np.zeros((3, cap), dtype=np.int64)
-    root_cls = SMALL if root_degree < config.medium_min else (MEDIUM if root_degree < config.large_min else LARGE)
+    queues = cuda.device_array((CLASSES, num_nodes), dtype=np.int32)
+    cnt_h = np.zeros((CLASSES, cap), dtype=np.int64)
+    root_cls = int(np.searchsorted([config.medium_min, config.large_min, config.huge_min], root_degree, side="right"))
     cnt_h[root_cls, 0] = 1
     queues[root_cls, 0:1].copy_to_device(np.array([root], dtype=np.int32))
-    ptr, cnt = cuda.to_device(np.zeros((3, cap), dtype=np.int64)), cuda.to_device(cnt_h)
-    args = (children, pending, indptr, queues, ptr, cnt, config.medium_min, config.large_min)
+    ptr, cnt = cuda.to_device(np.zeros((CLASSES, cap), dtype=np.int64)), cuda.to_device(cnt_h)
+    args = (children, pending, indptr, queues, ptr, cnt, config.medium_min, config.large_min, config.huge_min)
     found = cuda.to_device(np.zeros(1, dtype=np.int64))
     _discover_levels[cooperative_blocks(_discover_levels, config), block](indptr, queues, ptr, cnt, max_levels, args,
                                                                          found)
@@ -336,6 +379,6 @@ def build_level_queues(
         cnt=cnt,
         levels=levels,
         host_cnt=host_cnt,
-        all_ptr=cuda.to_device(np.zeros((3, 1), dtype=np.int64)),
-        all_cnt=cuda.to_device(host_cnt.sum(axis=1).reshape(3, 1)),
+        all_ptr=cuda.to_device(np.zeros((CLASSES, 1), dtype=np.int64)),
+        all_cnt=cuda.to_device(host_cnt.sum(axis=1).reshape(CLASSES, 1)),
     )

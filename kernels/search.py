@@ -2,22 +2,26 @@
 
 One pass runs up to 64 x W searches at once: every node carries W status words, bit j of word w
 meaning "search 64*w + j has reached this node", and a summary with one bit per non-zero word, so
-that expanding a node costs what its live searches cost, not W. The pass sweeps the DAG's topological levels once,
-from the lowest source level up to the highest target level, with the frontier engine: a node's
-bits are all in when its level comes (every parent has a lower level), so each touched node is
-expanded exactly once per pass, whatever the number of searches through it. Per edge and per live
-bit the child gets the same tests as the CPU search (``grail_core.query.classify``): prune on level,
+that expanding a node costs what its live searches cost, not W. The pass sweeps the DAG's
+topological levels once, from the lowest source level up to the highest target level, with the
+frontier engine: a node's bits are all in when its level comes (every parent has a lower level), so
+each touched node is expanded exactly once per pass, whatever the number of searches through it.
+Reached nodes wait on a pending list until then, and are bucketed into the engine's degree classes
+by their real work (out-edges x non-zero status words). Per edge and per live bit the child gets the
+CPU search's test (``grail_core.query.classify``, on the same 64-byte node records): prune on level,
 topological id, GRAIL intervals and hub bits; answer on the target itself, a DFS-tree interval or a
 hub between. A search whose target was found is masked out of every later expansion.
 
-A pass is three launches (seed, one persistent sweep over the levels with a grid barrier between
-them, and a sweep that clears the touched nodes); the host reads the found bits once per pass. Device copies of the index arrays are cached per ``QueryArrays`` between calls.
+A pass first copies its searches' target records into one small table, so that its tests read
+targets from the L2 cache instead of one random record of the whole graph per test. All passes of a
+call run in one persistent launch, so a call costs one launch and one read of the found bits.
+Device copies of the index are cached per ``HotArrays`` between calls.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,22 +29,26 @@ from numba import cuda
 
 from .device import free_memory
 from .frontier import (
+    CLASSES,
     EngineConfig,
     cooperative_blocks,
     degree_class,
-    make_edge_map,
-    make_edge_sweep,
-    make_node_sweep,
+    make_advance_body,
+    make_map_body,
+    make_node_body,
 )
 from .memory import device_full
 
-__all__ = ["SearchOptions", "SearchStats", "search_pairs", "words_for"]
+__all__ = ["SearchOptions", "SearchStats", "default_config", "search_pairs", "words_for"]
 
 NO, YES, UNDECIDED = 0, 1, 2
 ONE = np.uint64(1)
-# Work items per edge: a node's status words are split into at most this many groups, so a node that
-# thousands of searches reach is expanded by a warp (or the grid), not one thread.
-WORD_GROUPS = 32
+# The queue row where a pass collects the nodes a level's searches reach; once the level below is
+# done they are bucketed into the engine's degree-class rows by the work they carry.
+PENDING = CLASSES
+# Record layout of grail_core.query.pack: DAG id, level, fwd (2 words), bwd (2 words), then per dimension
+# lo, hi, tree_lo.
+_HEADER_WORDS = 6
 
 
 @dataclass(frozen=True)
@@ -51,104 +59,140 @@ class SearchOptions:
 
 
 @cuda.jit(device=True, inline=True)
-def classify(s, t, level, fwd, bwd, lo, hi, tree_lo):
-    """Device twin of ``grail_core.query.classify``: YES, NO or UNDECIDED for 's reaches t'."""
-    if s == t:
-        return YES
-    if s > t or level[s] >= level[t]:
-        return NO
-    fs = fwd[s]
-    ft = fwd[t]
-    if fs & ~ft:
-        return NO
-    bs = bwd[s]
-    if bwd[t] & ~bs:
-        return NO
-    if bs & ft:
-        return YES
-    dims = lo.shape[1]
-    for k in range(dims):
-        if lo[s, k] > lo[t, k] or hi[t, k] > hi[s, k]:
-            return NO
-    for k in range(dims):
-        if tree_lo[s, k] <= hi[t, k]:
-            return YES
-    return UNDECIDED
+def _mask(rec, v, column):
+    return (np.uint64(rec[v, column + 1]) << np.uint64(32)) | np.uint64(rec[v, column])
 
 
 @cuda.jit(device=True, inline=True)
-def _enqueue(c, items, level, queues, ptr, cnt, touched, medium_min, large_min):
-    """Puts c into its level's bucket the first time any search reaches it in this pass.
+def classify(rec, boxes, c, level_c, targets, j, label_end):
+    """Device twin of ``grail_core.query.classify`` (the same answer for every pair): YES, NO or UNDECIDED
+    for 'DAG node c (record ``rec[c]``, level ``level_c``) reaches the target of search j' (``targets[j]``).
 
-    The degree class counts c's (edge, word) work items, so a node that many searches pass through
-    gets a warp or the whole grid even when it has two children.
+    Here the tests return as soon as one fails, cheapest first: a GPU thread pays for the words it
+    loads, not for a mispredicted branch. The id and level tests need no load of c's record (a node's
+    id is its row; the caller holds its level), and the GRAIL intervals, which reject most children,
+    come from ``boxes`` (lo, hi per dimension): small arrays that stay in the L2 cache, where the
+    records of a large graph do not.
     """
+    t = targets[j, 0]
+    if c == t:
+        return YES
+    if t < c or targets[j, 1] <= level_c:
+        return NO
+    for k in range(_HEADER_WORDS, label_end, 3):
+        box = 2 * ((k - _HEADER_WORDS) // 3)
+        if targets[j, k] < boxes[c, box] or boxes[c, box + 1] < targets[j, k + 1]:
+            return NO
+    bs = _mask(rec, c, 4)
+    ft = _mask(targets, j, 2)
+    if (_mask(rec, c, 2) & ~ft) | (_mask(targets, j, 4) & ~bs):
+        return NO
+    for k in range(_HEADER_WORDS, label_end, 3):
+        if rec[c, k + 2] <= targets[j, k + 1]:
+            return YES
+    return YES if bs & ft else UNDECIDED
+
+
+@cuda.jit(device=True, inline=True)
+def _push(queues, ptr, cnt, row, lvl, v):
+    slot = cuda.atomic.add(cnt, (row, lvl), 1)
+    queues[row, ptr[row, lvl] + slot] = v
+
+
+@cuda.jit(device=True, inline=True)
+def _enqueue(c, level, queues, ptr, cnt, touched):
+    """Puts c on its level's pending list the first time any search reaches it in this pass."""
     if cuda.atomic.exch(touched, c, 1) == 0:
-        cls = degree_class(items[c + 1] - items[c], medium_min, large_min)
-        lvl = level[c]
-        slot = cuda.atomic.add(cnt, (cls, lvl), 1)
-        queues[cls, ptr[cls, lvl] + slot] = c
+        _push(queues, ptr, cnt, PENDING, level[c], c)
 
 
 @cuda.jit(device=True, inline=True)
 def _mark(reach, summary, c, w, bits):
-    """Sets ``bits`` in word w of node c, and w in c's summary of non-zero words."""
+    """Sets ``bits`` in word w of node c and w in c's summary.
+
+    Atomics whose old value is not read are fire-and-forget on the GPU; reading first to skip them
+    would make every mark wait for a round trip to memory.
+    """
     cuda.atomic.or_(reach, (c, w), bits)
     cuda.atomic.or_(summary, (c, w // 64), ONE << np.uint64(w % 64))
 
 
 @cuda.jit(device=True)
 def _seed(j, args):
-    """Search j starts at its source, unless the source's own labels already answer it."""
-    (_indptr, items, _groups, _indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt, touched,
-     queues, ptr, cnt, medium_min, large_min) = args
+    """Search j copies its target's record into the pass's table and starts at its source, unless the
+    source's own record already answers it."""
+    rec, boxes, level, label_end, targets, src, tgt, found, reach, summary, touched, queues, ptr, cnt = args
+    t = tgt[j]
+    for k in range(rec.shape[1]):
+        targets[j, k] = rec[t, k]
     s = src[j]
     w = j // 64
     bit = ONE << np.uint64(j % 64)
-    code = classify(s, tgt[j], level, fwd, bwd, lo, hi, tree_lo)
+    code = classify(rec, boxes, s, level[s], targets, j, label_end)
     if code == YES:
         cuda.atomic.or_(found, w, bit)
     elif code == UNDECIDED:
         _mark(reach, summary, s, w, bit)
-        _enqueue(s, items, level, queues, ptr, cnt, touched, medium_min, large_min)
+        _enqueue(s, level, queues, ptr, cnt, touched)
+
+
+@cuda.jit(device=True)
+def _bucket(i, args):
+    """Pending node i of the level gets its word groups and the degree class of its work.
+
+    Once a node's searches are all in, its work is (out-edges) x (non-zero status words): a node that
+    thousands of searches reached gets a group per non-zero word and the whole grid, however few its
+    children, while a node that one search reached stays one work item per edge for one thread.
+    """
+    indptr, groups, summary, words, queues, ptr, cnt, lvl, medium_min, large_min, huge_min = args
+    v = queues[PENDING, ptr[PENDING, lvl] + i]
+    nonzero = 0
+    for sw in range(summary.shape[1]):
+        nonzero += cuda.popc(summary[v, sw])
+    per_group = max(1, words // max(1, nonzero))
+    g = (words + per_group - 1) // per_group
+    groups[v] = g
+    _push(queues, ptr, cnt, degree_class((indptr[v + 1] - indptr[v]) * g, medium_min, large_min, huge_min), lvl, v)
+
+
+@cuda.jit(device=True, inline=True)
+def _work_range(ranges, v):
+    """v's work items: one per (out-edge, word group), edge-major so that neighbouring lanes share a child."""
+    indptr, groups = ranges
+    return 0, (indptr[v + 1] - indptr[v]) * groups[v]
 
 
 @cuda.jit(device=True)
 def _expand(v, item, lvl, args):
-    """One work item of v: the live searches of one group of its status words, pushed over one out-edge.
-
-    The engine walks ``items`` (``indptr * groups``) instead of ``indptr``: item ``i`` of v is edge
-    ``i // groups`` and word group ``i % groups``, so the work of a node is split over its children
-    *and* over the searches that reached it, while a node reached by few searches costs at most
-    ``groups`` summary tests per edge.
-    """
-    (indptr, items, groups, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, _src, tgt, touched,
-     queues, ptr, cnt, medium_min, large_min) = args
+    """One work item of v: the live searches of one group of its status words, pushed over one out-edge."""
+    (indptr, groups, indices, rec, boxes, level, label_end, targets, found, reach, summary, touched, queues, ptr,
+     cnt) = args
     words = reach.shape[1]
-    per_group = (words + groups - 1) // groups
-    local = item - items[v]
-    c = indices[indptr[v] + local // groups]
-    first = (local % groups) * per_group
+    g = groups[v]
+    per_group = (words + g - 1) // g
+    c = indices[indptr[v] + item // g]
+    level_c = level[c]
+    first = (item % g) * per_group
     stop = min(words, first + per_group)
     reached = False
     # Only the group's non-zero words, read off v's summary: cost follows the searches, not the group size.
     for sw in range(first // 64, (stop + 63) // 64):
         base = sw * 64
-        nonzero = summary[v, sw]
+        nonzero_words = summary[v, sw]
         if first > base:
-            nonzero &= ~((ONE << np.uint64(first - base)) - ONE)
+            nonzero_words &= ~((ONE << np.uint64(first - base)) - ONE)
         if stop < base + 64:
-            nonzero &= (ONE << np.uint64(stop - base)) - ONE
-        while nonzero:
-            low_word = nonzero & (~nonzero + ONE)
-            nonzero ^= low_word
+            nonzero_words &= (ONE << np.uint64(stop - base)) - ONE
+        while nonzero_words:
+            low_word = nonzero_words & (~nonzero_words + ONE)
+            nonzero_words ^= low_word
             w = base + cuda.popc(low_word - ONE)
             live = reach[v, w] & ~found[w]
             passed = np.uint64(0)
             while live:
                 low = live & (~live + ONE)
                 live ^= low
-                code = classify(c, tgt[w * 64 + cuda.popc(low - ONE)], level, fwd, bwd, lo, hi, tree_lo)
+                code = classify(rec, boxes, c, level_c, targets, w * 64 + cuda.popc(low - ONE), label_end)
                 if code == YES:
                     cuda.atomic.or_(found, w, low)
                 elif code == UNDECIDED:
@@ -157,13 +201,7 @@ def _expand(v, item, lvl, args):
                 _mark(reach, summary, c, w, passed)
                 reached = True
     if reached:
-        _enqueue(c, items, level, queues, ptr, cnt, touched, medium_min, large_min)
-
-
-@cuda.jit(device=True)
-def _scale_indptr(i, args):
-    indptr, groups, items = args
-    items[i] = indptr[i] * groups
+        _enqueue(c, level, queues, ptr, cnt, touched)
 
 
 @cuda.jit(device=True)
@@ -180,59 +218,123 @@ def _clear(v, lvl, args):
     touched[v] = 0
 
 
-_seed_pairs = make_edge_map(_seed)
-_map_scale_indptr = make_edge_map(_scale_indptr)
-_sweep_expand = make_edge_sweep(_expand)
-_sweep_clear = make_node_sweep(_clear)
+_seed_all = make_map_body(_seed)
+_bucket_all = make_map_body(_bucket)
+_expand_level = make_advance_body(_expand, _work_range)
+_clear_level = make_node_body(_clear)
+
+
+@cuda.jit
+def _search_passes(spans, total, indptr, indices, rec, boxes, level, label_end, reach, summary, groups, touched, queues,
+                   ptr, medium_min, large_min, huge_min, src, tgt, targets, found, cnt):
+    """Every pass of a call in one persistent launch: seed, then per level expand, clear and bucket the next.
+
+    After level l is expanded (barrier), the nodes of level l + 1 have all their searches, since every
+    parent sits on a lower level: they are bucketed by their work while level l is cleared.
+    ``spans[p]`` is pass p's (lowest source level, highest target level); its searches only ever
+    mark nodes below that target level.
+    """
+    grid = cuda.cg.this_grid()
+    per_pass = src.shape[1]
+    words = reach.shape[1]
+    ranges = (indptr, groups)
+    for p in range(spans.shape[0]):
+        pass_found = found[p]
+        pass_cnt = cnt[p]
+        _seed_all(min(per_pass, total - p * per_pass),
+                  (rec, boxes, level, label_end, targets, src[p], tgt[p], pass_found, reach, summary, touched, queues, ptr,
+                   pass_cnt))
+        grid.sync()
+        first = spans[p, 0]
+        count = spans[p, 1] - first
+        _bucket_all(pass_cnt[PENDING, first],
+                    (indptr, groups, summary, words, queues, ptr, pass_cnt, first, medium_min, large_min,
+                     huge_min))
+        grid.sync()
+        expand_args = (indptr, groups, indices, rec, boxes, level, label_end, targets, pass_found, reach, summary, touched,
+                       queues, ptr, pass_cnt)
+        for i in range(count + 1):
+            lvl = first + i
+            if i < count:
+                _expand_level(ranges, queues, ptr, pass_cnt, lvl, expand_args)
+            grid.sync()
+            _clear_level(queues, ptr, pass_cnt, lvl, (reach, summary, touched))
+            if i < count:
+                _bucket_all(pass_cnt[PENDING, lvl + 1],
+                            (indptr, groups, summary, words, queues, ptr, pass_cnt, lvl + 1, medium_min,
+                             large_min, huge_min))
+            grid.sync()
 
 
 @dataclass
 class _DeviceIndex:
-    """Device copies of one QueryArrays, its level buckets, and status buffers for ``words`` words a node."""
+    """Device copies of one HotArrays, its level buckets, and status buffers for ``capacity`` words a node."""
 
-    keep: Any  # the host QueryArrays: holding it keeps the ids in the cache key valid
-    arrays: tuple[Any, ...]  # indptr, indices, level, lo, hi, tree_lo, fwd, bwd
-    level_host: np.ndarray
-    queues: Any
-    ptr: Any  # (3, levels) bucket starts per degree class
+    keep: Any  # the host HotArrays: holding it keeps the ids in the cache key valid
+    indptr: Any
+    indices: Any
+    rec: Any  # the 64-byte node records, as on the CPU
+    boxes: Any  # (N, 2 * dims) int32: lo, hi per dimension (also in the records; this copy stays in cache)
+    device_level: Any  # int32 levels (likewise)
+    level: np.ndarray  # host copy of the levels, for each pass's level span
+    queues: Any  # rows: the CLASSES degree classes, then PENDING
+    ptr: Any  # (PENDING + 1, levels) bucket starts per row
     levels: int
+    groups: Any  # per node: word groups of its current pass
     capacity: int = 0  # status words per node the flat buffers hold
     reach: Any = None  # flat; a pass views its first n * words elements as (n, words), all zero between passes
     summary: Any = None  # flat; per node one bit per non-zero word of reach
     touched: Any = None
-    items_groups: int = 0
-    items: Any = None  # indptr * items_groups: the work items the engine walks
 
 
 _cache: dict[tuple[int, ...], _DeviceIndex] = {}
 
 
 def _bucket_starts(level: np.ndarray) -> tuple[np.ndarray, int]:
-    """Start of every (degree class, level) bucket: each class queue has room for every node of a level."""
+    """Start of every (queue row, level) bucket: each row has room for every node of a level."""
     levels = int(level.max()) + 1 if level.size else 1
-    ptr = np.zeros((3, levels), dtype=np.int64)
+    ptr = np.zeros((PENDING + 1, levels), dtype=np.int64)
     ptr[:, 1:] = np.cumsum(np.bincount(level, minlength=levels))[:-1]
     return ptr, levels
 
 
-def _device_index(arrays: Any, cfg: EngineConfig) -> _DeviceIndex:
-    key = tuple(id(x) for x in arrays)
+def _boxes(hot: Any) -> np.ndarray:
+    """lo and hi of every dimension, per node, from the records."""
+    dims = (hot.label_end - _HEADER_WORDS) // 3
+    columns = [_HEADER_WORDS + 3 * k + offset for k in range(dims) for offset in (0, 1)]
+    return np.ascontiguousarray(hot.rec_dag[:, columns])
+
+
+def _device_index(hot: Any) -> _DeviceIndex:
+    key = (id(hot.rec_dag), id(hot.out_indptr), id(hot.out_indices))
     cached = _cache.get(key)
-    if cached is not None and cached.keep is arrays:
+    if cached is not None and cached.keep is hot:
         return cached
     _cache.clear()
-    n = arrays.level.size
-    indptr = np.ascontiguousarray(arrays.out_indptr, dtype=np.int64)
-    ptr, levels = _bucket_starts(np.asarray(arrays.level))
-    device = tuple(
-        cuda.to_device(np.ascontiguousarray(x))
-        for x in (indptr, arrays.out_indices, arrays.level, arrays.lo, arrays.hi, arrays.tree_lo, arrays.fwd,
-                  arrays.bwd)
+    n = hot.rec_dag.shape[0]
+    level = hot.rec_dag[:, 1].astype(np.int64)
+    ptr, levels = _bucket_starts(level)
+    entry = _DeviceIndex(
+        keep=hot,
+        indptr=cuda.to_device(np.ascontiguousarray(hot.out_indptr, dtype=np.int64)),
+        indices=cuda.to_device(np.ascontiguousarray(hot.out_indices)),
+        rec=cuda.to_device(np.ascontiguousarray(hot.rec_dag)),
+        boxes=cuda.to_device(_boxes(hot)),
+        device_level=cuda.to_device(level.astype(np.int32)),
+        level=level,
+        queues=cuda.device_array((PENDING + 1, max(n, 1)), np.int32),
+        ptr=cuda.to_device(ptr),
+        levels=levels,
+        groups=cuda.device_array(max(n, 1), np.int32),
     )
-    entry = _DeviceIndex(arrays, device, np.asarray(arrays.level), cuda.device_array((3, max(n, 1)), np.int32),
-                         cuda.to_device(ptr), levels)
     _cache[key] = entry
     return entry
+
+
+def default_config() -> EngineConfig:
+    """The engine's launch shape with a lower warp threshold: a search's work item (one group of status
+    words over one edge) may hold dozens of tests, where a labeling item is one edge."""
+    return replace(EngineConfig.default(), medium_min=min(EngineConfig.default().medium_min, 4))
 
 
 def words_for(num_pairs: int, num_nodes: int, free_bytes: int, fraction: float) -> int:
@@ -242,13 +344,13 @@ def words_for(num_pairs: int, num_nodes: int, free_bytes: int, fraction: float) 
     return max(1, min(wanted, affordable))
 
 
-def _status_buffers(index: _DeviceIndex, words: int, cfg: EngineConfig) -> tuple[Any, Any, Any, int]:
-    """(reach, summary, items, groups) for passes of ``words`` words; the flat buffers only ever grow.
+def _status_buffers(index: _DeviceIndex, words: int, cfg: EngineConfig) -> tuple[Any, Any]:
+    """(reach, summary) views for passes of ``words`` words; the flat buffers only ever grow.
 
     Views of a flat buffer's first elements stay C-contiguous (no second kernel specialisation) and
     are all zero, since every pass clears what it wrote.
     """
-    n = max(index.level_host.size, 1)
+    n = max(index.level.size, 1)
     if index.capacity < words:
         index.reach = None  # free the old buffers before allocating larger ones
         index.summary = None
@@ -256,14 +358,8 @@ def _status_buffers(index: _DeviceIndex, words: int, cfg: EngineConfig) -> tuple
         index.summary = device_full(n * -(-words // 64), np.uint64, 0, cfg)
         index.touched = device_full(n, np.int32, 0, cfg)
         index.capacity = words
-    groups = min(words, WORD_GROUPS)
-    if index.items_groups != groups:
-        index.items = cuda.device_array(n + 1, dtype=np.int64)
-        _map_scale_indptr[cfg.grid(), cfg.block](n + 1, (index.arrays[0], groups, index.items))
-        index.items_groups = groups
     summary_words = -(-words // 64)
-    return (index.reach[: n * words].reshape(n, words), index.summary[: n * summary_words].reshape(n, summary_words),
-            index.items, groups)
+    return index.reach[: n * words].reshape(n, words), index.summary[: n * summary_words].reshape(n, summary_words)
 
 
 @dataclass
@@ -279,64 +375,51 @@ class SearchStats:
 last_stats = SearchStats()
 
 
-def search_pairs(arrays: Any, sources: np.ndarray, targets: np.ndarray,
+def search_pairs(hot: Any, sources: np.ndarray, targets: np.ndarray,
                  options: SearchOptions | None = None) -> np.ndarray:
     """Exact answers (bool per pair) to 'DAG node sources[i] reaches DAG node targets[i]'.
 
-    ``arrays`` is a ``grail_core.query.QueryArrays``; the pairs may be any DAG node ids (the seed step
-    applies the label filter to each pair first, so decided pairs cost nothing). ``last_stats``
-    describes the call afterwards.
+    ``hot`` is a ``grail_core.query.HotArrays`` (its DAG records and children); the pairs may be any
+    DAG node ids (the seed step applies the label filter to each pair first, so decided pairs cost
+    nothing). ``last_stats`` describes the call afterwards.
     """
     global last_stats
     opts = options or SearchOptions()
-    cfg = opts.config or EngineConfig.default()
+    cfg = opts.config or default_config()
     sources = np.asarray(sources, dtype=np.int32)
     targets = np.asarray(targets, dtype=np.int32)
     if sources.size == 0:
         return np.zeros(0, dtype=np.bool_)
     began = time.perf_counter()
-    index = _device_index(arrays, cfg)
+    index = _device_index(hot)
     wanted = -(-sources.size // 64)
     # Buffers already allocated count as affordable: free memory no longer includes them.
     words = opts.max_words or max(index.capacity,
-                                  words_for(sources.size, index.level_host.size, free_memory(), opts.memory_fraction))
+                                  words_for(sources.size, index.level.size, free_memory(), opts.memory_fraction))
     words = min(words, wanted)
-    buffers = _status_buffers(index, words, cfg)
+    reach, summary = _status_buffers(index, words, cfg)
     per_pass = 64 * words
     passes = -(-sources.size // per_pass)
-    # Every pass's pairs, found bits and bucket counters go up at once, so passes queue back to back
-    # with no host round trip until the answers come back.
+    spans = np.empty((passes, 2), dtype=np.int64)
+    for p in range(passes):
+        window = slice(p * per_pass, (p + 1) * per_pass)
+        spans[p] = index.level[sources[window]].min(), index.level[targets[window]].max()
     pad = passes * per_pass - sources.size
     d_src = cuda.to_device(np.concatenate([sources, np.zeros(pad, np.int32)]).reshape(passes, per_pass))
     d_tgt = cuda.to_device(np.concatenate([targets, np.zeros(pad, np.int32)]).reshape(passes, per_pass))
+    d_spans = cuda.to_device(spans)
     found = cuda.to_device(np.zeros((passes, words), dtype=np.uint64))
-    cnt = cuda.to_device(np.zeros((passes, 3, index.levels), dtype=np.int64))
+    cnt = cuda.to_device(np.zeros((passes, PENDING + 1, index.levels), dtype=np.int64))
+    target_records = cuda.device_array((per_pass, index.rec.shape[1]), dtype=index.rec.dtype)
     cuda.synchronize()
     uploaded = time.perf_counter()
-    for p in range(passes):
-        size = min(per_pass, sources.size - p * per_pass)
-        window = slice(p * per_pass, p * per_pass + size)
-        levels = (int(index.level_host[sources[window]].min()), int(index.level_host[targets[window]].max()))
-        _one_pass(index, buffers, d_src[p, :size], d_tgt[p, :size], found[p], cnt[p], levels, cfg)
+    _search_passes[cooperative_blocks(_search_passes, cfg), cfg.block](
+        d_spans, sources.size, index.indptr, index.indices, index.rec, index.boxes, index.device_level, hot.label_end,
+        reach, summary, index.groups, index.touched, index.queues, index.ptr, cfg.medium_min, cfg.large_min,
+        cfg.huge_min, d_src, d_tgt, target_records, found, cnt)
     bits = found.copy_to_host().reshape(-1)
     positions = np.arange(sources.size)
     answers = ((bits[positions // 64] >> (positions % 64).astype(np.uint64)) & ONE).astype(np.bool_)
     last_stats = SearchStats(passes=passes, words=words, upload_seconds=uploaded - began,
                              search_seconds=time.perf_counter() - uploaded)
     return answers
-
-
-def _one_pass(index: _DeviceIndex, buffers: tuple[Any, Any, Any, int], src: Any, tgt: Any, found: Any, cnt: Any,
-              levels: tuple[int, int], cfg: EngineConfig) -> None:
-    """Queues one pass: seed, expand level by level from ``levels[0]`` to ``levels[1]``, clear."""
-    indptr, indices, level, lo, hi, tree_lo, fwd, bwd = index.arrays
-    reach, summary, items, groups = buffers
-    args = (indptr, items, groups, indices, level, lo, hi, tree_lo, fwd, bwd, reach, summary, found, src, tgt,
-            index.touched, index.queues, index.ptr, cnt, cfg.medium_min, cfg.large_min)
-    first, last = levels
-    block = cfg.block
-    _seed_pairs[cfg.grid(), block](src.size, args)
-    _sweep_expand[cooperative_blocks(_sweep_expand, cfg), block](items, index.queues, index.ptr, cnt, first,
-                                                                 last - first, 1, args)
-    _sweep_clear[cooperative_blocks(_sweep_clear, cfg), block](index.queues, index.ptr, cnt, first, last - first + 1, 1,
-                                                               (reach, summary, index.touched))

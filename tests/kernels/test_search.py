@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from grail_core.index import ReachabilityIndex
-from grail_core.query import QueryArrays
+from grail_core.query import QueryArrays, pack
 from kernels.frontier import EngineConfig
 from kernels.search import SearchOptions, search_pairs, words_for
 
@@ -43,15 +43,15 @@ def test_all_pairs_match_bfs(n: int, m: int, seed: int, cycles: bool, words: int
     rng = np.random.default_rng(seed)
     extra = rng.integers(0, sources.size, size=40)  # repeated pairs
     sources, targets = np.concatenate([sources, sources[extra]]), np.concatenate([targets, targets[extra]])
-    got = search_pairs(arrays, arrays.comp[sources], arrays.comp[targets],
-                       SearchOptions(config=EngineConfig(block=32, blocks=1, medium_min=2, large_min=4),
+    got = search_pairs(pack(arrays), arrays.comp[sources], arrays.comp[targets],
+                       SearchOptions(config=EngineConfig(block=32, blocks=1, medium_min=2, large_min=4, huge_min=8),
                                      max_words=words))
     np.testing.assert_array_equal(got, truth[sources, targets])
 
 
 def test_empty_batch() -> None:
     index = ReachabilityIndex.from_edges(np.array([0]), np.array([1]), num_nodes=2, backend="cpu")
-    assert search_pairs(index.arrays, np.zeros(0, np.int64), np.zeros(0, np.int64)).size == 0
+    assert search_pairs(index.hot, np.zeros(0, np.int64), np.zeros(0, np.int64)).size == 0
 
 
 def test_words_for_batch_and_memory() -> None:
@@ -70,6 +70,6 @@ def test_more_words_than_one_summary_word() -> None:
     rng = np.random.default_rng(7)
     sources, targets = rng.integers(0, n, size=4500), rng.integers(0, n, size=4500)
     arrays = blind(index.arrays)
-    got = search_pairs(arrays, arrays.comp[sources], arrays.comp[targets],
-                       SearchOptions(config=EngineConfig(block=32, blocks=1, medium_min=2, large_min=4)))
+    got = search_pairs(pack(arrays), arrays.comp[sources], arrays.comp[targets],
+                       SearchOptions(config=EngineConfig(block=32, blocks=1, medium_min=2, large_min=4, huge_min=8)))
     np.testing.assert_array_equal(got, truth[sources, targets])
