@@ -1,12 +1,14 @@
 """GPU bitmask search vs the all-core CPU search on the pairs the label filter leaves (tables 6.4-6.6).
 
 Usage: python benchmarks/bench_gpu_search.py [--runs 5] [--graphs a,b] [--generated uniprot_like,citation_like]
-       [--pairs 1000000] [--scale 1.0] [--out DIR]
+       [--pairs 1000000] [--scale 1.0] [--out DIR] [--register-caps 0,64,96,128]
 Per shared dataset and query set (.que, .pos.que), and per generated graph with a positive-heavy
 batch: CPU filter ms, pairs left to search, GPU search ms, all-core CPU search ms, positives, the
 hybrid scheduler's choice and its time, and the thesis's GPU search time (random queries). Every
 answer is checked (against the .ans files, or GPU == CPU on generated graphs). Medians of ``--runs``
-after a warm-up. Writes ``search-<device>.md``/``.csv`` and a PNG chart under ``--out``.
+after a warm-up. Writes ``search-<device>.md``/``.csv`` and a PNG chart under ``--out``; with
+``--register-caps``, a second table: the generated batches' GPU search with the kernel compiled
+under each register cap (0: the compiler's choice), answers checked against the default's.
 """
 
 from __future__ import annotations
@@ -112,6 +114,21 @@ def generated_arrays(name: str, scale: float, cache: Path | None) -> QueryArrays
     )
 
 
+def register_cap_rows(name: str, hot: object, ids: np.ndarray, caps: list[int], runs: int) -> list[list[object]]:
+    """GPU search ms of a batch's undecided pairs per register cap of the search kernel."""
+    undecided = np.flatnonzero(filter_pairs(hot, ids) == UNDECIDED)
+    s, t = (np.ascontiguousarray(hot.rec_node[ids[undecided, k], 0]).astype(np.int32) for k in (0, 1))
+    expected = gpu_search.search_pairs(hot, s, t)
+    rows = []
+    for cap in caps:
+        options = gpu_search.SearchOptions(max_registers=cap)
+        agrees = bool((gpu_search.search_pairs(hot, s, t, options) == expected).all())
+        ms = median_seconds(lambda options=options: gpu_search.search_pairs(hot, s, t, options), runs) * 1e3
+        rows.append([name, cap or "none", ms, agrees])
+        print(rows[-1], flush=True)
+    return rows
+
+
 def chart(rows: list[dict[str, object]], path: Path, device: str) -> None:
     import matplotlib
 
@@ -142,7 +159,9 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--cache", type=Path, default=None, help="folder that keeps generated graphs between runs")
+    parser.add_argument("--register-caps", default="", help="comma-separated register caps to compare (0: none)")
     args = parser.parse_args()
+    caps = [int(cap) for cap in filter(None, args.register_caps.split(","))]
     device = device_name() or "no-gpu"
     folder = datasets_dir()
     if args.graphs is None:
@@ -150,6 +169,7 @@ def main() -> None:
     else:
         graphs = list(filter(None, args.graphs.split(",")))
     rows = []
+    cap_rows: list[list[object]] = []
     for graph in graphs:
         rows += dataset_rows(folder, graph, args.runs)
     for name in filter(None, args.generated.split(",")):
@@ -157,9 +177,11 @@ def main() -> None:
         arrays = generated_arrays(name, args.scale, args.cache)
         print(f"indexed {name} in {time.perf_counter() - start:.1f} s", flush=True)
         src, dst = positive_heavy_pairs(arrays.out_indptr, arrays.out_indices, args.pairs)
-        rows.append(measure(name, f"{args.pairs} pos-heavy", arrays, pack(arrays), np.stack([src, dst], axis=1),
-                            None, args.runs))
+        hot, ids = pack(arrays), np.stack([src, dst], axis=1)
+        rows.append(measure(name, f"{args.pairs} pos-heavy", arrays, hot, ids, None, args.runs))
         print(rows[-1], flush=True)
+        if caps:
+            cap_rows += register_cap_rows(name, hot, ids, caps, args.runs)
     header = ["graph", "queries", "pairs", "CPU filter", "searched", "GPU passes x words", "GPU search",
               f"CPU search ({numba.get_num_threads()} thr)", "CPU/GPU", "CPU agrees", "positives", "hybrid",
               "hybrid ms", "thesis GPU", "thesis/GPU"]
@@ -168,6 +190,9 @@ def main() -> None:
               r["positives"], r["hybrid"], r["hybrid_ms"], r["thesis_gpu_ms"],
               float(r["thesis_gpu_ms"]) / max(float(r["gpu_ms"]), 1e-9)] for r in rows]
     text = f"# Search on {device}, times in ms (median of {args.runs})\n\n" + markdown_table(header, table) + "\n"
+    if cap_rows:
+        text += ("\n## GPU search by register cap of the search kernel (ms)\n\n"
+                 + markdown_table(["graph", "max registers", "GPU search", "same answers"], cap_rows) + "\n")
     print(text)
     stem = "search-" + device.replace(" ", "_")
     write_results(args.out, stem, text, header, table)

@@ -102,13 +102,17 @@ def search_pairs(engine: str, arrays: QueryArrays, hot: HotArrays, sources: np.n
     The time per pair is remembered per index, for ``choose_search_backend``.
     """
     start = time.perf_counter()
+    answers = None
     if engine == "cuda" and sources.size > 0:
         from kernels import search as gpu
 
-        answers = gpu.search_pairs(hot, sources, targets)
-        # The index's one-time upload to the device is not a cost of later batches.
-        seconds = time.perf_counter() - start - gpu.last_stats.upload_seconds
-    else:
+        try:
+            answers = gpu.search_pairs(hot, sources, targets)
+            # The index's one-time upload to the device is not a cost of later batches.
+            seconds = time.perf_counter() - start - gpu.last_stats.upload_seconds
+        except MemoryError as error:
+            log.warning("GPU search did not fit (%s); searching %d pairs on the CPU instead", error, sources.size)
+    if answers is None:
         engine = "cpu"
         answers = search_pairs_cpu(hot, sources, targets)
         seconds = time.perf_counter() - start

@@ -36,16 +36,20 @@ __all__ = [
     "CLASSES",
     "HUGE",
     "LARGE",
+    "MAX_BALANCED_NODES",
     "MEDIUM",
     "SMALL",
     "EngineConfig",
     "LevelQueues",
+    "balanced_nodes",
+    "balanced_push",
     "build_level_queues",
     "cooperative_blocks",
     "csr_range",
     "degree_class",
     "make_advance",
     "make_advance_body",
+    "make_balanced_advance_body",
     "make_edge_map",
     "make_edge_sweep",
     "make_map_body",
@@ -145,6 +149,71 @@ def make_advance_body(edge_op: Callable[..., None], work_range: Callable[..., An
             offset += stop - first
 
     return advance_level
+
+
+# A balanced level's counter packs (nodes << ITEM_BITS) + work items, so that one atomic gives a node
+# both its slot and the start of its items, in the same order: the starts are sorted by slot.
+ITEM_BITS = 37
+ITEM_MASK = (1 << ITEM_BITS) - 1
+MAX_BALANCED_NODES = 1 << (63 - ITEM_BITS)
+
+
+@cuda.jit(device=True, inline=True)
+def balanced_push(queues, starts, ptr, cnt, row, lvl, v, items):
+    """Appends v with ``items`` work items to the balanced queue ``row`` of level ``lvl``."""
+    packed = cuda.atomic.add(cnt, (row, lvl), (np.int64(1) << ITEM_BITS) + items)
+    slot = ptr[row, lvl] + (packed >> ITEM_BITS)
+    queues[row, slot] = v
+    starts[slot] = packed & ITEM_MASK
+
+
+@cuda.jit(device=True, inline=True)
+def balanced_nodes(cnt, row, lvl):
+    """How many nodes the balanced queue ``row`` holds at level ``lvl``."""
+    return cnt[row, lvl] >> ITEM_BITS
+
+
+def make_balanced_advance_body(item_op: Callable[..., None]) -> Any:
+    """Device function ``advance_balanced(queues, starts, ptr, cnt, row, lvl, args)``: ``item_op(v, i, lvl, args)``
+    for every work item i of every node v of a balanced level (filled by ``balanced_push``).
+
+    Each thread takes an equal contiguous share of the level's items, finds its first node by binary
+    search over the item starts and walks on from there: a level whose work sits in a few nodes, or
+    whose nodes carry very different work, keeps every thread equally busy, where the degree classes
+    would leave most of the grid waiting at the barrier for the busiest warp or block.
+    """
+
+    @cuda.jit(device=True)
+    def advance_balanced(queues, starts, ptr, cnt, row, lvl, args):
+        packed = cnt[row, lvl]
+        nodes = packed >> ITEM_BITS
+        total = packed & ITEM_MASK
+        nthreads = cuda.gridsize(1)
+        share = (total + nthreads - 1) // nthreads
+        item = cuda.grid(1) * share
+        stop = min(total, item + share)
+        if item >= stop:
+            return
+        base = ptr[row, lvl]
+        low = 0
+        high = nodes - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if starts[base + middle] <= item:
+                low = middle
+            else:
+                high = middle - 1
+        k = low
+        while item < stop:
+            first = starts[base + k]
+            end = starts[base + k + 1] if k + 1 < nodes else total
+            v = queues[row, base + k]
+            for i in range(item, min(stop, end)):
+                item_op(v, i - first, lvl, args)
+            item = max(item, end)
+            k += 1
+
+    return advance_balanced
 
 
 def make_node_body(node_op: Callable[..., None]) -> Any:

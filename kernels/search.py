@@ -6,8 +6,8 @@ that expanding a node costs what its live searches cost, not W. The pass sweeps 
 topological levels once, from the lowest source level up to the highest target level, with the
 frontier engine: a node's bits are all in when its level comes (every parent has a lower level), so
 each touched node is expanded exactly once per pass, whatever the number of searches through it.
-Reached nodes wait on a pending list until then, and are bucketed into the engine's degree classes
-by their real work (out-edges x non-zero status words). Per edge and per live bit the child gets the
+Reached nodes wait on a pending list until then, and then move to the engine's balanced queue with
+their real work (out-edges x non-zero status words), which every thread shares equally. Per edge and per live bit the child gets the
 CPU search's test (``grail_core.query.classify``, on the same 64-byte node records): prune on level,
 topological id, GRAIL intervals and hub bits; answer on the target itself, a DFS-tree interval or a
 hub between. A search whose target was found is masked out of every later expansion.
@@ -21,31 +21,32 @@ Device copies of the index are cached per ``HotArrays`` between calls.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numba import cuda
 
-from .device import free_memory
+from .device import free_memory, is_simulator
 from .frontier import (
-    CLASSES,
+    ITEM_BITS,
+    MAX_BALANCED_NODES,
     EngineConfig,
+    balanced_nodes,
+    balanced_push,
     cooperative_blocks,
-    degree_class,
-    make_advance_body,
+    make_balanced_advance_body,
     make_map_body,
-    make_node_body,
 )
 from .memory import device_full
 
-__all__ = ["SearchOptions", "SearchStats", "default_config", "search_pairs", "words_for"]
+__all__ = ["SearchOptions", "SearchStats", "search_pairs", "words_for"]
 
 NO, YES, UNDECIDED = 0, 1, 2
 ONE = np.uint64(1)
-# The queue row where a pass collects the nodes a level's searches reach; once the level below is
-# done they are bucketed into the engine's degree-class rows by the work they carry.
-PENDING = CLASSES
+# Queue rows: where a pass collects the nodes a level's searches reach, and, once the level below is
+# done, the balanced queue those nodes move to with the work they carry.
+PENDING, BALANCED = 0, 1
 # Record layout of grail_core.query.pack: DAG id, level, fwd (2 words), bwd (2 words), then per dimension
 # lo, hi, tree_lo.
 _HEADER_WORDS = 6
@@ -56,6 +57,10 @@ class SearchOptions:
     config: EngineConfig | None = None
     max_words: int = 0  # status words per node; 0: sized from free memory and the batch
     memory_fraction: float = 0.5  # share of free device memory the status words may take
+    # Registers a thread of the search kernel may use (0: no cap). 128 gives two resident blocks per SM
+    # instead of one, which the latency-bound searches of a citation graph need (H200: 125 against
+    # 178 ms); 64 gives four but spills on the uniprot-like graph (16.6 against 11.9 ms).
+    max_registers: int = 128
 
 
 @cuda.jit(device=True, inline=True)
@@ -94,16 +99,11 @@ def classify(rec, boxes, c, level_c, targets, j, label_end):
 
 
 @cuda.jit(device=True, inline=True)
-def _push(queues, ptr, cnt, row, lvl, v):
-    slot = cuda.atomic.add(cnt, (row, lvl), 1)
-    queues[row, ptr[row, lvl] + slot] = v
-
-
-@cuda.jit(device=True, inline=True)
 def _enqueue(c, level, queues, ptr, cnt, touched):
     """Puts c on its level's pending list the first time any search reaches it in this pass."""
     if cuda.atomic.exch(touched, c, 1) == 0:
-        _push(queues, ptr, cnt, PENDING, level[c], c)
+        lvl = level[c]
+        queues[PENDING, ptr[PENDING, lvl] + cuda.atomic.add(cnt, (PENDING, lvl), 1)] = c
 
 
 @cuda.jit(device=True, inline=True)
@@ -138,13 +138,13 @@ def _seed(j, args):
 
 @cuda.jit(device=True)
 def _bucket(i, args):
-    """Pending node i of the level gets its word groups and the degree class of its work.
+    """Pending node i of the level gets its word groups and moves to the balanced queue with its work.
 
-    Once a node's searches are all in, its work is (out-edges) x (non-zero status words): a node that
-    thousands of searches reached gets a group per non-zero word and the whole grid, however few its
-    children, while a node that one search reached stays one work item per edge for one thread.
+    Once a node's searches are all in, its work is (out-edges) x (non-zero status words), about one
+    non-zero word per item: a node that thousands of searches reached is spread over many threads,
+    however few its children, while a node that one search reached is one item per edge.
     """
-    indptr, groups, summary, words, queues, ptr, cnt, lvl, medium_min, large_min, huge_min = args
+    indptr, groups, summary, words, queues, starts, ptr, cnt, lvl = args
     v = queues[PENDING, ptr[PENDING, lvl] + i]
     nonzero = 0
     for sw in range(summary.shape[1]):
@@ -152,19 +152,15 @@ def _bucket(i, args):
     per_group = max(1, words // max(1, nonzero))
     g = (words + per_group - 1) // per_group
     groups[v] = g
-    _push(queues, ptr, cnt, degree_class((indptr[v + 1] - indptr[v]) * g, medium_min, large_min, huge_min), lvl, v)
-
-
-@cuda.jit(device=True, inline=True)
-def _work_range(ranges, v):
-    """v's work items: one per (out-edge, word group), edge-major so that neighbouring lanes share a child."""
-    indptr, groups = ranges
-    return 0, (indptr[v + 1] - indptr[v]) * groups[v]
+    balanced_push(queues, starts, ptr, cnt, BALANCED, lvl, v, (indptr[v + 1] - indptr[v]) * g)
 
 
 @cuda.jit(device=True)
 def _expand(v, item, lvl, args):
-    """One work item of v: the live searches of one group of its status words, pushed over one out-edge."""
+    """One work item of v: the live searches of one group of its status words, pushed over one out-edge.
+
+    Items are edge-major (item = edge * groups + group), so that neighbouring threads share a child.
+    """
     (indptr, groups, indices, rec, boxes, level, label_end, targets, found, reach, summary, touched, queues, ptr,
      cnt) = args
     words = reach.shape[1]
@@ -205,9 +201,10 @@ def _expand(v, item, lvl, args):
 
 
 @cuda.jit(device=True)
-def _clear(v, lvl, args):
-    """Zeroes what the pass wrote at v: its non-zero words, its summary and its queue flag."""
-    reach, summary, touched = args
+def _clear(i, args):
+    """Zeroes what the pass wrote at node i of a level: its non-zero words, its summary and its queue flag."""
+    reach, summary, touched, queues, ptr, lvl = args
+    v = queues[BALANCED, ptr[BALANCED, lvl] + i]
     for sw in range(summary.shape[1]):
         words = summary[v, sw]
         while words:
@@ -220,13 +217,12 @@ def _clear(v, lvl, args):
 
 _seed_all = make_map_body(_seed)
 _bucket_all = make_map_body(_bucket)
-_expand_level = make_advance_body(_expand, _work_range)
-_clear_level = make_node_body(_clear)
+_expand_level = make_balanced_advance_body(_expand)
+_clear_all = make_map_body(_clear)
 
 
-@cuda.jit
 def _search_passes(spans, total, indptr, indices, rec, boxes, level, label_end, reach, summary, groups, touched, queues,
-                   ptr, medium_min, large_min, huge_min, src, tgt, targets, found, cnt):
+                   starts, ptr, src, tgt, targets, found, cnt):
     """Every pass of a call in one persistent launch: seed, then per level expand, clear and bucket the next.
 
     After level l is expanded (barrier), the nodes of level l + 1 have all their searches, since every
@@ -237,33 +233,41 @@ def _search_passes(spans, total, indptr, indices, rec, boxes, level, label_end, 
     grid = cuda.cg.this_grid()
     per_pass = src.shape[1]
     words = reach.shape[1]
-    ranges = (indptr, groups)
     for p in range(spans.shape[0]):
         pass_found = found[p]
         pass_cnt = cnt[p]
         _seed_all(min(per_pass, total - p * per_pass),
-                  (rec, boxes, level, label_end, targets, src[p], tgt[p], pass_found, reach, summary, touched, queues, ptr,
-                   pass_cnt))
+                  (rec, boxes, level, label_end, targets, src[p], tgt[p], pass_found, reach, summary, touched, queues,
+                   ptr, pass_cnt))
         grid.sync()
         first = spans[p, 0]
         count = spans[p, 1] - first
-        _bucket_all(pass_cnt[PENDING, first],
-                    (indptr, groups, summary, words, queues, ptr, pass_cnt, first, medium_min, large_min,
-                     huge_min))
+        _bucket_all(pass_cnt[PENDING, first], (indptr, groups, summary, words, queues, starts, ptr, pass_cnt, first))
         grid.sync()
-        expand_args = (indptr, groups, indices, rec, boxes, level, label_end, targets, pass_found, reach, summary, touched,
-                       queues, ptr, pass_cnt)
+        expand_args = (indptr, groups, indices, rec, boxes, level, label_end, targets, pass_found, reach, summary,
+                       touched, queues, ptr, pass_cnt)
         for i in range(count + 1):
             lvl = first + i
             if i < count:
-                _expand_level(ranges, queues, ptr, pass_cnt, lvl, expand_args)
+                _expand_level(queues, starts, ptr, pass_cnt, BALANCED, lvl, expand_args)
             grid.sync()
-            _clear_level(queues, ptr, pass_cnt, lvl, (reach, summary, touched))
+            _clear_all(balanced_nodes(pass_cnt, BALANCED, lvl), (reach, summary, touched, queues, ptr, lvl))
             if i < count:
                 _bucket_all(pass_cnt[PENDING, lvl + 1],
-                            (indptr, groups, summary, words, queues, ptr, pass_cnt, lvl + 1, medium_min,
-                             large_min, huge_min))
+                            (indptr, groups, summary, words, queues, starts, ptr, pass_cnt, lvl + 1))
             grid.sync()
+
+
+_kernels: dict[int, Any] = {}
+
+
+def _search_kernel(max_registers: int) -> Any:
+    """``_search_passes`` compiled with at most ``max_registers`` registers a thread (0: no cap)."""
+    if max_registers not in _kernels:
+        # The simulator takes no register cap.
+        cap = {} if is_simulator() or max_registers <= 0 else {"max_registers": max_registers}
+        _kernels[max_registers] = cuda.jit(**cap)(_search_passes)
+    return _kernels[max_registers]
 
 
 @dataclass
@@ -277,9 +281,11 @@ class _DeviceIndex:
     boxes: Any  # (N, 2 * dims) int32: lo, hi per dimension (also in the records; this copy stays in cache)
     device_level: Any  # int32 levels (likewise)
     level: np.ndarray  # host copy of the levels, for each pass's level span
-    queues: Any  # rows: the CLASSES degree classes, then PENDING
-    ptr: Any  # (PENDING + 1, levels) bucket starts per row
+    queues: Any  # rows PENDING and BALANCED
+    starts: Any  # per BALANCED slot: where its node's work items start in the level's item range
+    ptr: Any  # (2, levels) bucket starts per row
     levels: int
+    widest_level_edges: int  # out-edges of the level that has most: bounds a level's work items per word
     groups: Any  # per node: word groups of its current pass
     capacity: int = 0  # status words per node the flat buffers hold
     reach: Any = None  # flat; a pass views its first n * words elements as (n, words), all zero between passes
@@ -293,7 +299,7 @@ _cache: dict[tuple[int, ...], _DeviceIndex] = {}
 def _bucket_starts(level: np.ndarray) -> tuple[np.ndarray, int]:
     """Start of every (queue row, level) bucket: each row has room for every node of a level."""
     levels = int(level.max()) + 1 if level.size else 1
-    ptr = np.zeros((PENDING + 1, levels), dtype=np.int64)
+    ptr = np.zeros((BALANCED + 1, levels), dtype=np.int64)
     ptr[:, 1:] = np.cumsum(np.bincount(level, minlength=levels))[:-1]
     return ptr, levels
 
@@ -314,6 +320,9 @@ def _device_index(hot: Any) -> _DeviceIndex:
     n = hot.rec_dag.shape[0]
     level = hot.rec_dag[:, 1].astype(np.int64)
     ptr, levels = _bucket_starts(level)
+    if n and np.bincount(level).max() >= MAX_BALANCED_NODES:
+        raise MemoryError(f"a level of more than {MAX_BALANCED_NODES} nodes is beyond the GPU search's queues")
+    degree = np.diff(np.asarray(hot.out_indptr, dtype=np.int64))
     entry = _DeviceIndex(
         keep=hot,
         indptr=cuda.to_device(np.ascontiguousarray(hot.out_indptr, dtype=np.int64)),
@@ -322,19 +331,15 @@ def _device_index(hot: Any) -> _DeviceIndex:
         boxes=cuda.to_device(_boxes(hot)),
         device_level=cuda.to_device(level.astype(np.int32)),
         level=level,
-        queues=cuda.device_array((PENDING + 1, max(n, 1)), np.int32),
+        queues=cuda.device_array((BALANCED + 1, max(n, 1)), np.int32),
+        starts=cuda.device_array(max(n, 1), np.int64),
         ptr=cuda.to_device(ptr),
         levels=levels,
+        widest_level_edges=int(np.bincount(level, weights=degree).max()) if n else 0,
         groups=cuda.device_array(max(n, 1), np.int32),
     )
     _cache[key] = entry
     return entry
-
-
-def default_config() -> EngineConfig:
-    """The engine's launch shape with a lower warp threshold: a search's work item (one group of status
-    words over one edge) may hold dozens of tests, where a labeling item is one edge."""
-    return replace(EngineConfig.default(), medium_min=min(EngineConfig.default().medium_min, 4))
 
 
 def words_for(num_pairs: int, num_nodes: int, free_bytes: int, fraction: float) -> int:
@@ -381,11 +386,12 @@ def search_pairs(hot: Any, sources: np.ndarray, targets: np.ndarray,
 
     ``hot`` is a ``grail_core.query.HotArrays`` (its DAG records and children); the pairs may be any
     DAG node ids (the seed step applies the label filter to each pair first, so decided pairs cost
-    nothing). ``last_stats`` describes the call afterwards.
+    nothing). ``last_stats`` describes the call afterwards. Raises MemoryError for a graph the device
+    cannot hold or queue (the caller searches on the CPU instead).
     """
     global last_stats
     opts = options or SearchOptions()
-    cfg = opts.config or default_config()
+    cfg = opts.config or EngineConfig.default()
     sources = np.asarray(sources, dtype=np.int32)
     targets = np.asarray(targets, dtype=np.int32)
     if sources.size == 0:
@@ -396,7 +402,8 @@ def search_pairs(hot: Any, sources: np.ndarray, targets: np.ndarray,
     # Buffers already allocated count as affordable: free memory no longer includes them.
     words = opts.max_words or max(index.capacity,
                                   words_for(sources.size, index.level.size, free_memory(), opts.memory_fraction))
-    words = min(words, wanted)
+    # A level's work items (edges x word groups) must fit the balanced queue's item counter.
+    words = max(1, min(words, wanted, ((1 << ITEM_BITS) - 1) // max(1, index.widest_level_edges)))
     reach, summary = _status_buffers(index, words, cfg)
     per_pass = 64 * words
     passes = -(-sources.size // per_pass)
@@ -409,14 +416,15 @@ def search_pairs(hot: Any, sources: np.ndarray, targets: np.ndarray,
     d_tgt = cuda.to_device(np.concatenate([targets, np.zeros(pad, np.int32)]).reshape(passes, per_pass))
     d_spans = cuda.to_device(spans)
     found = cuda.to_device(np.zeros((passes, words), dtype=np.uint64))
-    cnt = cuda.to_device(np.zeros((passes, PENDING + 1, index.levels), dtype=np.int64))
+    cnt = cuda.to_device(np.zeros((passes, BALANCED + 1, index.levels), dtype=np.int64))
     target_records = cuda.device_array((per_pass, index.rec.shape[1]), dtype=index.rec.dtype)
     cuda.synchronize()
     uploaded = time.perf_counter()
-    _search_passes[cooperative_blocks(_search_passes, cfg), cfg.block](
+    kernel = _search_kernel(opts.max_registers)
+    kernel[cooperative_blocks(kernel, cfg), cfg.block](
         d_spans, sources.size, index.indptr, index.indices, index.rec, index.boxes, index.device_level, hot.label_end,
-        reach, summary, index.groups, index.touched, index.queues, index.ptr, cfg.medium_min, cfg.large_min,
-        cfg.huge_min, d_src, d_tgt, target_records, found, cnt)
+        reach, summary, index.groups, index.touched, index.queues, index.starts, index.ptr, d_src, d_tgt,
+        target_records, found, cnt)
     bits = found.copy_to_host().reshape(-1)
     positions = np.arange(sources.size)
     answers = ((bits[positions // 64] >> (positions % 64).astype(np.uint64)) & ONE).astype(np.bool_)
