@@ -18,8 +18,14 @@ from .labeling import label_all
 from .query import HotArrays, QueryArrays, search_pairs_cpu
 
 __all__ = [
-    "BACKENDS", "LabelResult", "cuda_available", "device_name", "resolve_backend", "compute_labels", "search_pairs",
+    "BACKENDS",
+    "LabelResult",
     "choose_search_backend",
+    "compute_labels",
+    "cuda_available",
+    "device_name",
+    "resolve_backend",
+    "search_pairs",
 ]
 
 log = logging.getLogger(__name__)
@@ -107,9 +113,9 @@ def search_pairs(engine: str, arrays: QueryArrays, hot: HotArrays, sources: np.n
         from kernels import search as gpu
 
         try:
-            answers = gpu.search_pairs(hot, sources, targets)
+            answers, stats = gpu.search_pairs_with_stats(hot, sources, targets)
             # The index's one-time upload to the device is not a cost of later batches.
-            seconds = time.perf_counter() - start - gpu.last_stats.upload_seconds
+            seconds = time.perf_counter() - start - stats.upload_seconds
         except MemoryError as error:
             log.warning("GPU search did not fit (%s); searching %d pairs on the CPU instead", error, sources.size)
     if answers is None:

@@ -20,6 +20,7 @@ Device copies of the index are cached per ``HotArrays`` between calls.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +41,7 @@ from .frontier import (
 )
 from .memory import device_full
 
-__all__ = ["SearchOptions", "SearchStats", "search_pairs", "words_for"]
+__all__ = ["SearchOptions", "SearchStats", "search_pairs", "search_pairs_with_stats", "words_for"]
 
 NO, YES, UNDECIDED = 0, 1, 2
 ONE = np.uint64(1)
@@ -294,6 +295,7 @@ class _DeviceIndex:
 
 
 _cache: dict[tuple[int, ...], _DeviceIndex] = {}
+_device_lock = threading.Lock()  # held by a call for as long as it uses _cache and the device
 
 
 def _bucket_starts(level: np.ndarray) -> tuple[np.ndarray, int]:
@@ -386,16 +388,43 @@ def search_pairs(hot: Any, sources: np.ndarray, targets: np.ndarray,
 
     ``hot`` is a ``grail_core.query.HotArrays`` (its DAG records and children); the pairs may be any
     DAG node ids (the seed step applies the label filter to each pair first, so decided pairs cost
-    nothing). ``last_stats`` describes the call afterwards. Raises MemoryError for a graph the device
-    cannot hold or queue (the caller searches on the CPU instead).
+    nothing). Raises MemoryError for a graph or batch the device cannot hold or queue (the caller
+    searches on the CPU instead).
+    """
+    return search_pairs_with_stats(hot, sources, targets, options)[0]
+
+
+def search_pairs_with_stats(hot: Any, sources: np.ndarray, targets: np.ndarray,
+                            options: SearchOptions | None = None) -> tuple[np.ndarray, SearchStats]:
+    """``search_pairs`` and what the call did; ``last_stats`` keeps the latest call's for benchmarks.
+
+    Calls take the device one at a time: the cached index and its status buffers serve every call.
     """
     global last_stats
     opts = options or SearchOptions()
-    cfg = opts.config or EngineConfig.default()
     sources = np.asarray(sources, dtype=np.int32)
     targets = np.asarray(targets, dtype=np.int32)
     if sources.size == 0:
-        return np.zeros(0, dtype=np.bool_)
+        return np.zeros(0, dtype=np.bool_), SearchStats()
+    with _device_lock:
+        try:
+            answers, stats = _search(hot, sources, targets, opts, opts.config or EngineConfig.default())
+        except Exception as error:
+            if not _out_of_device_memory(error):
+                raise
+            _cache.clear()
+            raise MemoryError(f"the GPU search ran out of device memory: {error}") from error
+    last_stats = stats
+    return answers, stats
+
+
+def _out_of_device_memory(error: Exception) -> bool:
+    """numba-cuda reports a failed allocation as a CudaAPIError naming CUDA_ERROR_OUT_OF_MEMORY."""
+    return type(error).__name__ == "CudaAPIError" and "OUT_OF_MEMORY" in str(error)
+
+
+def _search(hot: Any, sources: np.ndarray, targets: np.ndarray, opts: SearchOptions,
+            cfg: EngineConfig) -> tuple[np.ndarray, SearchStats]:
     began = time.perf_counter()
     index = _device_index(hot)
     wanted = -(-sources.size // 64)
@@ -428,6 +457,5 @@ def search_pairs(hot: Any, sources: np.ndarray, targets: np.ndarray,
     bits = found.copy_to_host().reshape(-1)
     positions = np.arange(sources.size)
     answers = ((bits[positions // 64] >> (positions % 64).astype(np.uint64)) & ONE).astype(np.bool_)
-    last_stats = SearchStats(passes=passes, words=words, upload_seconds=uploaded - began,
-                             search_seconds=time.perf_counter() - uploaded)
-    return answers
+    return answers, SearchStats(passes=passes, words=words, upload_seconds=uploaded - began,
+                                search_seconds=time.perf_counter() - uploaded)

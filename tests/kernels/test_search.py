@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
+from grail_core import backends
 from grail_core.index import ReachabilityIndex
 from grail_core.query import QueryArrays, pack
+from kernels import search as search_module
 from kernels.frontier import EngineConfig
 from kernels.search import SearchOptions, search_pairs, words_for
 
@@ -73,3 +79,60 @@ def test_more_words_than_one_summary_word() -> None:
     got = search_pairs(pack(arrays), arrays.comp[sources], arrays.comp[targets],
                        SearchOptions(config=EngineConfig(block=32, blocks=1, medium_min=2, large_min=4, huge_min=8)))
     np.testing.assert_array_equal(got, truth[sources, targets])
+
+
+def small_index() -> tuple[ReachabilityIndex, np.ndarray, np.ndarray, np.ndarray]:
+    n = 14
+    edges = random_graph(n, 26, 5, True)
+    index = ReachabilityIndex.from_edges(np.array([u for u, _ in edges]), np.array([v for _, v in edges]),
+                                         num_nodes=n, backend="cpu")
+    sources, targets = (x.ravel() for x in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    return index, sources, targets, reachability_matrix(n, edges)[sources, targets]
+
+
+def test_concurrent_calls_take_the_device_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device index cache and its status buffers serve every call: threads must not share them at once."""
+    index, sources, targets, truth = small_index()
+    inside, most, guard = [0], [0], threading.Lock()
+    real = search_module._device_index
+
+    def watched(hot: object) -> object:
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.05)
+        try:
+            return real(hot)
+        finally:
+            with guard:
+                inside[0] -= 1
+
+    monkeypatch.setattr(search_module, "_device_index", watched)
+    comp = index.arrays.comp
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: search_pairs(index.hot, comp[sources], comp[targets]), range(3)))
+    assert most[0] == 1
+    for got in results:
+        np.testing.assert_array_equal(got, truth)
+
+
+def test_out_of_device_memory_falls_back_to_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    class CudaAPIError(Exception):  # what numba-cuda raises when an allocation fails
+        pass
+
+    def no_memory(*args: object) -> None:
+        raise CudaAPIError("[<CUresult.CUDA_ERROR_OUT_OF_MEMORY: 2>] Call to cuMemAlloc results in OUT_OF_MEMORY")
+
+    index, sources, targets, truth = small_index()
+    arrays = blind(index.arrays)
+    hot = pack(arrays)
+    monkeypatch.setattr(search_module, "_status_buffers", no_memory)
+    with pytest.raises(MemoryError, match="out of device memory"):
+        search_pairs(hot, arrays.comp[sources], arrays.comp[targets])
+    # The backend's contract: pairs the label filter left open (here, with labels that decide nothing,
+    # every pair of two different components).
+    open_pairs = np.flatnonzero(arrays.comp[sources] != arrays.comp[targets])
+    answers, engine = backends.search_pairs("cuda", arrays, hot, arrays.comp[sources[open_pairs]],
+                                            arrays.comp[targets[open_pairs]])
+    assert engine == "cpu"
+    np.testing.assert_array_equal(answers, truth[open_pairs])
