@@ -9,7 +9,7 @@ from numba import cuda
 
 from .frontier import EngineConfig, make_edge_map
 
-__all__ = ["device_full"]
+__all__ = ["device_fill", "device_full"]
 
 
 @cuda.jit(device=True)
@@ -21,9 +21,14 @@ def _fill_one(i, args):
 _fill = make_edge_map(_fill_one)
 
 
+def device_fill(array: Any, value: int, config: EngineConfig) -> None:
+    """Sets every element of a C-contiguous device array to ``value``."""
+    if array.size:
+        _fill[config.grid(), config.block](array.size, (array.reshape(array.size), array.dtype.type(value)))
+
+
 def device_full(shape: int | tuple[int, ...], dtype: Any, value: int, config: EngineConfig) -> Any:
     """A new C-contiguous device array of ``shape`` with every element ``value``."""
     array = cuda.device_array(shape, dtype=dtype)
-    if array.size:
-        _fill[config.grid(), config.block](array.size, (array.reshape(array.size), np.dtype(dtype).type(value)))
+    device_fill(array, value, config)
     return array
