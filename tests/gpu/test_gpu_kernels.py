@@ -20,4 +20,11 @@ if device_present():
         test_too_wide_counts_decline,
     )
     from tests.kernels.test_scan import test_exclusive_scan  # noqa: F401
-    from tests.kernels.test_search import test_all_pairs_match_bfs, test_empty_batch  # noqa: F401
+    from tests.kernels.test_search import (  # noqa: F401
+        test_all_pairs_match_bfs,
+        test_empty_batch,
+        test_levels_that_outgrow_the_chunks_start_again_with_fewer_words,
+        test_more_words_than_one_summary_word,
+        test_nodes_left_with_found_searches_only_are_cleared_for_the_next_pass,
+        test_random_graphs_and_batches_match_bfs,
+    )

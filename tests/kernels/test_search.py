@@ -8,15 +8,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from grail_core import backends
 from grail_core.index import ReachabilityIndex
 from grail_core.query import QueryArrays, pack
 from kernels import search as search_module
 from kernels.frontier import EngineConfig
-from kernels.search import SearchOptions, search_pairs, words_for
+from kernels.search import SearchOptions, search_pairs, search_pairs_with_stats, words_for
 
 from ..reference import reachability_matrix
+from ..strategies import digraphs
 
 
 def random_graph(n: int, m: int, seed: int, cycles: bool) -> list[tuple[int, int]]:
@@ -53,6 +56,57 @@ def test_all_pairs_match_bfs(n: int, m: int, seed: int, cycles: bool, words: int
                        SearchOptions(config=EngineConfig(block=32, blocks=1, medium_min=2, large_min=4, huge_min=8),
                                      max_words=words))
     np.testing.assert_array_equal(got, truth[sources, targets])
+
+
+def test_nodes_left_with_found_searches_only_are_cleared_for_the_next_pass() -> None:
+    """(0, 3) marks node 2 and finds 3 from node 1 in the same level, so node 2 carries nothing live: it
+    must still be cleared, or the next pass's search (2, 3) finds it already reached and never runs."""
+    edges = np.array([[0, 1], [1, 2], [2, 3], [1, 3]])
+    index = ReachabilityIndex.from_edges(edges[:, 0], edges[:, 1], num_nodes=4, backend="cpu")
+    arrays = blind(index.arrays)
+    sources = np.array([0] * 64 + [2])
+    targets = np.array([3] * 64 + [3])
+    got = search_pairs(pack(arrays), arrays.comp[sources], arrays.comp[targets], SearchOptions(max_words=1))
+    assert got.all()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(digraphs(max_nodes=16), st.integers(min_value=0, max_value=2**32 - 1), st.sampled_from([1, 2, 3]),
+       st.sampled_from([0, 1, 3]), st.booleans())
+def test_random_graphs_and_batches_match_bfs(graph: tuple[int, list[tuple[int, int]]], seed: int, words: int,
+                                             distinct: int, weaken: bool) -> None:
+    """Random graphs (cycles, self loops, duplicate edges, isolated nodes) and random batches over several
+    passes (pairs repeated, source == target, pairs inside one component), with labels that decide
+    nothing or the real ones. ``distinct`` > 0 draws the batch from that many pairs, in runs: a pass
+    of one search repeated leaves nodes whose searches were all found, which a pass of another search
+    reaches again."""
+    n, edges = graph
+    src, dst = (np.array([e[k] for e in edges], dtype=np.int64) for k in (0, 1))
+    index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+    arrays = blind(index.arrays) if weaken else index.arrays
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(1, 64 * words * 4))
+    pool = rng.integers(0, n, size=(distinct or count, 2))
+    picks = rng.integers(0, len(pool), size=count)
+    sources, targets = pool[np.sort(picks) if distinct else picks].T
+    got = search_pairs(pack(arrays), arrays.comp[sources], arrays.comp[targets], SearchOptions(max_words=words))
+    np.testing.assert_array_equal(got, reachability_matrix(n, edges)[sources, targets])
+
+
+def test_levels_that_outgrow_the_chunks_start_again_with_fewer_words() -> None:
+    """4,500 pairs need 71 words (two summary words a node); chunk arrays for the widest level's nodes
+    only overflow, and the call starts again with 35 words."""
+    n = 14
+    edges = random_graph(n, 26, 7, False)
+    index = ReachabilityIndex.from_edges(np.array([u for u, _ in edges]), np.array([v for _, v in edges]),
+                                         num_nodes=n, backend="cpu")
+    rng = np.random.default_rng(8)
+    sources, targets = rng.integers(0, n, size=4500), rng.integers(0, n, size=4500)
+    arrays = blind(index.arrays)
+    got, stats = search_pairs_with_stats(pack(arrays), arrays.comp[sources], arrays.comp[targets],
+                                         SearchOptions(chunks=1))
+    np.testing.assert_array_equal(got, reachability_matrix(n, edges)[sources, targets])
+    assert stats.restarts == 1 and stats.words == 35
 
 
 def test_empty_batch() -> None:
