@@ -61,6 +61,18 @@ def median_seconds(function: Callable[[], object], runs: int) -> float:
     return statistics.median(times)
 
 
+def alternating_seconds(functions: list[Callable[[], object]], runs: int) -> list[list[float]]:
+    """Seconds of every run of each function, the functions taken in turns within each run, so that a
+    machine that drifts (frequency, other load) weighs on all of them alike."""
+    times: list[list[float]] = [[] for _ in functions]
+    for _ in range(runs):
+        for function, kept in zip(functions, times):
+            start = time.perf_counter()
+            function()
+            kept.append(time.perf_counter() - start)
+    return times
+
+
 def geometric_mean(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
 
