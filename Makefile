@@ -23,9 +23,12 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q -m "not gpu" --ignore=tests/kernels tests
 	if [ -d tests/kernels ]; then NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q -m "not gpu" tests/kernels; fi
 
-# On a machine with a CUDA GPU: the same suites on the real device, GPU-only tests included.
+# On a machine with a CUDA GPU: the same suites, then the GPU-only tests on the real device. Each is its own
+# process: numba.cuda runs either the simulator or the device, never both.
 test-gpu: $(VENV)/.installed
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -m "not gpu" --ignore=tests/kernels tests
+	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q tests/kernels
+	$(PY) -m pytest -q -m gpu tests/gpu
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_queries.py
