@@ -210,18 +210,20 @@ def _block_exclusive_sums(first, second):
         warps[0, tid // WARP] = sums[0]
         warps[1, tid // WARP] = sums[1]
     cuda.syncthreads()
+    count = (size + WARP - 1) // WARP
     if tid == 0:
         sums = (np.int64(0), np.int64(0))
-        for k in range((size + WARP - 1) // WARP + 1):
-            a = warps[0, k] if k < (size + WARP - 1) // WARP else np.int64(0)
-            b = warps[1, k] if k < (size + WARP - 1) // WARP else np.int64(0)
+        for k in range(count):
+            a = warps[0, k]
+            b = warps[1, k]
             warps[0, k] = sums[0]
             warps[1, k] = sums[1]
             sums = (sums[0] + a, sums[1] + b)
+        warps[0, count] = sums[0]
+        warps[1, count] = sums[1]
     cuda.syncthreads()
-    last = (size + WARP - 1) // WARP
-    result = (values[0, tid] + warps[0, tid // WARP], values[1, tid] + warps[1, tid // WARP], warps[0, last],
-              warps[1, last])
+    result = (values[0, tid] + warps[0, tid // WARP], values[1, tid] + warps[1, tid // WARP], warps[0, count],
+              warps[1, count])
     cuda.syncthreads()
     return result
 
@@ -232,9 +234,9 @@ def make_balanced_fill_body(measure: Callable[..., Any], emit: Callable[..., Any
 
     ``measure(i, args)`` gives (slots, items) of task i; ``emit(i, position, args)`` runs for every task,
     writes the task's slots from the packed ``position`` (slot << ITEM_BITS | first item) on, each
-    slot's start included, and returns the position after them. Each thread measures its tasks, the block sums them, one
-    thread reserves the block's slots and items with one atomic (per block and level, not per task:
-    the counter is one address), and the tasks are emitted in the same order. A block whose slots would
+    slot's start included, and returns the position after them. Each thread measures its tasks, the
+    block sums them, one thread reserves the block's slots and items with one atomic (per block and
+    level, not per task: the counter is one address), and the tasks are emitted in the same order. A block whose slots would
     pass ``capacity`` emits nothing and sets ``overflow[0]``: the caller redoes the work in smaller
     pieces. All threads of the grid must call it.
     """
