@@ -34,13 +34,33 @@ FORCED = LabelingOptions(max_levels=4096)  # the phase table runs the GPU even w
 
 # The thesis's GPU totals (ms, one dimension, GTX-class GPU): tables 6.1-6.3.
 THESIS_TOTAL_MS = {
-    "agrocyc_dag_uniq": 285.5, "amaze_dag_uniq": 275.0, "anthra_dag_uniq": 295.8, "ecoo_dag_uniq": 341.0,
-    "human_dag_uniq": 319.1, "kegg_dag_uniq": 394.5, "mtbrv_dag_uniq": 356.1, "nasa_dag_uniq": 426.7,
-    "vchocyc_dag_uniq": 313.1, "citeseer_sub_10720": 405.7, "go_sub_6793": 313.8, "pubmed_sub_9000-1": 288.2,
-    "citeseer.scc": 318.5, "uniprotenc_22m.scc": 330.2,
+    "agrocyc_dag_uniq": 285.5,
+    "amaze_dag_uniq": 275.0,
+    "anthra_dag_uniq": 295.8,
+    "ecoo_dag_uniq": 341.0,
+    "human_dag_uniq": 319.1,
+    "kegg_dag_uniq": 394.5,
+    "mtbrv_dag_uniq": 356.1,
+    "nasa_dag_uniq": 426.7,
+    "vchocyc_dag_uniq": 313.1,
+    "citeseer_sub_10720": 405.7,
+    "go_sub_6793": 313.8,
+    "pubmed_sub_9000-1": 288.2,
+    "citeseer.scc": 318.5,
+    "uniprotenc_22m.scc": 330.2,
 }
-PHASES = ["transfer", "level queues", "subgraph sizes DAG", "edge offsets", "parent SSSP", "subgraph sizes DT",
-          "post-order", "min post-order", "check", "transfer back"]
+PHASES = [
+    "transfer",
+    "level queues",
+    "subgraph sizes DAG",
+    "edge offsets",
+    "parent SSSP",
+    "subgraph sizes DT",
+    "post-order",
+    "min post-order",
+    "check",
+    "transfer back",
+]
 
 
 def labeling_graph_of_dataset(path: Path) -> tuple[np.ndarray, np.ndarray, int]:
@@ -57,8 +77,12 @@ def measure(name: str, indptr: np.ndarray, indices: np.ndarray, root: int, runs:
         start = time.perf_counter()
         label_all(indptr, orders, root)
         cpu_times.append(time.perf_counter() - start)
-    row: dict[str, object] = {"graph": name, "nodes": indptr.size - 2, "edges": int(indices.size),
-                              "cpu_ms": statistics.median(cpu_times) * 1e3}
+    row: dict[str, object] = {
+        "graph": name,
+        "nodes": indptr.size - 2,
+        "edges": int(indices.size),
+        "cpu_ms": statistics.median(cpu_times) * 1e3,
+    }
     totals, phases = [], {phase: [] for phase in PHASES}
     built = None
     start = time.perf_counter()
@@ -73,15 +97,23 @@ def measure(name: str, indptr: np.ndarray, indices: np.ndarray, root: int, runs:
         try:
             built = build_labels(indptr, orders, root, FORCED)
         except LabelingDeclined as declined:
-            row.update(status=f"declined: {declined}", gpu_ms=(time.perf_counter() - start) * 1e3, auto="CPU",
-                       auto_ms=decline_ms + float(row["cpu_ms"]))
+            row.update(
+                status=f"declined: {declined}",
+                gpu_ms=(time.perf_counter() - start) * 1e3,
+                auto="CPU",
+                auto_ms=decline_ms + float(row["cpu_ms"]),
+            )
             return row
         totals.append(time.perf_counter() - start)
         for phase in PHASES:
             phases[phase].append(built.phase_seconds.get(phase, 0.0))
-    same = all(np.array_equal(a, b) for a, b in zip(expected, (built.post, built.minpost, built.tree_low)))
-    row.update(status="identical" if same else "DIFFERENT", levels=built.levels, words=built.words,
-               gpu_ms=statistics.median(totals[1:]) * 1e3)
+    same = all(np.array_equal(a, b) for a, b in zip(expected, (built.post, built.minpost, built.tree_low), strict=True))
+    row.update(
+        status="identical" if same else "DIFFERENT",
+        levels=built.levels,
+        words=built.words,
+        gpu_ms=statistics.median(totals[1:]) * 1e3,
+    )
     row["auto"] = auto
     row["auto_ms"] = row["gpu_ms"] if auto == "GPU" else decline_ms + float(row["cpu_ms"])
     for phase in PHASES:
@@ -136,14 +168,44 @@ def main() -> None:
         print(f"generated {name} in {time.perf_counter() - start:.1f} s", flush=True)
         rows.append(measure(name, *with_virtual_root(indptr, indices), args.runs, args.dims))
         print(rows[-1], flush=True)
-    header = ["graph", "nodes", "edges", "levels", "words", *PHASES, "GPU total", "auto choice", "auto backend", "CPU label_all",
-              "CPU/GPU total", "thesis GPU (d=1)", "status"]
-    table = [[r["graph"], r["nodes"], r["edges"], r.get("levels", "-"), r.get("words", "-"),
-              *[r.get(p, "-") for p in PHASES], r["gpu_ms"], r["auto"], r["auto_ms"], r["cpu_ms"],
-              float(r["cpu_ms"]) / float(r["gpu_ms"]), THESIS_TOTAL_MS.get(str(r["graph"]), "-"), r["status"]]
-             for r in rows]
-    text = (f"# GPU labeling on {device}, d={args.dims}, median of {args.runs} (ms)\n\n"
-            + markdown_table(header, table) + "\n")
+    header = [
+        "graph",
+        "nodes",
+        "edges",
+        "levels",
+        "words",
+        *PHASES,
+        "GPU total",
+        "auto choice",
+        "auto backend",
+        "CPU label_all",
+        "CPU/GPU total",
+        "thesis GPU (d=1)",
+        "status",
+    ]
+    table = [
+        [
+            r["graph"],
+            r["nodes"],
+            r["edges"],
+            r.get("levels", "-"),
+            r.get("words", "-"),
+            *[r.get(p, "-") for p in PHASES],
+            r["gpu_ms"],
+            r["auto"],
+            r["auto_ms"],
+            r["cpu_ms"],
+            float(r["cpu_ms"]) / float(r["gpu_ms"]),
+            THESIS_TOTAL_MS.get(str(r["graph"]), "-"),
+            r["status"],
+        ]
+        for r in rows
+    ]
+    text = (
+        f"# GPU labeling on {device}, d={args.dims}, median of {args.runs} (ms)\n\n"
+        + markdown_table(header, table)
+        + "\n"
+    )
     print(text)
     stem = "labels-" + device.replace(" ", "_")
     write_results(args.out, stem, text, header, table)

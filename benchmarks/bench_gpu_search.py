@@ -48,35 +48,59 @@ from kernels.labeling import LabelingOptions, build_labels
 
 # The thesis's GPU search times (ms, its own 100k random queries): tables 6.4-6.6.
 THESIS_GPU_MS = {
-    "agrocyc_dag_uniq": 23.8, "amaze_dag_uniq": 773.0, "anthra_dag_uniq": 21.5, "ecoo_dag_uniq": 68.5,
-    "human_dag_uniq": 16.1, "kegg_dag_uniq": 1347.2, "mtbrv_dag_uniq": 42.3, "nasa_dag_uniq": 221.5,
-    "vchocyc_dag_uniq": 32.1, "citeseer_sub_10720": 1559.3, "go_sub_6793": 324.0, "pubmed_sub_9000-1": 757.6,
-    "citeseer.scc": 221.4, "uniprotenc_22m.scc": 5709.4,
+    "agrocyc_dag_uniq": 23.8,
+    "amaze_dag_uniq": 773.0,
+    "anthra_dag_uniq": 21.5,
+    "ecoo_dag_uniq": 68.5,
+    "human_dag_uniq": 16.1,
+    "kegg_dag_uniq": 1347.2,
+    "mtbrv_dag_uniq": 42.3,
+    "nasa_dag_uniq": 221.5,
+    "vchocyc_dag_uniq": 32.1,
+    "citeseer_sub_10720": 1559.3,
+    "go_sub_6793": 324.0,
+    "pubmed_sub_9000-1": 757.6,
+    "citeseer.scc": 221.4,
+    "uniprotenc_22m.scc": 5709.4,
 }
 
 
-def measure(name: str, kind: str, arrays: QueryArrays, hot: object, ids: np.ndarray, truth: np.ndarray | None,
-            runs: int) -> dict[str, object]:
+def measure(
+    name: str, kind: str, arrays: QueryArrays, hot: object, ids: np.ndarray, truth: np.ndarray | None, runs: int
+) -> dict[str, object]:
     codes = filter_pairs(hot, ids)  # also the warm-up (compilation) of the filter
     filter_s = median_seconds(lambda: filter_pairs(hot, ids), runs)
     undecided = np.flatnonzero(codes == UNDECIDED)
     s = np.ascontiguousarray(arrays.comp[ids[undecided, 0]])
     t = np.ascontiguousarray(arrays.comp[ids[undecided, 1]])
-    row: dict[str, object] = {"graph": name, "queries": kind, "pairs": int(ids.shape[0]), "filter_ms": filter_s * 1e3,
-                              "searched": int(undecided.size)}
+    row: dict[str, object] = {
+        "graph": name,
+        "queries": kind,
+        "pairs": int(ids.shape[0]),
+        "filter_ms": filter_s * 1e3,
+        "searched": int(undecided.size),
+    }
     start = time.perf_counter()
     gpu = backends.search_pairs("cuda", arrays, hot, s, t)[0]
     first = gpu_search.last_stats
-    print(f"  {name}.{kind}: filter {filter_s * 1e3:.1f} ms, {undecided.size} searched; first GPU call "
-          f"{time.perf_counter() - start:.2f} s ({first})", flush=True)
+    print(
+        f"  {name}.{kind}: filter {filter_s * 1e3:.1f} ms, {undecided.size} searched; first GPU call "
+        f"{time.perf_counter() - start:.2f} s ({first})",
+        flush=True,
+    )
     start = time.perf_counter()
     cpu = backends.search_pairs("cpu", arrays, hot, s, t)[0]
     print(f"  first CPU call {time.perf_counter() - start:.2f} s", flush=True)
     if truth is not None:
         assert (gpu == truth[undecided]).all(), f"GPU answers differ from the .ans file on {name}.{kind}"
     row["cpu_agrees"] = int((gpu == cpu).sum()) == gpu.size
-    gpu_s, cpu_s = alternating_seconds([lambda: backends.search_pairs("cuda", arrays, hot, s, t),
-                                        lambda: backends.search_pairs("cpu", arrays, hot, s, t)], runs)
+    gpu_s, cpu_s = alternating_seconds(
+        [
+            lambda: backends.search_pairs("cuda", arrays, hot, s, t),
+            lambda: backends.search_pairs("cpu", arrays, hot, s, t),
+        ],
+        runs,
+    )
     row["passes"], row["words"] = gpu_search.last_stats.passes, gpu_search.last_stats.words
     row["gpu_ms"], row["cpu_ms"] = np.median(gpu_s) * 1e3, np.median(cpu_s) * 1e3
     ratios = np.array(cpu_s) / np.array(gpu_s)
@@ -108,14 +132,21 @@ def generated_arrays(name: str, scale: float, cache: Path | None) -> QueryArrays
     indptr, indices = generate(name, scale, cache)
     dag = Digraph.from_csr(indptr, indices)
     root_indptr, root_indices, root = with_virtual_root(indptr, indices)
-    labels = build_labels(root_indptr, make_child_orders(root_indptr, root_indices, 2, seed=0), root,
-                          LabelingOptions(max_levels=4096))
+    labels = build_labels(
+        root_indptr, make_child_orders(root_indptr, root_indices, 2, seed=0), root, LabelingOptions(max_levels=4096)
+    )
     n = indptr.size - 1
     fwd, bwd = hub_reach_masks(dag, choose_hubs(dag))
     return QueryArrays(
-        comp=np.arange(n, dtype=np.int64), out_indptr=indptr, out_indices=indices, level=longest_path_levels(dag),
-        lo=np.ascontiguousarray(labels.minpost[:, :n].T), hi=np.ascontiguousarray(labels.post[:, :n].T),
-        tree_lo=np.ascontiguousarray(labels.tree_low[:, :n].T), fwd=fwd, bwd=bwd,
+        comp=np.arange(n, dtype=np.int64),
+        out_indptr=indptr,
+        out_indices=indices,
+        level=longest_path_levels(dag),
+        lo=np.ascontiguousarray(labels.minpost[:, :n].T),
+        hi=np.ascontiguousarray(labels.post[:, :n].T),
+        tree_lo=np.ascontiguousarray(labels.tree_low[:, :n].T),
+        fwd=fwd,
+        bwd=bwd,
     )
 
 
@@ -144,7 +175,9 @@ def chart(rows: list[dict[str, object]], path: Path, device: str) -> None:
     x = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(max(8, 0.5 * len(rows)), 5))
     ax.bar(x - 0.27, [max(float(r["gpu_ms"]), 1e-3) for r in rows], 0.27, label=f"GPU bitmask search ({device})")
-    ax.bar(x, [max(float(r["cpu_ms"]), 1e-3) for r in rows], 0.27, label=f"CPU search, {numba.get_num_threads()} threads")
+    ax.bar(
+        x, [max(float(r["cpu_ms"]), 1e-3) for r in rows], 0.27, label=f"CPU search, {numba.get_num_threads()} threads"
+    )
     ax.bar(x + 0.27, [float(r["thesis_gpu_ms"]) for r in rows], 0.27, label="thesis GPU search")
     ax.set_yscale("log")
     ax.set_ylabel("ms (log)")
@@ -187,18 +220,52 @@ def main() -> None:
         print(rows[-1], flush=True)
         if caps:
             cap_rows += register_cap_rows(name, hot, ids, caps, args.runs)
-    header = ["graph", "queries", "pairs", "CPU filter", "searched", "GPU passes x words", "GPU search",
-              f"CPU search ({numba.get_num_threads()} thr)", "CPU/GPU", "CPU/GPU per run", "CPU agrees", "positives",
-              "hybrid", "hybrid ms", "thesis GPU", "thesis/GPU"]
-    table = [[r["graph"], r["queries"], r["pairs"], r["filter_ms"], r["searched"], f"{r['passes']} x {r['words']}",
-              r["gpu_ms"], r["cpu_ms"], float(r["cpu_ms"]) / max(float(r["gpu_ms"]), 1e-9), r["ratio_range"],
-              r["cpu_agrees"],
-              r["positives"], r["hybrid"], r["hybrid_ms"], r["thesis_gpu_ms"],
-              float(r["thesis_gpu_ms"]) / max(float(r["gpu_ms"]), 1e-9)] for r in rows]
+    header = [
+        "graph",
+        "queries",
+        "pairs",
+        "CPU filter",
+        "searched",
+        "GPU passes x words",
+        "GPU search",
+        f"CPU search ({numba.get_num_threads()} thr)",
+        "CPU/GPU",
+        "CPU/GPU per run",
+        "CPU agrees",
+        "positives",
+        "hybrid",
+        "hybrid ms",
+        "thesis GPU",
+        "thesis/GPU",
+    ]
+    table = [
+        [
+            r["graph"],
+            r["queries"],
+            r["pairs"],
+            r["filter_ms"],
+            r["searched"],
+            f"{r['passes']} x {r['words']}",
+            r["gpu_ms"],
+            r["cpu_ms"],
+            float(r["cpu_ms"]) / max(float(r["gpu_ms"]), 1e-9),
+            r["ratio_range"],
+            r["cpu_agrees"],
+            r["positives"],
+            r["hybrid"],
+            r["hybrid_ms"],
+            r["thesis_gpu_ms"],
+            float(r["thesis_gpu_ms"]) / max(float(r["gpu_ms"]), 1e-9),
+        ]
+        for r in rows
+    ]
     text = f"# Search on {device}, times in ms (median of {args.runs})\n\n" + markdown_table(header, table) + "\n"
     if cap_rows:
-        text += ("\n## GPU search by register cap of the search kernel (ms)\n\n"
-                 + markdown_table(["graph", "max registers", "GPU search", "same answers"], cap_rows) + "\n")
+        text += (
+            "\n## GPU search by register cap of the search kernel (ms)\n\n"
+            + markdown_table(["graph", "max registers", "GPU search", "same answers"], cap_rows)
+            + "\n"
+        )
     print(text)
     stem = "search-" + device.replace(" ", "_")
     write_results(args.out, stem, text, header, table)

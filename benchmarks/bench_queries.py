@@ -17,10 +17,17 @@ import numpy as np
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import (  # noqa: E402
-    PEERS_NS, RESULTS, dataset_graphs, datasets_dir, geometric_mean, grail_reference, markdown_table, median_seconds,
+from benchmarks.common import (
+    PEERS_NS,
+    RESULTS,
+    dataset_graphs,
+    datasets_dir,
+    geometric_mean,
+    grail_reference,
+    markdown_table,
+    median_seconds,
 )
-from grail_core import ReachabilityIndex, read_graph  # noqa: E402
+from grail_core import ReachabilityIndex, read_graph
 
 
 def main() -> None:
@@ -43,8 +50,12 @@ def main() -> None:
     for graph in graphs:
         parsed = read_graph(folder / f"{graph}.gra")
         indexes = []
-        build = median_seconds(lambda: indexes.append(ReachabilityIndex.build(parsed, dims=args.dims,
-                                                                               backend=args.backend)), args.runs)
+        build = median_seconds(
+            lambda indexes=indexes, parsed=parsed: indexes.append(
+                ReachabilityIndex.build(parsed, dims=args.dims, backend=args.backend)
+            ),
+            args.runs,
+        )
         index = indexes[-1]
         label_ms = np.median([i.stats.phase_seconds["labels"] for i in indexes]) * 1e3
         hubs_ms = np.median([i.stats.phase_seconds["hubs"] for i in indexes]) * 1e3
@@ -53,7 +64,7 @@ def main() -> None:
             truth = np.loadtxt(folder / f"{graph}.{kind.replace('que', 'ans')}", dtype=np.int64).astype(bool)
             answers, stats = index.query_batch_with_stats(pairs)
             assert (answers == truth).all(), f"wrong answers on {graph}.{kind}"
-            query = median_seconds(lambda: index.query_batch(pairs), args.runs)
+            query = median_seconds(lambda index=index, pairs=pairs: index.query_batch(pairs), args.runs)
             ns = query * 1e9 / len(pairs)
             grail_index_ms, grail_query_ms = reference.get((graph, kind), (float("nan"), float("nan")))
             grail_ns = grail_query_ms * 1e6 / len(pairs)
@@ -61,19 +72,58 @@ def main() -> None:
             ratios[kind][0].append(ns / oreach_ns)
             ratios[kind][1].append(ns / grail_ns)
             chart.append((f"{graph}.{kind}", ns, oreach_ns, grail_ns))
-            rows.append([graph, kind, index.stats.nodes, index.stats.edges, build * 1e3, label_ms, hubs_ms,
-                         grail_index_ms, label_ms / grail_index_ms, query * 1e3, ns, stats.searched,
-                         int(answers.sum()), grail_ns, oreach_ns, ns / grail_ns, ns / oreach_ns])
-    header = ["graph", "set", "n", "m", "build ms", "labels ms", "hubs ms", "GRAIL* index ms", "labels/GRAIL*",
-              "query ms", "ns/query", "searched", "positives", "GRAIL* ns", "O'Reach ns", "vs GRAIL*", "vs O'Reach"]
+            rows.append(
+                [
+                    graph,
+                    kind,
+                    index.stats.nodes,
+                    index.stats.edges,
+                    build * 1e3,
+                    label_ms,
+                    hubs_ms,
+                    grail_index_ms,
+                    label_ms / grail_index_ms,
+                    query * 1e3,
+                    ns,
+                    stats.searched,
+                    int(answers.sum()),
+                    grail_ns,
+                    oreach_ns,
+                    ns / grail_ns,
+                    ns / oreach_ns,
+                ]
+            )
+    header = [
+        "graph",
+        "set",
+        "n",
+        "m",
+        "build ms",
+        "labels ms",
+        "hubs ms",
+        "GRAIL* index ms",
+        "labels/GRAIL*",
+        "query ms",
+        "ns/query",
+        "searched",
+        "positives",
+        "GRAIL* ns",
+        "O'Reach ns",
+        "vs GRAIL*",
+        "vs O'Reach",
+    ]
     table = markdown_table(header, rows)
     summary = "\n".join(
         f"- geometric mean ratio on `{kind}` sets: {geometric_mean(ratios[kind][0]):.2f}x O'Reach, "
-        f"{geometric_mean(ratios[kind][1]):.2f}x GRAIL* d=2 (below 1 is faster)" for kind in ratios)
+        f"{geometric_mean(ratios[kind][1]):.2f}x GRAIL* d=2 (below 1 is faster)"
+        for kind in ratios
+    )
     geo = {kind: geometric_mean([row[10] for row in rows if row[1] == kind]) for kind in ratios}
     summary += "\n" + "\n".join(f"- geometric mean ns/query on `{kind}`: {geo[kind]:.1f}" for kind in geo)
-    machine = (f"{platform.processor() or platform.machine()}, {numba.get_num_threads()} numba threads, "
-               f"numba {numba.__version__}, dims={args.dims}, backend={args.backend}, median of {args.runs} runs")
+    machine = (
+        f"{platform.processor() or platform.machine()}, {numba.get_num_threads()} numba threads, "
+        f"numba {numba.__version__}, dims={args.dims}, backend={args.backend}, median of {args.runs} runs"
+    )
     report = f"# Query and build benchmark ({socket.gethostname()})\n\n{machine}\n\n{table}\n\n{summary}\n"
     print(report)
     RESULTS.mkdir(parents=True, exist_ok=True)

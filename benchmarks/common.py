@@ -16,14 +16,22 @@ RESULTS = REPO_ROOT / "benchmarks" / "results"
 
 # O'Reach+pDFS and GRAIL* d=2, ns per query (random / positive), from the datasets' peers_reference.md.
 PEERS_NS = {
-    "agrocyc_dag_uniq": ((7, 8), (21, 91)), "amaze_dag_uniq": ((8, 7), (30, 82)),
-    "anthra_dag_uniq": ((7, 9), (21, 86)), "arXiv_sub_6000-1": ((183, 469), (871, 1925)),
-    "ba10k2d": ((18, 74), (85, 476)), "ba10k5d": ((111, 560), (574, 3050)),
-    "citeseer.scc": ((19, 25), (86, 699)), "citeseer_sub_10720": ((36, 102), (117, 403)),
-    "ecoo_dag_uniq": ((6, 9), (21, 91)), "go_sub_6793": ((19, 40), (54, 150)),
-    "human_dag_uniq": ((6, 8), (23, 91)), "kegg_dag_uniq": ((9, 9), (33, 85)),
-    "mtbrv_dag_uniq": ((7, 8), (19, 95)), "nasa_dag_uniq": ((17, 16), (27, 113)),
-    "pubmed_sub_9000-1": ((35, 162), (115, 661)), "uniprotenc_22m.scc": ((23, 23), (52, 708)),
+    "agrocyc_dag_uniq": ((7, 8), (21, 91)),
+    "amaze_dag_uniq": ((8, 7), (30, 82)),
+    "anthra_dag_uniq": ((7, 9), (21, 86)),
+    "arXiv_sub_6000-1": ((183, 469), (871, 1925)),
+    "ba10k2d": ((18, 74), (85, 476)),
+    "ba10k5d": ((111, 560), (574, 3050)),
+    "citeseer.scc": ((19, 25), (86, 699)),
+    "citeseer_sub_10720": ((36, 102), (117, 403)),
+    "ecoo_dag_uniq": ((6, 9), (21, 91)),
+    "go_sub_6793": ((19, 40), (54, 150)),
+    "human_dag_uniq": ((6, 8), (23, 91)),
+    "kegg_dag_uniq": ((9, 9), (33, 85)),
+    "mtbrv_dag_uniq": ((7, 8), (19, 95)),
+    "nasa_dag_uniq": ((17, 16), (27, 113)),
+    "pubmed_sub_9000-1": ((35, 162), (115, 661)),
+    "uniprotenc_22m.scc": ((23, 23), (52, 708)),
     "vchocyc_dag_uniq": ((7, 10), (19, 88)),
 }
 
@@ -66,7 +74,7 @@ def alternating_seconds(functions: list[Callable[[], object]], runs: int) -> lis
     machine that drifts (frequency, other load) weighs on all of them alike."""
     times: list[list[float]] = [[] for _ in functions]
     for _ in range(runs):
-        for function, kept in zip(functions, times):
+        for function, kept in zip(functions, times, strict=True):
             start = time.perf_counter()
             function()
             kept.append(time.perf_counter() - start)

@@ -83,8 +83,11 @@ def chain(nodes: int = 1_000_000) -> tuple[np.ndarray, np.ndarray]:
 
 
 GENERATORS = {"uniprot_like": uniprot_like, "citation_like": citation_like, "chain": chain}
-DEFAULT_SIZES = {"uniprot_like": (25_000_000, 50_000_000), "citation_like": (4_000_000, 17_000_000),
-                 "chain": (1_000_000, 999_999)}
+DEFAULT_SIZES = {
+    "uniprot_like": (25_000_000, 50_000_000),
+    "citation_like": (4_000_000, 17_000_000),
+    "chain": (1_000_000, 999_999),
+}
 
 
 def generate(name: str, scale: float = 1.0, cache: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -101,8 +104,9 @@ def generate(name: str, scale: float = 1.0, cache: Path | None = None) -> tuple[
     return indptr, indices
 
 
-def positive_heavy_pairs(indptr: np.ndarray, indices: np.ndarray, count: int, positive_share: float = 0.8,
-                         max_steps: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def positive_heavy_pairs(
+    indptr: np.ndarray, indices: np.ndarray, count: int, positive_share: float = 0.8, max_steps: int = 8, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """``count`` (source, target) pairs: a share from random downward walks (reachable), the rest uniform."""
     rng = np.random.default_rng(seed)
     n = indptr.size - 1
@@ -118,8 +122,10 @@ def positive_heavy_pairs(indptr: np.ndarray, indices: np.ndarray, count: int, po
     random_src = rng.integers(0, n, size=count - walks)
     random_dst = rng.integers(0, n, size=count - walks)
     keep = sources != current
-    return (np.concatenate([sources[keep], random_src]).astype(np.int64),
-            np.concatenate([current[keep], random_dst]).astype(np.int64))
+    return (
+        np.concatenate([sources[keep], random_src]).astype(np.int64),
+        np.concatenate([current[keep], random_dst]).astype(np.int64),
+    )
 
 
 def main() -> None:

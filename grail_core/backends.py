@@ -101,8 +101,9 @@ def compute_labels(
     return LabelResult(post, minpost, tree_low, "cpu")
 
 
-def search_pairs(engine: str, arrays: QueryArrays, hot: HotArrays, sources: np.ndarray,
-                 targets: np.ndarray) -> tuple[np.ndarray, str]:
+def search_pairs(
+    engine: str, arrays: QueryArrays, hot: HotArrays, sources: np.ndarray, targets: np.ndarray
+) -> tuple[np.ndarray, str]:
     """Answers for undecided pairs of DAG nodes on ``engine`` ('cpu' or 'cuda'), and the engine used.
 
     The time per pair is remembered per index, for ``choose_search_backend``.

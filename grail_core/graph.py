@@ -43,7 +43,7 @@ def _csr_dedup(n, src, dst, out_indices):
     indptr = np.zeros(n + 1, dtype=np.int64)
     write = 0
     for v in range(n):
-        row = scratch[counts[v]:counts[v + 1]]
+        row = scratch[counts[v] : counts[v + 1]]
         if row.size > 16:
             row.sort()
         else:

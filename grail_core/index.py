@@ -74,8 +74,14 @@ class ReachabilityIndex:
     u to v (every node reaches itself).
     """
 
-    def __init__(self, names: NodeNames, graph_csr: tuple[np.ndarray, np.ndarray], arrays: QueryArrays,
-                 stats: IndexStats, search_backend: str = "cpu") -> None:
+    def __init__(
+        self,
+        names: NodeNames,
+        graph_csr: tuple[np.ndarray, np.ndarray],
+        arrays: QueryArrays,
+        stats: IndexStats,
+        search_backend: str = "cpu",
+    ) -> None:
         self.names = names
         self._graph_csr = graph_csr
         self.arrays = arrays
@@ -88,8 +94,16 @@ class ReachabilityIndex:
     # Building -----------------------------------------------------------------------------------
 
     @classmethod
-    def build(cls, graph: GraphInput, *, dims: int = 2, seed: int = 0, backend: str = "auto", hubs: int = HUB_BITS,
-              progress: ProgressCallback | None = None) -> ReachabilityIndex:
+    def build(
+        cls,
+        graph: GraphInput,
+        *,
+        dims: int = 2,
+        seed: int = 0,
+        backend: str = "auto",
+        hubs: int = HUB_BITS,
+        progress: ProgressCallback | None = None,
+    ) -> ReachabilityIndex:
         """Index a parsed graph; ``backend`` is 'auto' (GPU when there is one), 'cpu' or 'cuda'.
 
         ``dims`` GRAIL dimensions (1..8), ``seed`` for their random child orders, ``hubs`` nodes (0..64)
@@ -125,13 +139,28 @@ class ReachabilityIndex:
         phase_seconds = dict(timer.seconds)
         phase_seconds.update({f"labels.{name}": value for name, value in labels.phase_seconds.items()})
         stats = IndexStats(
-            nodes=digraph.num_nodes, edges=digraph.num_edges, edge_entries=graph.num_edge_entries,
-            components=n_dag, dag_nodes=n_dag, dag_edges=dag.num_edges, levels=condensation.num_levels,
-            dims=int(dims), seed=int(seed), backend=labels.backend, hubs=int(hub_nodes.size), names=graph.names.kind,
+            nodes=digraph.num_nodes,
+            edges=digraph.num_edges,
+            edge_entries=graph.num_edge_entries,
+            components=n_dag,
+            dag_nodes=n_dag,
+            dag_edges=dag.num_edges,
+            levels=condensation.num_levels,
+            dims=int(dims),
+            seed=int(seed),
+            backend=labels.backend,
+            hubs=int(hub_nodes.size),
+            names=graph.names.kind,
             phase_seconds=phase_seconds,
         )
-        log.info("indexed %d nodes, %d edges (%d DAG nodes) on %s in %.3f s", stats.nodes, stats.edges,
-                 stats.dag_nodes, stats.backend, stats.build_seconds)
+        log.info(
+            "indexed %d nodes, %d edges (%d DAG nodes) on %s in %.3f s",
+            stats.nodes,
+            stats.edges,
+            stats.dag_nodes,
+            stats.backend,
+            stats.build_seconds,
+        )
         return cls(graph.names, (digraph.out_indptr, digraph.out_indices), arrays, stats, search_backend=resolved)
 
     @classmethod
@@ -219,13 +248,18 @@ class ReachabilityIndex:
             if searched:
                 engine = backends.choose_search_backend(searched, self.arrays)
                 comp = self.arrays.comp
-                found, engine = backends.search_pairs(engine, self.arrays, self.hot, comp[pairs[undecided, 0]],
-                                                      comp[pairs[undecided, 1]])
+                found, engine = backends.search_pairs(
+                    engine, self.arrays, self.hot, comp[pairs[undecided, 0]], comp[pairs[undecided, 1]]
+                )
                 answers[undecided] = found
             positives = int(np.count_nonzero(answers))
         stats = QueryStats(
-            pairs=int(pairs.shape[0]), decided_by_filter=int(pairs.shape[0]) - searched, searched=searched,
-            positives=positives, seconds=time.perf_counter() - start, search_backend=engine,
+            pairs=int(pairs.shape[0]),
+            decided_by_filter=int(pairs.shape[0]) - searched,
+            searched=searched,
+            positives=positives,
+            seconds=time.perf_counter() - start,
+            search_backend=engine,
         )
         return answers, stats
 
@@ -234,14 +268,18 @@ class ReachabilityIndex:
     def save(self, directory: str | os.PathLike[str], overwrite: bool = False) -> None:
         """Write the index to ``directory`` atomically (a temporary folder renamed when complete)."""
         arrays = {f"query_{name}": value for name, value in self.arrays._asdict().items()}
-        arrays |= {"graph_out_indptr": self._graph_csr[0], "graph_out_indices": self._graph_csr[1],
-                   "names": self.names.to_array()}
+        arrays |= {
+            "graph_out_indptr": self._graph_csr[0],
+            "graph_out_indices": self._graph_csr[1],
+            "names": self.names.to_array(),
+        }
         metadata = {"stats": self.stats.to_dict(), "num_nodes": self.names.size}
         write_index_dir(directory, arrays, metadata, overwrite=overwrite)
 
     @classmethod
-    def load(cls, directory: str | os.PathLike[str], mmap: bool = True, verify: bool = True,
-             backend: str = "auto") -> ReachabilityIndex:
+    def load(
+        cls, directory: str | os.PathLike[str], mmap: bool = True, verify: bool = True, backend: str = "auto"
+    ) -> ReachabilityIndex:
         """Read an index written by ``save``; IndexFileError when it is missing, truncated or corrupted.
 
         ``backend`` says where undecided pairs may be searched ('auto': the GPU when there is one).

@@ -6,7 +6,7 @@ Internal ids are the ranks of the names in sorted order, so a lookup is one ``se
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -89,7 +89,7 @@ class NodeNames:
             except (ValueError, OverflowError):
                 pass
         flat = [_to_int(value) for value in array.ravel()]
-        for value, converted in zip(array.ravel(), flat):
+        for value, converted in zip(array.ravel(), flat, strict=True):
             if converted is None:
                 raise UnknownNodeError(_python_value(value))
         return np.array(flat, dtype=np.int64).reshape(array.shape)
@@ -139,4 +139,3 @@ def sorted_unique_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return np.flatnonzero(present).astype(np.int64), rank[values]
     unique, inverse = np.unique(values, return_inverse=True)
     return unique, inverse.astype(np.int64, copy=False).reshape(-1)
-

@@ -26,8 +26,17 @@ from numba.extending import intrinsic
 from .errors import InvalidParameterError
 
 __all__ = [
-    "QueryArrays", "HotArrays", "NO", "YES", "UNDECIDED", "pack", "filter_pairs",
-    "answer_pairs", "search_pairs_cpu", "answer_pair", "SearchBuffers",
+    "QueryArrays",
+    "HotArrays",
+    "NO",
+    "YES",
+    "UNDECIDED",
+    "pack",
+    "filter_pairs",
+    "answer_pairs",
+    "search_pairs_cpu",
+    "answer_pair",
+    "SearchBuffers",
 ]
 
 NO = np.int8(0)
@@ -83,7 +92,7 @@ SERIAL_BATCH = 1024
 def _aligned_rows(rows: int, words: int) -> np.ndarray:
     buffer = np.zeros(rows * words + _CACHE_LINE_WORDS, dtype=np.uint32)
     offset = (-buffer.ctypes.data % 64) // 4
-    return buffer[offset:offset + rows * words].reshape(rows, words)
+    return buffer[offset : offset + rows * words].reshape(rows, words)
 
 
 def pack(arrays: QueryArrays, compact: bool | None = None) -> HotArrays:
@@ -109,8 +118,9 @@ def pack(arrays: QueryArrays, compact: bool | None = None) -> HotArrays:
     columns = [0, 1, _HEADER_WORDS, _HEADER_WORDS + 1] if compact else slice(None)
     rec_node = _aligned_rows(arrays.comp.size, _NODE_WORDS if compact else words)
     np.take(rec_dag[:, columns], arrays.comp, axis=0, out=rec_node)
-    return HotArrays(rec_node, rec_dag, np.asarray(arrays.out_indptr), np.asarray(arrays.out_indices), label_end,
-                     compact)
+    return HotArrays(
+        rec_node, rec_dag, np.asarray(arrays.out_indptr), np.asarray(arrays.out_indices), label_end, compact
+    )
 
 
 @njit(inline="always", nogil=True)
@@ -336,8 +346,9 @@ def search_pairs_cpu(hot: HotArrays, sources: np.ndarray, targets: np.ndarray) -
     """Exact answers for undecided pairs of DAG node ids by pruned DFS, pairs spread over all cores."""
     answers = np.zeros(sources.size, dtype=np.bool_)
     if sources.size:
-        _with_thread_buffers(hot, sources.size,
-                             lambda stamps, stacks: _search(hot, sources, targets, answers, stamps, stacks))
+        _with_thread_buffers(
+            hot, sources.size, lambda stamps, stacks: _search(hot, sources, targets, answers, stamps, stacks)
+        )
     return answers
 
 

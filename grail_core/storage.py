@@ -42,8 +42,9 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def write_index_dir(directory: str | os.PathLike[str], arrays: dict[str, np.ndarray], metadata: dict[str, Any],
-                    overwrite: bool = False) -> Path:
+def write_index_dir(
+    directory: str | os.PathLike[str], arrays: dict[str, np.ndarray], metadata: dict[str, Any], overwrite: bool = False
+) -> Path:
     """Write ``arrays`` and ``metadata`` to ``directory`` atomically (temporary folder, then rename)."""
     final = Path(directory)
     if final.exists() and not overwrite:
@@ -57,8 +58,13 @@ def write_index_dir(directory: str | os.PathLike[str], arrays: dict[str, np.ndar
             path = temporary / f"{name}.npy"
             np.save(path, np.ascontiguousarray(array), allow_pickle=False)
             _fsync(path)
-            entries[name] = {"file": path.name, "sha256": _sha256(path), "dtype": array.dtype.str,
-                             "shape": list(array.shape), "bytes": path.stat().st_size}
+            entries[name] = {
+                "file": path.name,
+                "sha256": _sha256(path),
+                "dtype": array.dtype.str,
+                "shape": list(array.shape),
+                "bytes": path.stat().st_size,
+            }
         manifest = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "metadata": metadata, "arrays": entries}
         manifest_path = temporary / MANIFEST
         manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
@@ -78,8 +84,9 @@ def write_index_dir(directory: str | os.PathLike[str], arrays: dict[str, np.ndar
     return final
 
 
-def read_index_dir(directory: str | os.PathLike[str], mmap: bool = True,
-                   verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+def read_index_dir(
+    directory: str | os.PathLike[str], mmap: bool = True, verify: bool = True
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Arrays and metadata of an index directory; IndexFileError when anything is missing or altered."""
     root = Path(directory)
     try:
@@ -91,8 +98,10 @@ def read_index_dir(directory: str | os.PathLike[str], mmap: bool = True,
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise IndexFileError(f"{root / MANIFEST} does not describe a {FORMAT_NAME}")
     if manifest.get("version") != FORMAT_VERSION:
-        raise IndexFileError(f"index format version {manifest.get('version')!r} is not supported "
-                             f"(this build reads version {FORMAT_VERSION})")
+        raise IndexFileError(
+            f"index format version {manifest.get('version')!r} is not supported "
+            f"(this build reads version {FORMAT_VERSION})"
+        )
     arrays: dict[str, np.ndarray] = {}
     try:
         for name, entry in manifest["arrays"].items():

@@ -24,7 +24,7 @@ def cuda_available() -> bool:
         from numba import cuda
 
         return bool(cuda.is_available())
-    except Exception:  # noqa: BLE001 - a probe: any driver or toolkit failure means 'no device'
+    except Exception:
         return False
 
 
@@ -37,7 +37,7 @@ def device_name() -> str | None:
 
         name = cuda.get_current_device().name
         return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:  # noqa: BLE001 - a probe: any driver or toolkit failure means 'no device'
+    except Exception:
         return None
 
 
@@ -52,7 +52,7 @@ def free_memory() -> int:
 
         free, _total = cuda.current_context().get_memory_info()
         return int(free)
-    except Exception:  # noqa: BLE001 - a probe: any driver or toolkit failure means 'no device'
+    except Exception:
         return 0
 
 

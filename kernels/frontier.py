@@ -222,8 +222,12 @@ def _block_exclusive_sums(first, second):
         warps[0, count] = sums[0]
         warps[1, count] = sums[1]
     cuda.syncthreads()
-    result = (values[0, tid] + warps[0, tid // WARP], values[1, tid] + warps[1, tid // WARP], warps[0, count],
-              warps[1, count])
+    result = (
+        values[0, tid] + warps[0, tid // WARP],
+        values[1, tid] + warps[1, tid // WARP],
+        warps[0, count],
+        warps[1, count],
+    )
     cuda.syncthreads()
     return result
 
@@ -236,9 +240,9 @@ def make_balanced_fill_body(measure: Callable[..., Any], emit: Callable[..., Any
     writes the task's slots from the packed ``position`` (slot << ITEM_BITS | first item) on, each
     slot's start included, and returns the position after them. Each thread measures its tasks, the
     block sums them, one thread reserves the block's slots and items with one atomic (per block and
-    level, not per task: the counter is one address), and the tasks are emitted in the same order. A block whose slots would
-    pass ``capacity`` emits nothing and sets ``overflow[0]``: the caller redoes the work in smaller
-    pieces. All threads of the grid must call it.
+    level, not per task: the counter is one address), and the tasks are emitted in the same order. A
+    block whose slots would pass ``capacity`` emits nothing and sets ``overflow[0]``: the caller redoes
+    the work in smaller pieces. All threads of the grid must call it.
     """
 
     @cuda.jit(device=True)
@@ -570,7 +574,12 @@ def _discover_levels(indptr, queues, ptr, cnt, max_levels, args, levels):
 
 
 def build_level_queues(
-    indptr: Any, children: Any, root: int, root_degree: int, num_nodes: int, config: EngineConfig,
+    indptr: Any,
+    children: Any,
+    root: int,
+    root_degree: int,
+    num_nodes: int,
+    config: EngineConfig,
     max_levels: int,
 ) -> LevelQueues | None:
     """Topological levels by Kahn's algorithm on the device (longest path from ``root``), as level queues.
@@ -592,8 +601,9 @@ def build_level_queues(
     ptr, cnt = cuda.to_device(np.zeros((CLASSES, cap), dtype=np.int64)), cuda.to_device(cnt_h)
     args = (children, pending, indptr, queues, ptr, cnt, config.medium_min, config.large_min, config.huge_min)
     found = cuda.to_device(np.zeros(1, dtype=np.int64))
-    _discover_levels[cooperative_blocks(_discover_levels, config), block](indptr, queues, ptr, cnt, max_levels, args,
-                                                                         found)
+    _discover_levels[cooperative_blocks(_discover_levels, config), block](
+        indptr, queues, ptr, cnt, max_levels, args, found
+    )
     levels = int(found.copy_to_host()[0])
     if levels > max_levels:
         return None

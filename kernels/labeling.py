@@ -269,15 +269,22 @@ _advance_check = make_advance(_check_edge)
 _map_seed_root = make_edge_map(_seed_root)
 
 
-def _path_counts(lq: LevelQueues, indptr: Any, children: Any, n1: int, words: int, bits: int,
-                 cfg: EngineConfig) -> tuple[Any, bool]:
+def _path_counts(
+    lq: LevelQueues, indptr: Any, children: Any, n1: int, words: int, bits: int, cfg: EngineConfig
+) -> tuple[Any, bool]:
     half = np.uint64(bits // 2)
     zeta = cuda.device_array((words, n1), dtype=np.uint64)
     acc = device_full((2 * words, n1), np.uint64, 0, cfg)
     overflow = cuda.to_device(np.zeros(1, dtype=np.int32))
     _sweep_counts[cooperative_blocks(_sweep_counts, cfg), cfg.block](
-        indptr, lq.queues, lq.ptr, lq.cnt, *lq.bottom_up(), (children, zeta, acc, words, half),
-        (zeta, acc, words, half, overflow))
+        indptr,
+        lq.queues,
+        lq.ptr,
+        lq.cnt,
+        *lq.bottom_up(),
+        (children, zeta, acc, words, half),
+        (zeta, acc, words, half, overflow),
+    )
     return zeta, bool(overflow.copy_to_host()[0])
 
 
@@ -300,7 +307,10 @@ def _estimate_bytes(n1: int, m: int, dims: int, words: int, index_bytes: int) ->
 
 
 def label_dag(
-    indptr: np.ndarray, child_orders: np.ndarray, root: int, options: LabelingOptions | None = None,
+    indptr: np.ndarray,
+    child_orders: np.ndarray,
+    root: int,
+    options: LabelingOptions | None = None,
     level_hint: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
     """``build_labels`` as the tuple ``(post, minpost, tree_low, phase_seconds)`` that backends read."""
@@ -309,7 +319,10 @@ def label_dag(
 
 
 def build_labels(
-    indptr: np.ndarray, child_orders: np.ndarray, root: int, options: LabelingOptions | None = None,
+    indptr: np.ndarray,
+    child_orders: np.ndarray,
+    root: int,
+    options: LabelingOptions | None = None,
     level_hint: int | None = None,
 ) -> GpuLabels:
     """GRAIL labels of every dimension on the GPU.
@@ -337,8 +350,10 @@ def build_labels(
         raise MemoryError(f"GPU labeling needs ~{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free")
     max_levels = opts.max_levels or level_budget(n1, m, dims)
     if max_levels < 1 or (level_hint is not None and level_hint > max_levels):
-        raise LabelingDeclined(f"{dims} x ({n1} nodes + {m} edges) in {level_hint or 'unknown'} levels: "
-                               f"the CPU labels it faster (GPU budget: {max(max_levels, 0)} levels)")
+        raise LabelingDeclined(
+            f"{dims} x ({n1} nodes + {m} edges) in {level_hint or 'unknown'} levels: "
+            f"the CPU labels it faster (GPU budget: {max(max_levels, 0)} levels)"
+        )
     label_type = np.int32 if n1 < 2**31 - 1 else np.int64
     grid, block = cfg.grid(), cfg.block
     timer = _Timer()
@@ -347,8 +362,7 @@ def build_labels(
         d_indptr = cuda.to_device(np.ascontiguousarray(indptr, dtype=np.int64))
         d_orders = cuda.to_device(np.ascontiguousarray(child_orders))
     with timer.phase("level queues"):
-        lq = build_level_queues(d_indptr, d_orders[0], root, int(indptr[root + 1] - indptr[root]), n1, cfg,
-                                max_levels)
+        lq = build_level_queues(d_indptr, d_orders[0], root, int(indptr[root + 1] - indptr[root]), n1, cfg, max_levels)
     if lq is None:
         raise LabelingDeclined(f"more than {max_levels} levels: level-synchronous labeling would be launch-bound")
 
@@ -379,31 +393,41 @@ def build_labels(
         _map_seed_root[grid, block](dims * words, (dist, tree_low, post, root))
         lock = device_full(dims * n1 if words > 1 else 1, np.int32, 0, cfg)
         _sweep_relax[cooperative_blocks(_sweep_relax, cfg), block](
-            d_indptr, lq.queues, lq.ptr, lq.cnt, *lq.top_down(), (d_orders, d_indptr, scans, dist, lock, words, half))
+            d_indptr, lq.queues, lq.ptr, lq.cnt, *lq.top_down(), (d_orders, d_indptr, scans, dist, lock, words, half)
+        )
         parent = device_full((dims, n1), np.int32, -1, cfg)
         parent_edge = device_full((dims, n1), np.int64, -1, cfg)
-        _advance_pick_parent[grid, block](d_indptr, lq.queues, lq.all_ptr, lq.all_cnt, 0,
-                                          (d_orders, d_indptr, scans, dist, parent, parent_edge, words, half))
+        _advance_pick_parent[grid, block](
+            d_indptr,
+            lq.queues,
+            lq.all_ptr,
+            lq.all_cnt,
+            0,
+            (d_orders, d_indptr, scans, dist, parent, parent_edge, words, half),
+        )
         del dist, lock
 
     with timer.phase("subgraph sizes DT"):
         size = device_full((dims, n1), label_type, 1, cfg)
-        _sweep_sizes[cooperative_blocks(_sweep_sizes, cfg), block](lq.queues, lq.ptr, lq.cnt, *lq.bottom_up(),
-                                                                    (size, parent))
+        _sweep_sizes[cooperative_blocks(_sweep_sizes, cfg), block](
+            lq.queues, lq.ptr, lq.cnt, *lq.bottom_up(), (size, parent)
+        )
 
     with timer.phase("post-order"):
         for k in range(dims):
             _map_tree_child_size[grid, block](m, (d_orders, k, size, parent_edge, limbs))
             exclusive_scan(limbs, scans[k, 0])
         _sweep_place[cooperative_blocks(_sweep_place, cfg), block](
-            lq.queues, lq.ptr, lq.cnt, *lq.top_down(), (d_indptr, scans, size, parent, parent_edge, tree_low, post))
+            lq.queues, lq.ptr, lq.cnt, *lq.top_down(), (d_indptr, scans, size, parent, parent_edge, tree_low, post)
+        )
         del scans, limbs, size, parent, parent_edge
 
     with timer.phase("min post-order"):
         minpost = cuda.device_array_like(post)
         minpost.copy_to_device(post)
         _sweep_minpost[cooperative_blocks(_sweep_minpost, cfg), block](
-            d_indptr, lq.queues, lq.ptr, lq.cnt, *lq.bottom_up(), (d_orders, minpost))
+            d_indptr, lq.queues, lq.ptr, lq.cnt, *lq.bottom_up(), (d_orders, minpost)
+        )
 
     with timer.phase("check"):
         bad = cuda.to_device(np.zeros(1, dtype=np.int32))

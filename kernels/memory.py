@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from numba import cuda
 
 from .frontier import EngineConfig, make_edge_map

@@ -165,7 +165,7 @@ def _measure_words(i, args):
     flags); a level of few nodes splits each node's words over several tasks, so that a node that
     thousands of searches reached is spread over many threads.
     """
-    first, groups, per_group, touched, summary, reach, indptr, chunks, chunk_start = args
+    first, groups, per_group, touched, summary, _reach, indptr, _chunks, _chunk_start = args
     v, start, stop = _task_words(i, first, groups, per_group, summary)
     if touched[v] == 0:
         return 0, np.int64(0)
@@ -291,8 +291,28 @@ _clear_level = make_map_body(_clear_chunk)
 _unflag_level = make_map_body(_unflag)
 
 
-def _search_passes(extents, total, indptr, indices, rec, nodes, position, level_ptr, label_end, reach, summary,
-                   touched, chunks, chunk_start, src, tgt, targets, found, balanced, overflow):
+def _search_passes(
+    extents,
+    total,
+    indptr,
+    indices,
+    rec,
+    nodes,
+    position,
+    level_ptr,
+    label_end,
+    reach,
+    summary,
+    touched,
+    chunks,
+    chunk_start,
+    src,
+    tgt,
+    targets,
+    found,
+    balanced,
+    overflow,
+):
     """Every pass of a call in one persistent launch: seed, then per level fill the balanced chunks and expand them.
 
     Nodes are numbered in level order here (``position`` maps a DAG node id to its number), so that a
@@ -311,9 +331,11 @@ def _search_passes(extents, total, indptr, indices, rec, nodes, position, level_
     capacity = chunks.shape[1]
     for p in range(extents.shape[0]):
         pass_found = found[p]
-        _seed_all(min(per_pass, total - p * per_pass), extents[p],
-                  (rec, nodes, position, label_end, targets, src, tgt, p * per_pass, pass_found, reach, summary,
-                   touched))
+        _seed_all(
+            min(per_pass, total - p * per_pass),
+            extents[p],
+            (rec, nodes, position, label_end, targets, src, tgt, p * per_pass, pass_found, reach, summary, touched),
+        )
         grid.sync()
         first = extents[p, 0]
         last = extents[p, 1]
@@ -326,14 +348,32 @@ def _search_passes(extents, total, indptr, indices, rec, nodes, position, level_
                 break
             nodes_here = level_ptr[lvl + 1] - level_ptr[lvl]
             groups = min(per_node, max(1, threads // max(1, nodes_here)))
-            _fill_level(nodes_here * groups, balanced[p], lvl, capacity, overflow,
-                        (level_ptr[lvl], groups, (per_node + groups - 1) // groups, touched, summary, reach, indptr,
-                         chunks[half], chunk_start[half]))
+            _fill_level(
+                nodes_here * groups,
+                balanced[p],
+                lvl,
+                capacity,
+                overflow,
+                (
+                    level_ptr[lvl],
+                    groups,
+                    (per_node + groups - 1) // groups,
+                    touched,
+                    summary,
+                    reach,
+                    indptr,
+                    chunks[half],
+                    chunk_start[half],
+                ),
+            )
             grid.sync()
             if overflow[0]:
                 return
-            _expand_level(chunk_start[half], balanced[p, lvl],
-                          (chunks[half], indices, rec, nodes, label_end, targets, pass_found, reach, summary, touched))
+            _expand_level(
+                chunk_start[half],
+                balanced[p, lvl],
+                (chunks[half], indices, rec, nodes, label_end, targets, pass_found, reach, summary, touched),
+            )
             grid.sync()
         grid.sync()
 
@@ -398,7 +438,9 @@ def _node_rows(rec: np.ndarray, label_end: int) -> np.ndarray:
     rows[:, _NODE_LEVEL] = rec[:, 1]
     rows[:, _NODE_ID] = rec[:, 0]
     for k in range(dims):
-        rows[:, _NODE_BOXES + 2 * k: _NODE_BOXES + 2 * k + 2] = rec[:, _HEADER_WORDS + 3 * k: _HEADER_WORDS + 3 * k + 2]
+        rows[:, _NODE_BOXES + 2 * k : _NODE_BOXES + 2 * k + 2] = rec[
+            :, _HEADER_WORDS + 3 * k : _HEADER_WORDS + 3 * k + 2
+        ]
     return rows
 
 
@@ -429,8 +471,9 @@ def _device_index(hot: Any) -> _DeviceIndex:
     order = np.argsort(level, kind="stable")
     position = np.empty(n, dtype=np.int32)
     position[order] = np.arange(n, dtype=np.int32)
-    indptr, indices = _level_order_csr(np.asarray(hot.out_indptr, dtype=np.int64), np.asarray(hot.out_indices),
-                                       order, position)
+    indptr, indices = _level_order_csr(
+        np.asarray(hot.out_indptr, dtype=np.int64), np.asarray(hot.out_indices), order, position
+    )
     rec = np.ascontiguousarray(hot.rec_dag[order])
     entry = _DeviceIndex(
         keep=hot,
@@ -502,8 +545,9 @@ class SearchStats:
 last_stats = SearchStats()
 
 
-def search_pairs(hot: Any, sources: np.ndarray, targets: np.ndarray,
-                 options: SearchOptions | None = None) -> np.ndarray:
+def search_pairs(
+    hot: Any, sources: np.ndarray, targets: np.ndarray, options: SearchOptions | None = None
+) -> np.ndarray:
     """Exact answers (bool per pair) to 'DAG node sources[i] reaches DAG node targets[i]'.
 
     ``hot`` is a ``grail_core.query.HotArrays`` (its DAG records and children); the pairs may be any
@@ -514,8 +558,9 @@ def search_pairs(hot: Any, sources: np.ndarray, targets: np.ndarray,
     return search_pairs_with_stats(hot, sources, targets, options)[0]
 
 
-def search_pairs_with_stats(hot: Any, sources: np.ndarray, targets: np.ndarray,
-                            options: SearchOptions | None = None) -> tuple[np.ndarray, SearchStats]:
+def search_pairs_with_stats(
+    hot: Any, sources: np.ndarray, targets: np.ndarray, options: SearchOptions | None = None
+) -> tuple[np.ndarray, SearchStats]:
     """``search_pairs`` and what the call did; ``last_stats`` keeps the latest call's for benchmarks.
 
     Calls take the device one at a time: the cached index and its status buffers serve every call.
@@ -543,17 +588,18 @@ def _out_of_device_memory(error: Exception) -> bool:
     return type(error).__name__ == "CudaAPIError" and "OUT_OF_MEMORY" in str(error)
 
 
-def _search(hot: Any, sources: np.ndarray, targets: np.ndarray, opts: SearchOptions,
-            cfg: EngineConfig) -> tuple[np.ndarray, SearchStats]:
+def _search(
+    hot: Any, sources: np.ndarray, targets: np.ndarray, opts: SearchOptions, cfg: EngineConfig
+) -> tuple[np.ndarray, SearchStats]:
     if cfg.block > BALANCED_BLOCK:
         raise ValueError(f"the GPU search runs blocks of at most {BALANCED_BLOCK} threads, not {cfg.block}")
     began = time.perf_counter()
     index = _device_index(hot)
     wanted = -(-sources.size // 64)
     # Buffers already allocated count as affordable: free memory no longer includes them.
-    words = opts.max_words or max(index.capacity,
-                                  words_for(sources.size, index.position.size, free_memory(),
-                                            opts.memory_fraction))
+    words = opts.max_words or max(
+        index.capacity, words_for(sources.size, index.position.size, free_memory(), opts.memory_fraction)
+    )
     # A level's work items (status words x out-edges) must fit the balanced counter's item field.
     words = max(1, min(words, wanted, ITEM_MASK // max(1, index.widest_level_edges)))
     _status_buffers(index, words, opts.chunks, cfg)
@@ -574,12 +620,25 @@ def _search(hot: Any, sources: np.ndarray, targets: np.ndarray, opts: SearchOpti
         restarts += 1
     # Bit j of word w is pair 64 w + j: the words' bytes in little-endian order, their bits low first.
     answers = np.unpackbits(found.reshape(-1).view(np.uint8), bitorder="little")[: sources.size].astype(np.bool_)
-    return answers, SearchStats(passes=passes, words=words, restarts=restarts, upload_seconds=uploaded - began,
-                                search_seconds=time.perf_counter() - uploaded)
+    return answers, SearchStats(
+        passes=passes,
+        words=words,
+        restarts=restarts,
+        upload_seconds=uploaded - began,
+        search_seconds=time.perf_counter() - uploaded,
+    )
 
 
-def _launch(kernel: Any, index: _DeviceIndex, label_end: int, d_src: Any, d_tgt: Any, words: int,
-            requested_chunks: int, cfg: EngineConfig) -> tuple[np.ndarray, bool, int]:
+def _launch(
+    kernel: Any,
+    index: _DeviceIndex,
+    label_end: int,
+    d_src: Any,
+    d_tgt: Any,
+    words: int,
+    requested_chunks: int,
+    cfg: EngineConfig,
+) -> tuple[np.ndarray, bool, int]:
     """One launch over all passes of ``words`` words: (found bits per pass, whether a level overflowed, passes)."""
     reach, summary = _status_buffers(index, words, requested_chunks, cfg)
     per_pass = 64 * words
@@ -591,7 +650,24 @@ def _launch(kernel: Any, index: _DeviceIndex, label_end: int, d_src: Any, d_tgt:
     balanced = cuda.to_device(np.zeros((passes, index.levels), dtype=np.int64))
     overflow = cuda.to_device(np.zeros(1, dtype=np.int32))
     kernel[cooperative_blocks(kernel, cfg), cfg.block](
-        cuda.to_device(extents), d_src.size, index.indptr, index.indices, index.rec, index.nodes, index.position,
-        index.level_ptr, label_end, reach, summary, index.touched, *index.chunks, d_src, d_tgt,
-        index.targets[:per_pass], found, balanced, overflow)
+        cuda.to_device(extents),
+        d_src.size,
+        index.indptr,
+        index.indices,
+        index.rec,
+        index.nodes,
+        index.position,
+        index.level_ptr,
+        label_end,
+        reach,
+        summary,
+        index.touched,
+        *index.chunks,
+        d_src,
+        d_tgt,
+        index.targets[:per_pass],
+        found,
+        balanced,
+        overflow,
+    )
     return found.copy_to_host(), bool(overflow.copy_to_host()[0]), passes

@@ -34,7 +34,7 @@ class ProgressBar:
         status, phase = record["status"], record.get("phase") or ""
         fraction = record.get("progress") or (1.0 if status == "ready" else 0.0)
         if self.tty:
-            filled = int(round(fraction * self.width))
+            filled = round(fraction * self.width)
             bar = "#" * filled + "-" * (self.width - filled)
             self.stream.write(f"\r[{bar}] {fraction:6.1%} {status} {phase:<16}")
             if status in ("ready", "failed"):

@@ -12,8 +12,8 @@ from fastapi.responses import JSONResponse
 from grail_core import (
     BackendUnavailableError,
     GraphFormatError,
-    InputTooLargeError,
     IndexFileError,
+    InputTooLargeError,
     InvalidParameterError,
     UnknownNodeError,
 )

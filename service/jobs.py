@@ -21,7 +21,11 @@ class BuildRunner:
     """Runs read_graph -> build -> save -> publish for one graph per job."""
 
     def __init__(
-        self, registry: GraphRegistry, metrics: Metrics, workers: int, core_gate: AbstractContextManager[object],
+        self,
+        registry: GraphRegistry,
+        metrics: Metrics,
+        workers: int,
+        core_gate: AbstractContextManager[object],
         max_graph_bytes: int,
     ) -> None:
         self._registry = registry

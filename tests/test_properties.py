@@ -66,7 +66,7 @@ def test_labels_are_valid_grail_intervals(graph: tuple[int, list[tuple[int, int]
 
 def test_labels_follow_the_given_child_order() -> None:
     # Diamond 0->1, 0->2, 1->3, 2->3: which child is visited first decides the post-orders.
-    indptr, indices, root = with_virtual_root(np.array([0, 2, 3, 4, 4]), np.array([1, 2, 3, 3], dtype=np.int32))
+    indptr, _indices, root = with_virtual_root(np.array([0, 2, 3, 4, 4]), np.array([1, 2, 3, 3], dtype=np.int32))
     orders = np.array([[1, 2, 3, 3, 0], [2, 1, 3, 3, 0]], dtype=np.int32)
     post, minpost, tree_low = label_all(indptr, orders, root)
     np.testing.assert_array_equal(post, [[3, 1, 2, 0, 4], [3, 2, 1, 0, 4]])
@@ -90,8 +90,9 @@ def test_single_pair_buffers_survive_running_out_of_marks() -> None:
     n = 25
     index = _index(n, edges, dims=1, hubs=0)
     truth = reachability_matrix(n, edges)
-    searched_positive = [(u, v) for u in range(n) for v in range(n)
-                         if truth[u, v] and answer_pair(index.hot, index._buffers, u, v)[1]]
+    searched_positive = [
+        (u, v) for u in range(n) for v in range(n) if truth[u, v] and answer_pair(index.hot, index._buffers, u, v)[1]
+    ]
     assert searched_positive
     with index._buffers.take() as (stamp, _, _):
         stamp[:] = 1  # left over from the first mark of an earlier cycle

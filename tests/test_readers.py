@@ -16,13 +16,13 @@ GRA = b"graph_for_greach\n4\n0: 2 1 1 #\n1: 3 #\n2: #\n3: 3 #\n"
 
 def edges_of(graph) -> set[tuple[object, object]]:
     names = graph.names
-    return set(zip(names.names_of(graph.src), names.names_of(graph.dst)))
+    return set(zip(names.names_of(graph.src), names.names_of(graph.dst), strict=True))
 
 
 def test_gra_keeps_duplicates_for_the_graph_builder_and_names_are_line_numbers() -> None:
     graph = read_graph(GRA)
     assert graph.format == "gra" and graph.num_nodes == 4
-    assert sorted(zip(graph.src.tolist(), graph.dst.tolist())) == [(0, 1), (0, 1), (0, 2), (1, 3), (3, 3)]
+    assert sorted(zip(graph.src.tolist(), graph.dst.tolist(), strict=True)) == [(0, 1), (0, 1), (0, 2), (1, 3), (3, 3)]
     assert graph.names.kind == "range"
 
 
@@ -121,7 +121,7 @@ def test_json_with_isolated_nodes() -> None:
         ('{"edges": [[1.5, 2]]}', "integers or strings"),
         ('{"nodes": [1]}', "edges"),
         ('{"edges": []}', "empty"),
-        ('[1, 2]', "object"),
+        ("[1, 2]", "object"),
     ],
 )
 def test_json_errors(document: str, words: str) -> None:
@@ -164,8 +164,9 @@ def test_json_integer_fast_path_agrees_with_the_json_module() -> None:
     document = {"nodes": [-4, 100], "edges": [[1, 2], [2, -4], [1, 2], [7, 7]]}
     text = json.dumps(document, indent=2).encode()
     fast = read_graph(text, "json")
-    scanned = jsonformat._scan_integer_document(np.frombuffer(text, dtype=np.uint8), jsonformat.EDGES_KEY,
-                                                 jsonformat.NODES_KEY)
+    scanned = jsonformat._scan_integer_document(
+        np.frombuffer(text, dtype=np.uint8), jsonformat.EDGES_KEY, jsonformat.NODES_KEY
+    )
     assert scanned[-1], "an all-integer document must take the array scanner"
     assert edges_of(fast) == {(1, 2), (2, -4), (7, 7)}
     assert fast.names.names_of(range(fast.num_nodes)) == [-4, 1, 2, 7, 100]

@@ -17,8 +17,16 @@ from .jsonformat import parse_json
 __all__ = ["FORMATS", "GraphInput", "read_graph", "guess_format"]
 
 FORMATS = ("gra", "edgelist", "json")
-_SUFFIXES = {".gra": "gra", ".json": "json", ".csv": "edgelist", ".tsv": "edgelist", ".txt": "edgelist",
-             ".edges": "edgelist", ".el": "edgelist", ".edgelist": "edgelist"}
+_SUFFIXES = {
+    ".gra": "gra",
+    ".json": "json",
+    ".csv": "edgelist",
+    ".tsv": "edgelist",
+    ".txt": "edgelist",
+    ".edges": "edgelist",
+    ".el": "edgelist",
+    ".edgelist": "edgelist",
+}
 
 GraphSource = str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO
 
@@ -62,8 +70,9 @@ def guess_format(data: bytes, filename: str | None = None) -> str:
     return "edgelist"
 
 
-def read_graph(source: GraphSource, format: str | None = None, *, header: bool | None = None,
-               max_bytes: int | None = None) -> GraphInput:
+def read_graph(
+    source: GraphSource, format: str | None = None, *, header: bool | None = None, max_bytes: int | None = None
+) -> GraphInput:
     """Read a graph from a path, bytes or a binary file object; gzip input is recognised by its magic bytes.
 
     ``format`` is one of ``FORMATS`` or None to guess; ``header`` applies to edge lists (None: detect);

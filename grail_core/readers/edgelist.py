@@ -21,8 +21,30 @@ MINUS = 45
 PLUS = 43
 
 HEADER_WORDS = frozenset(
-    {"source", "target", "src", "dst", "from", "to", "u", "v", "node1", "node2", "head", "tail",
-     "from_node", "to_node", "source_id", "target_id", "start", "end", "parent", "child", "id1", "id2"}
+    {
+        "source",
+        "target",
+        "src",
+        "dst",
+        "from",
+        "to",
+        "u",
+        "v",
+        "node1",
+        "node2",
+        "head",
+        "tail",
+        "from_node",
+        "to_node",
+        "source_id",
+        "target_id",
+        "start",
+        "end",
+        "parent",
+        "child",
+        "id1",
+        "id2",
+    }
 )
 
 
@@ -136,9 +158,21 @@ def parse_edgelist(data: bytes | memoryview, header: bool | None = None) -> Grap
     first_bad = _integers(buf, starts, ends, values)
     first_row = {int(first_bad) % count} if first_bad >= 0 else set()
     if header is None:
-        words = {_token(buf, int(starts[0]), int(ends[0])).lower(), _token(buf, int(starts[count]), int(ends[count])).lower()}
-        header = words <= HEADER_WORDS or (count > 1 and first_row == {0} and _integers(
-            buf, np.delete(starts, [0, count]), np.delete(ends, [0, count]), np.empty(starts.size - 2, dtype=np.int64)) < 0)
+        words = {
+            _token(buf, int(starts[0]), int(ends[0])).lower(),
+            _token(buf, int(starts[count]), int(ends[count])).lower(),
+        }
+        header = words <= HEADER_WORDS or (
+            count > 1
+            and first_row == {0}
+            and _integers(
+                buf,
+                np.delete(starts, [0, count]),
+                np.delete(ends, [0, count]),
+                np.empty(starts.size - 2, dtype=np.int64),
+            )
+            < 0
+        )
     if header:
         if count == 1:
             raise GraphFormatError("empty graph: the edge list has a header but no edges")
@@ -162,5 +196,9 @@ def parse_edgelist(data: bytes | memoryview, header: bool | None = None) -> Grap
             raise GraphFormatError(f"node names are not valid UTF-8: {error}") from None
         ids = inverse.reshape(-1).astype(np.int64)
     return GraphInput(
-        num_nodes=int(names.size), src=ids[:count], dst=ids[count:], names=NodeNames.from_sorted(names), format="edgelist"
+        num_nodes=int(names.size),
+        src=ids[:count],
+        dst=ids[count:],
+        names=NodeNames.from_sorted(names),
+        format="edgelist",
     )

@@ -102,8 +102,9 @@ def _parse(buf, header):
                 if target > MAX_ID:
                     break
                 i += 1
-            if i < buf.size and not (buf[i] == SPACE or buf[i] == TAB or buf[i] == CARRIAGE_RETURN
-                                     or buf[i] == NEWLINE or buf[i] == HASH):
+            if i < buf.size and not (
+                buf[i] == SPACE or buf[i] == TAB or buf[i] == CARRIAGE_RETURN or buf[i] == NEWLINE or buf[i] == HASH
+            ):
                 return src, dst, 0, n, BAD_TOKEN, line, 0
             if target >= n:
                 return src, dst, 0, n, OUT_OF_RANGE, line, target
@@ -146,4 +147,6 @@ def parse_gra(data: bytes | memoryview) -> GraphInput:
     src, dst, count, n, code, line, value = _parse(buf, np.frombuffer(HEADER, dtype=np.uint8))
     if code != OK:
         raise GraphFormatError(_message(code, n, value), line=line)
-    return GraphInput(num_nodes=n, src=src[:count].copy(), dst=dst[:count].copy(), names=NodeNames.identity(n), format="gra")
+    return GraphInput(
+        num_nodes=n, src=src[:count].copy(), dst=dst[:count].copy(), names=NodeNames.identity(n), format="gra"
+    )

@@ -147,14 +147,20 @@ def _name_kind(value: Any) -> str | None:
 
 def _graph(values: np.ndarray, num_edges: int) -> GraphInput:
     names, ids = sorted_unique_ids(values)
-    return GraphInput(num_nodes=int(names.size), src=ids[0:2 * num_edges:2], dst=ids[1:2 * num_edges:2],
-                      names=NodeNames.from_sorted(names), format="json")
+    return GraphInput(
+        num_nodes=int(names.size),
+        src=ids[0 : 2 * num_edges : 2],
+        dst=ids[1 : 2 * num_edges : 2],
+        names=NodeNames.from_sorted(names),
+        format="json",
+    )
 
 
 def parse_json(data: bytes | memoryview) -> GraphInput:
     """Parse a JSON graph document; names must be all integers or all strings."""
-    ends, count, nodes, node_count, ok = _scan_integer_document(np.frombuffer(data, dtype=np.uint8), EDGES_KEY,
-                                                                NODES_KEY)
+    ends, count, nodes, node_count, ok = _scan_integer_document(
+        np.frombuffer(data, dtype=np.uint8), EDGES_KEY, NODES_KEY
+    )
     if ok:
         return _graph(np.concatenate([ends[:count], nodes[:node_count]]), count // 2)
     try:

@@ -30,7 +30,9 @@ def test_labels_identical_to_cpu(datasets: Path, graph: str) -> None:
     orders = make_child_orders(indptr, indices, 3, seed=11)
     expected = label_all(indptr, orders, root)
     built = build_labels(indptr, orders, root, LabelingOptions(max_levels=1 << 16))
-    for name, want, got in zip(("post", "minpost", "tree_low"), expected, (built.post, built.minpost, built.tree_low)):
+    for name, want, got in zip(
+        ("post", "minpost", "tree_low"), expected, (built.post, built.minpost, built.tree_low), strict=True
+    ):
         np.testing.assert_array_equal(got, want, err_msg=f"{graph} {name}")
 
 

@@ -66,8 +66,9 @@ if not DEVICE_ALREADY_LOADED:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not DEVICE_ALREADY_LOADED:
         return
-    skip = pytest.mark.skip(reason="numba.cuda is loaded for the device in this run: run tests/kernels on its own "
-                                   "(make test-gpu does)")
+    skip = pytest.mark.skip(
+        reason="numba.cuda is loaded for the device in this run: run tests/kernels on its own (make test-gpu does)"
+    )
     for item in items:
         if HERE in item.path.parents:
             item.add_marker(skip)

@@ -8,8 +8,9 @@ from grail_core.graph import build_csr
 from grail_core.labeling import make_child_orders, with_virtual_root
 
 
-def labeling_graph(n: int, edges: list[tuple[int, int]], dims: int = 2, seed: int = 0
-                   ) -> tuple[np.ndarray, np.ndarray, int]:
+def labeling_graph(
+    n: int, edges: list[tuple[int, int]], dims: int = 2, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, int]:
     """(indptr, child_orders, root) of a DAG whose edges go from lower to higher ids."""
     src = np.array([u for u, _ in edges], dtype=np.int64)
     dst = np.array([v for _, v in edges], dtype=np.int64)

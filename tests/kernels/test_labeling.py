@@ -15,12 +15,15 @@ from .graphs import diamond_stack, hub_graph, labeling_graph
 FORCE_GPU = LabelingOptions(max_levels=1 << 10)  # the cost model sends graphs this small to the CPU
 
 
-def assert_same_labels(n: int, edges: list[tuple[int, int]], options: LabelingOptions = FORCE_GPU,
-                       dims: int = 2, seed: int = 0) -> int:
+def assert_same_labels(
+    n: int, edges: list[tuple[int, int]], options: LabelingOptions = FORCE_GPU, dims: int = 2, seed: int = 0
+) -> int:
     indptr, orders, root = labeling_graph(n, edges, dims, seed)
     expected = label_all(indptr, orders, root)
     built = build_labels(indptr, orders, root, options)
-    for name, want, got in zip(("post", "minpost", "tree_low"), expected, (built.post, built.minpost, built.tree_low)):
+    for name, want, got in zip(
+        ("post", "minpost", "tree_low"), expected, (built.post, built.minpost, built.tree_low), strict=True
+    ):
         assert got.dtype == want.dtype, name
         np.testing.assert_array_equal(got, want, err_msg=name)
     return built.words

@@ -32,29 +32,40 @@ def blind(arrays: QueryArrays) -> QueryArrays:
     """The same DAG with labels and hub bits that decide nothing: the search must walk every path."""
     n = arrays.lo.shape[0]
     wide = np.iinfo(arrays.hi.dtype).max
-    return arrays._replace(lo=np.zeros_like(arrays.lo), hi=np.full_like(arrays.hi, wide - 1),
-                           tree_lo=np.full_like(arrays.tree_lo, wide), fwd=np.zeros(n, np.uint64),
-                           bwd=np.zeros(n, np.uint64))
+    return arrays._replace(
+        lo=np.zeros_like(arrays.lo),
+        hi=np.full_like(arrays.hi, wide - 1),
+        tree_lo=np.full_like(arrays.tree_lo, wide),
+        fwd=np.zeros(n, np.uint64),
+        bwd=np.zeros(n, np.uint64),
+    )
 
 
-@pytest.mark.parametrize(("n", "m", "seed", "cycles", "words", "weaken"), [
-    (18, 30, 1, False, 1, True),  # 364 pairs in 64-pair passes, no label help
-    (16, 40, 2, True, 2, False),  # cycles: several nodes per DAG node, pairs inside one component
-    (20, 24, 3, False, 0, True),  # words sized from memory: one pass
-])
+@pytest.mark.parametrize(
+    ("n", "m", "seed", "cycles", "words", "weaken"),
+    [
+        (18, 30, 1, False, 1, True),  # 364 pairs in 64-pair passes, no label help
+        (16, 40, 2, True, 2, False),  # cycles: several nodes per DAG node, pairs inside one component
+        (20, 24, 3, False, 0, True),  # words sized from memory: one pass
+    ],
+)
 def test_all_pairs_match_bfs(n: int, m: int, seed: int, cycles: bool, words: int, weaken: bool) -> None:
     edges = random_graph(n, m, seed, cycles)
-    index = ReachabilityIndex.from_edges(np.array([u for u, _ in edges] or [0]),
-                                         np.array([v for _, v in edges] or [0]), num_nodes=n, backend="cpu")
+    index = ReachabilityIndex.from_edges(
+        np.array([u for u, _ in edges] or [0]), np.array([v for _, v in edges] or [0]), num_nodes=n, backend="cpu"
+    )
     truth = reachability_matrix(n, edges)
     arrays = blind(index.arrays) if weaken else index.arrays
     sources, targets = (x.ravel() for x in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
     rng = np.random.default_rng(seed)
     extra = rng.integers(0, sources.size, size=40)  # repeated pairs
     sources, targets = np.concatenate([sources, sources[extra]]), np.concatenate([targets, targets[extra]])
-    got = search_pairs(pack(arrays), arrays.comp[sources], arrays.comp[targets],
-                       SearchOptions(config=EngineConfig(block=32, blocks=1, medium_min=2, large_min=4, huge_min=8),
-                                     max_words=words))
+    got = search_pairs(
+        pack(arrays),
+        arrays.comp[sources],
+        arrays.comp[targets],
+        SearchOptions(config=EngineConfig(block=32, blocks=1, medium_min=2, large_min=4, huge_min=8), max_words=words),
+    )
     np.testing.assert_array_equal(got, truth[sources, targets])
 
 
@@ -71,10 +82,16 @@ def test_nodes_left_with_found_searches_only_are_cleared_for_the_next_pass() -> 
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(digraphs(max_nodes=16), st.integers(min_value=0, max_value=2**32 - 1), st.sampled_from([1, 2, 3]),
-       st.sampled_from([0, 1, 3]), st.booleans())
-def test_random_graphs_and_batches_match_bfs(graph: tuple[int, list[tuple[int, int]]], seed: int, words: int,
-                                             distinct: int, weaken: bool) -> None:
+@given(
+    digraphs(max_nodes=16),
+    st.integers(min_value=0, max_value=2**32 - 1),
+    st.sampled_from([1, 2, 3]),
+    st.sampled_from([0, 1, 3]),
+    st.booleans(),
+)
+def test_random_graphs_and_batches_match_bfs(
+    graph: tuple[int, list[tuple[int, int]]], seed: int, words: int, distinct: int, weaken: bool
+) -> None:
     """Random graphs (cycles, self loops, duplicate edges, isolated nodes) and random batches over several
     passes (pairs repeated, source == target, pairs inside one component), with labels that decide
     nothing or the real ones. ``distinct`` > 0 draws the batch from that many pairs, in runs: a pass
@@ -98,13 +115,15 @@ def test_levels_that_outgrow_the_chunks_start_again_with_fewer_words() -> None:
     only overflow, and the call starts again with 35 words."""
     n = 14
     edges = random_graph(n, 26, 7, False)
-    index = ReachabilityIndex.from_edges(np.array([u for u, _ in edges]), np.array([v for _, v in edges]),
-                                         num_nodes=n, backend="cpu")
+    index = ReachabilityIndex.from_edges(
+        np.array([u for u, _ in edges]), np.array([v for _, v in edges]), num_nodes=n, backend="cpu"
+    )
     rng = np.random.default_rng(8)
     sources, targets = rng.integers(0, n, size=4500), rng.integers(0, n, size=4500)
     arrays = blind(index.arrays)
-    got, stats = search_pairs_with_stats(pack(arrays), arrays.comp[sources], arrays.comp[targets],
-                                         SearchOptions(chunks=1))
+    got, stats = search_pairs_with_stats(
+        pack(arrays), arrays.comp[sources], arrays.comp[targets], SearchOptions(chunks=1)
+    )
     np.testing.assert_array_equal(got, reachability_matrix(n, edges)[sources, targets])
     assert stats.restarts == 1 and stats.words == 35
 
@@ -124,22 +143,28 @@ def test_more_words_than_one_summary_word() -> None:
     """4,500 pairs need 71 status words a node, so the per-node summary spans two words."""
     n = 14
     edges = random_graph(n, 26, 7, False)
-    index = ReachabilityIndex.from_edges(np.array([u for u, _ in edges]), np.array([v for _, v in edges]),
-                                         num_nodes=n, backend="cpu")
+    index = ReachabilityIndex.from_edges(
+        np.array([u for u, _ in edges]), np.array([v for _, v in edges]), num_nodes=n, backend="cpu"
+    )
     truth = reachability_matrix(n, edges)
     rng = np.random.default_rng(7)
     sources, targets = rng.integers(0, n, size=4500), rng.integers(0, n, size=4500)
     arrays = blind(index.arrays)
-    got = search_pairs(pack(arrays), arrays.comp[sources], arrays.comp[targets],
-                       SearchOptions(config=EngineConfig(block=32, blocks=1, medium_min=2, large_min=4, huge_min=8)))
+    got = search_pairs(
+        pack(arrays),
+        arrays.comp[sources],
+        arrays.comp[targets],
+        SearchOptions(config=EngineConfig(block=32, blocks=1, medium_min=2, large_min=4, huge_min=8)),
+    )
     np.testing.assert_array_equal(got, truth[sources, targets])
 
 
 def small_index() -> tuple[ReachabilityIndex, np.ndarray, np.ndarray, np.ndarray]:
     n = 14
     edges = random_graph(n, 26, 5, True)
-    index = ReachabilityIndex.from_edges(np.array([u for u, _ in edges]), np.array([v for _, v in edges]),
-                                         num_nodes=n, backend="cpu")
+    index = ReachabilityIndex.from_edges(
+        np.array([u for u, _ in edges]), np.array([v for _, v in edges]), num_nodes=n, backend="cpu"
+    )
     sources, targets = (x.ravel() for x in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
     return index, sources, targets, reachability_matrix(n, edges)[sources, targets]
 
@@ -186,7 +211,8 @@ def test_out_of_device_memory_falls_back_to_the_cpu(monkeypatch: pytest.MonkeyPa
     # The backend's contract: pairs the label filter left open (here, with labels that decide nothing,
     # every pair of two different components).
     open_pairs = np.flatnonzero(arrays.comp[sources] != arrays.comp[targets])
-    answers, engine = backends.search_pairs("cuda", arrays, hot, arrays.comp[sources[open_pairs]],
-                                            arrays.comp[targets[open_pairs]])
+    answers, engine = backends.search_pairs(
+        "cuda", arrays, hot, arrays.comp[sources[open_pairs]], arrays.comp[targets[open_pairs]]
+    )
     assert engine == "cpu"
     np.testing.assert_array_equal(answers, truth[open_pairs])
