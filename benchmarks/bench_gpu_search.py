@@ -81,8 +81,7 @@ def measure(
         "searched": int(undecided.size),
     }
     start = time.perf_counter()
-    gpu = backends.search_pairs("cuda", arrays, hot, s, t)[0]
-    first = gpu_search.last_stats
+    gpu, first = gpu_search.search_pairs_with_stats(hot, s, t)
     print(
         f"  {name}.{kind}: filter {filter_s * 1e3:.1f} ms, {undecided.size} searched; first GPU call "
         f"{time.perf_counter() - start:.2f} s ({first})",
@@ -101,7 +100,8 @@ def measure(
         ],
         runs,
     )
-    row["passes"], row["words"] = gpu_search.last_stats.passes, gpu_search.last_stats.words
+    stats = gpu_search.search_pairs_with_stats(hot, s, t)[1]
+    row["passes"], row["words"] = stats.passes, stats.words
     row["gpu_ms"], row["cpu_ms"] = np.median(gpu_s) * 1e3, np.median(cpu_s) * 1e3
     ratios = np.array(cpu_s) / np.array(gpu_s)
     row["ratio_range"] = f"{ratios.min():.2g}-{ratios.max():.2g}"

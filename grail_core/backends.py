@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,7 +77,6 @@ def compute_labels(
     indptr: np.ndarray,
     child_orders: np.ndarray,
     root: int,
-    progress: Callable[[str, float], None] | None = None,
     num_levels: int | None = None,
 ) -> LabelResult:
     """Labels of the labeling graph (DAG + virtual root) on the resolved backend.

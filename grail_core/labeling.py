@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["make_child_orders", "dfs_labels", "label_all", "with_virtual_root", "label_dtype"]
+__all__ = ["make_child_orders", "label_all", "with_virtual_root", "label_dtype"]
 
 
 def label_dtype(num_nodes: int) -> type[np.integer]:
@@ -110,18 +110,6 @@ def _dfs_into(indptr, children, root, post, minpost, tree_low):
     return counter
 
 
-def dfs_labels(indptr: np.ndarray, children: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Post-order rank, min post-order below, and DFS-tree interval start of every node, one dimension.
-
-    Every node must be reachable from ``root`` (true for the labeling graph of ``with_virtual_root``).
-    """
-    n = indptr.size - 1
-    dtype = label_dtype(n)
-    post, minpost, tree_low = (np.empty(n, dtype=dtype) for _ in range(3))
-    _dfs_into(indptr, children, root, post, minpost, tree_low)
-    return post, minpost, tree_low
-
-
 @njit(nogil=True, parallel=True, cache=True)
 def _label_dims(indptr, child_orders, root, post, minpost, tree_low):
     for k in prange(child_orders.shape[0]):
@@ -129,7 +117,11 @@ def _label_dims(indptr, child_orders, root, post, minpost, tree_low):
 
 
 def label_all(indptr: np.ndarray, child_orders: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``dfs_labels`` for every dimension at once (dimensions in parallel); arrays of shape (dims, N+1)."""
+    """Post-order rank, min post-order below, and DFS-tree interval start of every node, one DFS per
+    dimension (dimensions in parallel); arrays of shape (dims, N+1).
+
+    Every node must be reachable from ``root`` (true for the labeling graph of ``with_virtual_root``).
+    """
     n = indptr.size - 1
     dims = child_orders.shape[0]
     dtype = label_dtype(n)

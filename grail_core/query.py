@@ -24,6 +24,26 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .errors import InvalidParameterError
+from .records import (
+    BWD,
+    CACHE_LINE_WORDS,
+    COMPACT_COLUMNS,
+    COMPACT_HI,
+    COMPACT_LO,
+    FWD,
+    HEADER_WORDS,
+    HI,
+    ID,
+    LABEL_WORDS,
+    LEVEL,
+    LO,
+    NO,
+    TREE_LO,
+    UNDECIDED,
+    YES,
+    label_end,
+    record_words,
+)
 
 __all__ = [
     "QueryArrays",
@@ -38,10 +58,6 @@ __all__ = [
     "answer_pair",
     "SearchBuffers",
 ]
-
-NO = np.int8(0)
-YES = np.int8(1)
-UNDECIDED = np.int8(2)
 
 
 class QueryArrays(NamedTuple):
@@ -62,7 +78,8 @@ class HotArrays(NamedTuple):
     """The CPU engine's view: one 64-byte-aligned record of uint32 words per node and per DAG node.
 
     A DAG record holds the DAG node id (a topological rank), the level, the hub masks ``fwd`` and
-    ``bwd`` (two words each), then lo, hi and tree_lo of every dimension. While the records fit in
+    ``bwd`` (two words each), then lo, hi and tree_lo of every dimension (``grail_core.records``
+    defines the layout). While the records fit in
     the caches, a node's record is its DAG node's record, and a pair's first test reads two lines.
     Beyond that (``compact``), a node's record is four words, the DAG node id, level, lo and hi of
     the first dimension, so that the first test of a random pair stays in cache; only pairs that
@@ -77,11 +94,8 @@ class HotArrays(NamedTuple):
     compact: bool
 
 
-_HEADER_WORDS = 6
-_NODE_WORDS = 4
 # Beyond this size of full records the node records are compact and the DAG records prefetched.
 COMPACT_ABOVE_BYTES = 8 << 20
-_CACHE_LINE_WORDS = 16
 # Pairs are handed to threads in chunks of this size as they free up: searches vary in length, and a
 # thread that the OS pauses must not hold back the whole batch as a static split would.
 PAIRS_PER_CHUNK = 2048
@@ -90,7 +104,7 @@ SERIAL_BATCH = 1024
 
 
 def _aligned_rows(rows: int, words: int) -> np.ndarray:
-    buffer = np.zeros(rows * words + _CACHE_LINE_WORDS, dtype=np.uint32)
+    buffer = np.zeros(rows * words + CACHE_LINE_WORDS, dtype=np.uint32)
     offset = (-buffer.ctypes.data % 64) // 4
     return buffer[offset : offset + rows * words].reshape(rows, words)
 
@@ -100,26 +114,25 @@ def pack(arrays: QueryArrays, compact: bool | None = None) -> HotArrays:
     n_dag, dims = arrays.hi.shape
     if n_dag >= 2**31:
         raise InvalidParameterError("the CPU query engine handles up to 2**31 - 1 DAG nodes")
-    label_end = _HEADER_WORDS + 3 * dims
-    words = -(-label_end // _CACHE_LINE_WORDS) * _CACHE_LINE_WORDS
+    words = record_words(dims)
     rec_dag = _aligned_rows(n_dag, words)
-    rec_dag[:, 0] = np.arange(n_dag)
-    rec_dag[:, 1] = arrays.level
-    for column, mask in ((2, arrays.fwd), (4, arrays.bwd)):
+    rec_dag[:, ID] = np.arange(n_dag)
+    rec_dag[:, LEVEL] = arrays.level
+    for column, mask in ((FWD, arrays.fwd), (BWD, arrays.bwd)):
         rec_dag[:, column] = mask & np.uint64(0xFFFFFFFF)
         rec_dag[:, column + 1] = mask >> np.uint64(32)
     for k in range(dims):
-        base = _HEADER_WORDS + 3 * k
-        rec_dag[:, base] = arrays.lo[:, k]
-        rec_dag[:, base + 1] = arrays.hi[:, k]
-        rec_dag[:, base + 2] = arrays.tree_lo[:, k]
+        base = HEADER_WORDS + LABEL_WORDS * k
+        rec_dag[:, base + LO] = arrays.lo[:, k]
+        rec_dag[:, base + HI] = arrays.hi[:, k]
+        rec_dag[:, base + TREE_LO] = arrays.tree_lo[:, k]
     if compact is None:
         compact = (arrays.comp.size + n_dag) * words * 4 > COMPACT_ABOVE_BYTES
-    columns = [0, 1, _HEADER_WORDS, _HEADER_WORDS + 1] if compact else slice(None)
-    rec_node = _aligned_rows(arrays.comp.size, _NODE_WORDS if compact else words)
+    columns = list(COMPACT_COLUMNS) if compact else slice(None)
+    rec_node = _aligned_rows(arrays.comp.size, len(COMPACT_COLUMNS) if compact else words)
     np.take(rec_dag[:, columns], arrays.comp, axis=0, out=rec_node)
     return HotArrays(
-        rec_node, rec_dag, np.asarray(arrays.out_indptr), np.asarray(arrays.out_indices), label_end, compact
+        rec_node, rec_dag, np.asarray(arrays.out_indptr), np.asarray(arrays.out_indices), label_end(dims), compact
     )
 
 
@@ -141,21 +154,21 @@ def classify(ra, s, rb, t, label_end):
     OR-ed into one sign bit: on random pairs each condition is a coin toss, and a chain of branches
     (or of boolean ands, which compile to them) would mispredict more than it saves.
     """
-    cs = _word(ra, s, 0)
-    ct = _word(rb, t, 0)
+    cs = _word(ra, s, ID)
+    ct = _word(rb, t, ID)
     if cs == ct:
         return YES
-    failed = (ct - cs - 1) | (_word(rb, t, 1) - _word(ra, s, 1) - 1)
+    failed = (ct - cs - 1) | (_word(rb, t, LEVEL) - _word(ra, s, LEVEL) - 1)
     below = np.int64(0)
-    for k in range(_HEADER_WORDS, label_end, 3):
-        failed |= (_word(rb, t, k) - _word(ra, s, k)) | (_word(ra, s, k + 1) - _word(rb, t, k + 1))
-        below |= _word(ra, s, k + 2) - _word(rb, t, k + 1) - 1
+    for k in range(HEADER_WORDS, label_end, LABEL_WORDS):
+        failed |= (_word(rb, t, k + LO) - _word(ra, s, k + LO)) | (_word(ra, s, k + HI) - _word(rb, t, k + HI))
+        below |= _word(ra, s, k + TREE_LO) - _word(rb, t, k + HI) - 1
     if failed < 0:
         return NO
-    fs = _mask(ra, s, 2)
-    ft = _mask(rb, t, 2)
-    bs = _mask(ra, s, 4)
-    if (fs & ~ft) | (_mask(rb, t, 4) & ~bs):
+    fs = _mask(ra, s, FWD)
+    ft = _mask(rb, t, FWD)
+    bs = _mask(ra, s, BWD)
+    if (fs & ~ft) | (_mask(rb, t, BWD) & ~bs):
         return NO
     return YES if below < 0 or bs & ft else UNDECIDED
 
@@ -188,12 +201,12 @@ _AHEAD = 8
 @njit(inline="always", nogil=True)
 def _node_verdict(a, u, v):
     """YES, NO or UNDECIDED from compact node records alone (conditions as in ``classify``)."""
-    cs = _word(a, u, 0)
-    ct = _word(a, v, 0)
+    cs = _word(a, u, ID)
+    ct = _word(a, v, ID)
     if cs == ct:
         return YES
-    failed = (ct - cs - 1) | (_word(a, v, 1) - _word(a, u, 1) - 1)
-    failed |= (_word(a, v, 2) - _word(a, u, 2)) | (_word(a, u, 3) - _word(a, v, 3))
+    failed = (ct - cs - 1) | (_word(a, v, LEVEL) - _word(a, u, LEVEL) - 1)
+    failed |= (_word(a, v, COMPACT_LO) - _word(a, u, COMPACT_LO)) | (_word(a, u, COMPACT_HI) - _word(a, v, COMPACT_HI))
     return NO if failed < 0 else UNDECIDED
 
 
@@ -206,8 +219,8 @@ def _prefetch_pairs(rec_node, rec_dag, pairs, i):
     near = i + _AHEAD
     # Only pairs the node records leave open will read DAG records: fetch nothing for the others.
     if near < pairs.shape[0] and _node_verdict(rec_node, pairs[near, 0], pairs[near, 1]) == UNDECIDED:
-        _prefetch_row(rec_dag, rec_node[pairs[near, 0], 0])
-        _prefetch_row(rec_dag, rec_node[pairs[near, 1], 0])
+        _prefetch_row(rec_dag, rec_node[pairs[near, 0], ID])
+        _prefetch_row(rec_dag, rec_node[pairs[near, 1], ID])
 
 
 @njit(inline="always", nogil=True)
@@ -218,7 +231,7 @@ def classify_nodes(h, u, v):
     verdict = _node_verdict(h.rec_node, u, v)
     if verdict != UNDECIDED:
         return verdict
-    return classify(h.rec_dag, h.rec_node[u, 0], h.rec_dag, h.rec_node[v, 0], h.label_end)
+    return classify(h.rec_dag, h.rec_node[u, ID], h.rec_dag, h.rec_node[v, ID], h.label_end)
 
 
 @njit(nogil=True, inline="always")
@@ -269,7 +282,9 @@ def _answer_cached(h, pairs, answers, stamps, stacks):
         code = classify_nodes(h, u, v)
         if code == UNDECIDED:
             thread = numba.get_thread_id()
-            found = _pruned_dfs(h, h.rec_node[u, 0], h.rec_node[v, 0], stamps[thread], np.int32(i + 1), stacks[thread])
+            found = _pruned_dfs(
+                h, h.rec_node[u, ID], h.rec_node[v, ID], stamps[thread], np.int32(i + 1), stacks[thread]
+            )
             searched += 1
         else:
             found = code == YES
@@ -289,7 +304,9 @@ def _answer_prefetched(h, pairs, answers, stamps, stacks):
         code = classify_nodes(h, u, v)
         if code == UNDECIDED:
             thread = numba.get_thread_id()
-            found = _pruned_dfs(h, h.rec_node[u, 0], h.rec_node[v, 0], stamps[thread], np.int32(i + 1), stacks[thread])
+            found = _pruned_dfs(
+                h, h.rec_node[u, ID], h.rec_node[v, ID], stamps[thread], np.int32(i + 1), stacks[thread]
+            )
             searched += 1
         else:
             found = code == YES
@@ -357,7 +374,7 @@ def _answer_one(h, u, v, stamp, stack, mark):
     code = classify_nodes(h, u, v)
     if code != UNDECIDED:
         return code == YES, False
-    return _pruned_dfs(h, h.rec_node[u, 0], h.rec_node[v, 0], stamp, mark, stack), True
+    return _pruned_dfs(h, h.rec_node[u, ID], h.rec_node[v, ID], stamp, mark, stack), True
 
 
 class SearchBuffers:

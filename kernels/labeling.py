@@ -1,7 +1,7 @@
 """GRAIL labels on the GPU: the five level-synchronous phases of Naumov, Vrielink and Garland (2017).
 
 For the labeling graph (DAG + virtual root, ids topological) and the child order of each dimension,
-this reproduces exactly what ``grail_core.labeling.dfs_labels`` computes, without any DFS:
+this reproduces exactly what ``grail_core.labeling.label_all`` computes, without any DFS:
 
 1. path counts ``zeta`` bottom-up (the size of each node's subgraph unrolled into a tree; order-free,
    so computed once for all dimensions), then per dimension the offset of every edge: 1 + the
@@ -42,8 +42,6 @@ from .frontier import (
     cooperative_blocks,
     make_advance,
     make_edge_map,
-    make_edge_sweep,
-    make_node_sweep,
     make_sweep,
 )
 from .memory import device_full
@@ -259,12 +257,12 @@ def _check_edge(v, e, lvl, args):
 
 _sweep_counts = make_sweep(_add_child_count, _finish_count)
 _map_child_limb = make_edge_map(_child_limb)
-_sweep_relax = make_edge_sweep(_relax)
+_sweep_relax = make_sweep(edge_op=_relax)
 _advance_pick_parent = make_advance(_pick_parent)
-_sweep_sizes = make_node_sweep(_push_size)
+_sweep_sizes = make_sweep(node_op=_push_size)
 _map_tree_child_size = make_edge_map(_tree_child_size)
-_sweep_place = make_node_sweep(_place)
-_sweep_minpost = make_edge_sweep(_pull_minpost)
+_sweep_place = make_sweep(node_op=_place)
+_sweep_minpost = make_sweep(edge_op=_pull_minpost)
 _advance_check = make_advance(_check_edge)
 _map_seed_root = make_edge_map(_seed_root)
 
@@ -278,9 +276,7 @@ def _path_counts(
     overflow = cuda.to_device(np.zeros(1, dtype=np.int32))
     _sweep_counts[cooperative_blocks(_sweep_counts, cfg), cfg.block](
         indptr,
-        lq.queues,
-        lq.ptr,
-        lq.cnt,
+        lq.arrays,
         *lq.bottom_up(),
         (children, zeta, acc, words, half),
         (zeta, acc, words, half, overflow),
@@ -393,15 +389,13 @@ def build_labels(
         _map_seed_root[grid, block](dims * words, (dist, tree_low, post, root))
         lock = device_full(dims * n1 if words > 1 else 1, np.int32, 0, cfg)
         _sweep_relax[cooperative_blocks(_sweep_relax, cfg), block](
-            d_indptr, lq.queues, lq.ptr, lq.cnt, *lq.top_down(), (d_orders, d_indptr, scans, dist, lock, words, half)
+            d_indptr, lq.arrays, *lq.top_down(), (d_orders, d_indptr, scans, dist, lock, words, half), ()
         )
         parent = device_full((dims, n1), np.int32, -1, cfg)
         parent_edge = device_full((dims, n1), np.int64, -1, cfg)
         _advance_pick_parent[grid, block](
             d_indptr,
-            lq.queues,
-            lq.all_ptr,
-            lq.all_cnt,
+            lq.everything,
             0,
             (d_orders, d_indptr, scans, dist, parent, parent_edge, words, half),
         )
@@ -410,7 +404,7 @@ def build_labels(
     with timer.phase("subgraph sizes DT"):
         size = device_full((dims, n1), label_type, 1, cfg)
         _sweep_sizes[cooperative_blocks(_sweep_sizes, cfg), block](
-            lq.queues, lq.ptr, lq.cnt, *lq.bottom_up(), (size, parent)
+            d_indptr, lq.arrays, *lq.bottom_up(), (), (size, parent)
         )
 
     with timer.phase("post-order"):
@@ -418,7 +412,7 @@ def build_labels(
             _map_tree_child_size[grid, block](m, (d_orders, k, size, parent_edge, limbs))
             exclusive_scan(limbs, scans[k, 0])
         _sweep_place[cooperative_blocks(_sweep_place, cfg), block](
-            lq.queues, lq.ptr, lq.cnt, *lq.top_down(), (d_indptr, scans, size, parent, parent_edge, tree_low, post)
+            d_indptr, lq.arrays, *lq.top_down(), (), (d_indptr, scans, size, parent, parent_edge, tree_low, post)
         )
         del scans, limbs, size, parent, parent_edge
 
@@ -426,12 +420,12 @@ def build_labels(
         minpost = cuda.device_array_like(post)
         minpost.copy_to_device(post)
         _sweep_minpost[cooperative_blocks(_sweep_minpost, cfg), block](
-            d_indptr, lq.queues, lq.ptr, lq.cnt, *lq.bottom_up(), (d_orders, minpost)
+            d_indptr, lq.arrays, *lq.bottom_up(), (d_orders, minpost), ()
         )
 
     with timer.phase("check"):
         bad = cuda.to_device(np.zeros(1, dtype=np.int32))
-        _advance_check[grid, block](d_indptr, lq.queues, lq.all_ptr, lq.all_cnt, 0, (d_orders, post, minpost, bad))
+        _advance_check[grid, block](d_indptr, lq.everything, 0, (d_orders, post, minpost, bad))
         failed = bool(bad.copy_to_host()[0])
     if failed:
         raise LabelingCheckFailed("GPU labels violate post(u) > post(v) or minpost(u) <= minpost(v) on some edge")

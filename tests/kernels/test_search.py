@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from grail_core import backends
 from grail_core.index import ReachabilityIndex
 from grail_core.query import QueryArrays, pack
-from kernels import search as search_module
 from kernels.frontier import EngineConfig
 from kernels.search import SearchOptions, search_pairs, search_pairs_with_stats, words_for
+from kernels.search import device_index as device_module
 
 from ..reference import reachability_matrix
 from ..strategies import digraphs
@@ -173,7 +173,7 @@ def test_concurrent_calls_take_the_device_one_at_a_time(monkeypatch: pytest.Monk
     """The device index cache and its status buffers serve every call: threads must not share them at once."""
     index, sources, targets, truth = small_index()
     inside, most, guard = [0], [0], threading.Lock()
-    real = search_module._device_index
+    real = device_module.device_index
 
     def watched(hot: object) -> object:
         with guard:
@@ -186,7 +186,7 @@ def test_concurrent_calls_take_the_device_one_at_a_time(monkeypatch: pytest.Monk
             with guard:
                 inside[0] -= 1
 
-    monkeypatch.setattr(search_module, "_device_index", watched)
+    monkeypatch.setattr(device_module, "device_index", watched)
     comp = index.arrays.comp
     with ThreadPoolExecutor(3) as pool:
         results = list(pool.map(lambda _: search_pairs(index.hot, comp[sources], comp[targets]), range(3)))
@@ -205,7 +205,7 @@ def test_out_of_device_memory_falls_back_to_the_cpu(monkeypatch: pytest.MonkeyPa
     index, sources, targets, truth = small_index()
     arrays = blind(index.arrays)
     hot = pack(arrays)
-    monkeypatch.setattr(search_module, "_status_buffers", no_memory)
+    monkeypatch.setattr(device_module, "status_buffers", no_memory)
     with pytest.raises(MemoryError, match="out of device memory"):
         search_pairs(hot, arrays.comp[sources], arrays.comp[targets])
     # The backend's contract: pairs the label filter left open (here, with labels that decide nothing,
