@@ -11,7 +11,6 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 LOCK := requirements.lock
-UV_VERSION := 0.13.9
 # numba-cuda and NVIDIA's CUDA wheels where the machine has a GPU (the driver's control node is the sign);
 # CUDA_EXTRA picks the toolkit: cu12 (driver 525 or newer) or cu13 (580 or newer), as in the Dockerfile.
 CUDA_EXTRA ?= cu12
@@ -52,7 +51,7 @@ test-gpu: $(VENV)/.installed-test
 	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q tests/kernels
 	$(PY) -m pytest -q -m gpu tests/gpu
 
-lint: $(VENV)/.installed-lint
+lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -62,12 +61,11 @@ bench: $(VENV)/.installed-bench
 
 # One universal resolution (every Python from 3.10 on, Linux, macOS and Windows markers kept) of the runtime,
 # every extra and numba-cuda's cu12 toolkit wheels; pip reads it as constraints (`--constraint`).
-lock: | $(PY)
-	$(PY) -m pip install -q "uv==$(UV_VERSION)"
+lock: $(VENV)/.installed-dev
 	printf 'numba-cuda[cu12]\n' | $(VENV)/bin/uv pip compile pyproject.toml - --all-extras --universal \
 		--python-version 3.10 --native-tls --no-header --quiet --output-file $(LOCK).new
 	{ echo "# The versions every install uses: make serve/test/lint/bench, the container build and CI."; \
 	  echo "# pip reads this file as constraints: pip install --constraint $(LOCK) -e '.[test]'."; \
-	  echo "# Made by 'make lock' (uv $(UV_VERSION) pip compile, universal, Python 3.10 and newer); do not edit."; \
+	  echo "# Made by 'make lock' ($$($(VENV)/bin/uv --version) pip compile, universal, Python 3.10 and newer); do not edit."; \
 	  cat $(LOCK).new; } > $(LOCK)
 	rm -f $(LOCK).new
