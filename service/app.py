@@ -25,7 +25,7 @@ from .metrics import Metrics, MetricsMiddleware
 from .registry import GraphRegistry
 from .routers import graphs, health, queries
 from .settings import Settings
-from .warmup import CoreGate, Readiness, start_warm_up
+from .warmup import CoreGate, Readiness, start_warm_up, warm_up
 
 __all__ = ["create_app"]
 
@@ -63,7 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gate = CoreGate()
         # In the background: /health answers at once; requests that need a kernel meanwhile wait at the gate
         # (seconds on a cold numba cache, well under one on a warm one); /ready says when it is done.
-        start_warm_up(gate, readiness)
+        start_warm_up(warm_up, gate, readiness)
         runner = BuildRunner(registry, metrics, settings.build_workers, gate, settings.max_graph_bytes)
         gpu = device_name() if settings.backend != "cpu" else None
         app.state.grail = ServiceState(settings, registry, runner, metrics, default_backend, gpu, gate, readiness)

@@ -18,6 +18,7 @@ import logging
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -107,14 +108,15 @@ class Readiness:
         return self.kernels == "ready" and self.graphs_loaded
 
 
-def start_warm_up(gate: CoreGate, readiness: Readiness) -> threading.Thread:
-    """``warm_up`` in a daemon thread (a stop does not wait for the compiler), holding the gate throughout."""
+def start_warm_up(warm: Callable[[], str], gate: CoreGate, readiness: Readiness) -> threading.Thread:
+    """``warm`` (``warm_up``: returns numba's threading layer) in a daemon thread, so that a stop does not wait for
+    the compiler, holding the gate throughout; ``readiness`` follows it."""
 
     def run() -> None:
         started = time.perf_counter()
         try:
             with gate:
-                layer = warm_up()
+                layer = warm()
             gate.settle(layer)
         except Exception as exc:  # the server stays up and says so on /ready; queries compile on demand
             log.exception("warm-up failed")

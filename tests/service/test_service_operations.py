@@ -31,7 +31,8 @@ def test_ready_once_the_kernels_are_compiled(server: Server, client: GrailClient
 def test_health_answers_while_the_kernels_compile(tmp_path: Path) -> None:
     """On an empty numba cache the query kernels take tens of seconds to compile: /health answers meanwhile,
     /ready says 503 and why, and a query waits for the kernels instead of failing."""
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "empty-cache")}
+    # TMPDIR: the warm-up's scratch folder, which a stop in the middle of compiling leaves behind.
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "empty-cache"), "TMPDIR": str(tmp_path)}
     server = Server(tmp_path / "data", tmp_path / "server.log", env=env)
     try:
         started = time.monotonic()
