@@ -131,3 +131,9 @@ def generate(folder: Path, names: tuple[str, ...] = tuple(GENERATORS)) -> dict[s
     for graph in graphs.values():
         graph.write(folder)
     return graphs
+
+
+if __name__ == "__main__":  # python -m tests.generated FOLDER [NAME ...]: the files, for scripts (docker/smoke-test.sh)
+    import sys
+
+    generate(Path(sys.argv[1]), tuple(sys.argv[2:]) or tuple(GENERATORS))
