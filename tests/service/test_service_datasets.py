@@ -4,6 +4,8 @@ are absent (a fresh clone)."""
 
 from __future__ import annotations
 
+import gzip
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,11 @@ pytestmark = pytest.mark.timeout(600)
 @pytest.mark.parametrize("graph", dataset_graphs())
 def test_dataset_answers_exactly_over_http(client: GrailClient, graph: str) -> None:
     folder = datasets_dir()
-    record = client.upload(folder / f"{graph}.gra", name=graph, wait=True)
+    path = folder / f"{graph}.gra"
+    if path.stat().st_size > 4 * 1024 * 1024:  # gzip: the largest are over the test server's 12 MiB body limit
+        record = client.upload(gzip.compress(path.read_bytes(), 1), name=graph, content_encoding="gzip", wait=True)
+    else:
+        record = client.upload(path, name=graph, wait=True)
     try:
         with open(folder / f"{graph}.gra") as fh:
             fh.readline()
