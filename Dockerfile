@@ -6,12 +6,16 @@
 #   docker run -d -p 8000:8000 -v grail-data:/data grail     # CPU
 #   docker run -d --gpus all -p 8000:8000 -v grail-data:/data grail   # GPU (NVIDIA Container Toolkit)
 #
+# Labels: --build-arg VERSION=... REVISION=$(git rev-parse HEAD) CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) SOURCE=<repo URL>
 # Behind a TLS-intercepting proxy, pass its CA bundle as a build secret (it does not stay in the image):
 #   --secret id=pipca,src=/etc/ssl/certs/ca-certificates.crt
 # and a package index with --build-arg PIP_INDEX_URL=... (PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS likewise).
 # See docker/README.md.
 
-ARG BASE=python:3.12-slim
+# The base image by digest, so that a rebuild starts from the same files: python:3.12-slim's multi-platform
+# index as published in August 2026. To move on: docker buildx imagetools inspect python:3.12-slim, and
+# replace the digest (keep the tag beside it for people).
+ARG BASE=python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea
 
 # ---------------------------------------------------------------------------------------------------
 # Build stage: a virtual environment in /opt/grail with the service and its dependencies.
@@ -40,8 +44,9 @@ COPY . /src
 
 # tbb gives numba a thread-safe threading layer: with only its default "workqueue" layer, two threads
 # running parallel code at once (a query during a build) abort the process. numba finds libtbb through
-# the loader path set in the final stage.
-# pip reads PIP_* from the environment; empty ones are dropped so that pip keeps its defaults.
+# the loader path set in the final stage. Every version comes from requirements.lock (pip reads it as
+# constraints), as in CI. pip reads PIP_* from the environment; empty ones are dropped so that pip keeps its
+# defaults.
 # The CA secret, when given, is used for this step only. The test suites shipped inside the numba and
 # numpy wheels and pip itself are dead weight at run time and are removed; duplicate copies of shared
 # libraries become links (docker/dedup-libs.py). The bytecode pip compiled stays (the non-root user
@@ -52,7 +57,7 @@ RUN --mount=type=secret,id=pipca,target=/run/secrets/pipca \
     done; \
     if [ -s /run/secrets/pipca ]; then export PIP_CERT=/run/secrets/pipca; fi; \
     if [ "$WITH_CUDA" = 1 ]; then set -- ".[cuda]" "numba-cuda[$CUDA_EXTRA]"; else set -- "."; fi; \
-    /opt/grail/bin/python -m pip install --no-cache-dir --constraint docker/constraints.txt "$@" tbb; \
+    /opt/grail/bin/python -m pip install --no-cache-dir --constraint requirements.lock "$@" tbb; \
     site=$(/opt/grail/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
     rm -rf "$site"/numba/tests "$site"/numpy/*/tests "$site"/numpy/tests "$site"/pip "$site"/pip-*.dist-info; \
     /opt/grail/bin/python -I docker/dedup-libs.py /opt/grail/lib; \
@@ -64,8 +69,19 @@ RUN --mount=type=secret,id=pipca,target=/run/secrets/pipca \
 FROM ${BASE}
 
 ARG WITH_CUDA=1
+ARG BASE
+ARG VERSION=unknown
+ARG REVISION=unknown
+ARG CREATED=unknown
+ARG SOURCE=""
 LABEL org.opencontainers.image.title="grail" \
       org.opencontainers.image.description="GRAIL reachability index service: upload a directed graph, ask whether u reaches v." \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${BASE}" \
       grail.with-cuda="${WITH_CUDA}"
 
 RUN groupadd --system --gid 10001 grail \
@@ -80,7 +96,7 @@ RUN echo /opt/grail/lib > /etc/ld.so.conf.d/grail.conf && ldconfig
 
 # Configuration: every setting of grail-serve has a GRAIL_* variable; these are the image's defaults.
 # NUMBA_CACHE_DIR keeps numba's compiled code in a writable place (mount a volume there to keep it
-# across containers: first requests after a new container otherwise compile again).
+# across containers: a new container otherwise compiles again, in the background, before /ready).
 ENV PATH=/opt/grail/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     GRAIL_HOST=0.0.0.0 \
@@ -97,7 +113,9 @@ EXPOSE 8000
 USER 10001:10001
 WORKDIR /var/lib/grail
 
-HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
+# Liveness: /health answers within seconds of the start, while the kernels may still compile (/ready says when
+# they are done; use it for a load balancer's readiness).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["/opt/grail/bin/python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('GRAIL_PORT', '8000'), timeout=4)"]
 
 ENTRYPOINT ["grail-serve"]

@@ -1,34 +1,71 @@
-# Two commands set everything up on a fresh machine:
-#   make serve   start the service on http://127.0.0.1:8000 (GPU when numba finds one, else CPU)
-#   make test    run the whole test suite (CPU tests, then the GPU kernels under numba's CUDA simulator)
+# make serve   install the service (runtime only) into .venv and serve http://127.0.0.1:8000
+# make test    install the test tools too and run the whole test suite (no GPU, no datasets needed)
+# make lint    ruff (lint and format check) and mypy on grail_core and service, as CI runs them
+# make bench   the CPU query benchmark (needs the shared datasets)
+# make lock    re-resolve requirements.lock after a dependency change in pyproject.toml
+# Every install takes its versions from requirements.lock, as the container build and CI do.
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
+LOCK := requirements.lock
+# numba-cuda and NVIDIA's CUDA wheels where the machine has a GPU (the driver's control node is the sign);
+# CUDA_EXTRA picks the toolkit: cu12 (driver 525 or newer) or cu13 (580 or newer), as in the Dockerfile.
+CUDA_EXTRA ?= cu12
+GPU := $(wildcard /dev/nvidiactl)
+SERVE_REQUIREMENTS := $(if $(GPU),".[cuda]" "numba-cuda[$(CUDA_EXTRA)]",.)
+PIP_INSTALL := $(PY) -m pip install -q --constraint $(LOCK)
 
-.PHONY: serve test test-gpu bench
+.PHONY: help serve test test-gpu lint bench lock
 
-$(VENV)/.installed: pyproject.toml
+help:
+	@sed -n 's/^# make /  make /p' Makefile
+	@echo "  the client, once installed: $(VENV)/bin/grail --help"
+
+$(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test,bench]"
+
+# One stamp per set of packages: serving needs none of the test or benchmark tools.
+$(VENV)/.installed-serve: pyproject.toml $(LOCK) | $(PY)
+	$(PIP_INSTALL) -e $(SERVE_REQUIREMENTS)
 	touch $@
 
-serve: $(VENV)/.installed
+$(VENV)/.installed-%: pyproject.toml $(LOCK) | $(PY)
+	$(PIP_INSTALL) -e ".[$*]"
+	touch $@
+
+serve: $(VENV)/.installed-serve
+	@echo "grail: serving http://$(HOST):$(PORT) (data in $(DATA_DIR)); the client is $(VENV)/bin/grail --url http://$(HOST):$(PORT)"
 	$(VENV)/bin/grail-serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed-test
 	$(PY) -m pytest -q -m "not gpu" --ignore=tests/kernels tests
 	if [ -d tests/kernels ]; then NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q -m "not gpu" tests/kernels; fi
 
 # On a machine with a CUDA GPU: the same suites, then the GPU-only tests on the real device. Each is its own
 # process: numba.cuda runs either the simulator or the device, never both.
-test-gpu: $(VENV)/.installed
+test-gpu: $(VENV)/.installed-test
 	$(PY) -m pytest -q -m "not gpu" --ignore=tests/kernels tests
 	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q tests/kernels
 	$(PY) -m pytest -q -m gpu tests/gpu
 
-bench: $(VENV)/.installed
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/bench_queries.py
+
+# One universal resolution (every Python from 3.10 on, Linux, macOS and Windows markers kept) of the runtime,
+# every extra and numba-cuda's cu12 toolkit wheels; pip reads it as constraints (`--constraint`).
+lock: $(VENV)/.installed-dev
+	printf 'numba-cuda[cu12]\n' | $(VENV)/bin/uv pip compile pyproject.toml - --all-extras --universal \
+		--python-version 3.10 --native-tls --no-header --quiet --output-file $(LOCK).new
+	{ echo "# The versions every install uses: make serve/test/lint/bench, the container build and CI."; \
+	  echo "# pip reads this file as constraints: pip install --constraint $(LOCK) -e '.[test]'."; \
+	  echo "# Made by 'make lock' ($$($(VENV)/bin/uv --version) pip compile, universal, Python 3.10 and newer); do not edit."; \
+	  cat $(LOCK).new; } > $(LOCK)
+	rm -f $(LOCK).new

@@ -70,14 +70,16 @@ def start_server(data_dir: Path, log_path: Path) -> tuple[subprocess.Popen[bytes
     ]
     proc = subprocess.Popen(command, cwd=REPO, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
+    # /ready, not /health: the server answers while its kernels still compile, and nothing here should time that.
+    for _ in range(6000):
         try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
                 return proc, url
         except httpx.TransportError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
     proc.kill()
-    raise RuntimeError(f"server did not start; see {log_path}")
+    raise RuntimeError(f"server not ready after 10 minutes; see {log_path}")
 
 
 async def _get_load(

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Container smoke test: builds the image with podman, runs it, uploads a shared dataset with curl,
-# checks the answers to its query files, replaces the container by a new one on the same volume and
-# checks that the graph is served again without a rebuild, then removes everything it started.
+# Container smoke test: builds the image with podman, checks its labels and configuration, runs it, uploads
+# a graph with curl, checks the answers to its query files, replaces the container by a new one on the same
+# volumes and checks that the graph is served again without a rebuild (and the kernels come from the numba
+# cache volume), then removes everything it started. Prints the image size and the start-up times.
 #
 #   docker/smoke-test.sh            (as root; needs podman, runc, mmdebstrap or debootstrap, curl, python3)
 #
 # Environment:
-#   GRAIL_DATASETS        folder with <name>.gra/.que/.ans (default: ../shared/datasets beside the repo);
-#                         when it or the dataset is missing the test is skipped (exit 0)
-#   SMOKE_DATASET         dataset name (default kegg_dag_uniq)
+#   GRAIL_DATASETS        folder with <name>.gra/.que/.ans (default: ../shared/datasets beside the repo)
+#   SMOKE_DATASET         dataset name (default kegg_dag_uniq); where it is missing, the generated graph `dag`
+#                         of tests/generated.py is used (made with .venv/bin/python, which `make test` installs)
 #   SMOKE_WITH_CUDA       the WITH_CUDA build arg (default 0 here: the CUDA wheels add ~500 MB and a minute or more to CI; the
 #                         Dockerfile's own default is 1)
 #   BASE                  base image; default: a local Debian image built with mmdebstrap/debootstrap
@@ -41,13 +42,8 @@ timings=()
 log() { printf '[smoke %4ds] %s\n' "$((SECONDS - t_start))" "$*"; }
 lap() { timings+=("$(printf '%-34s %4d s' "$1" "$((SECONDS - step_t))")"); step_t=$SECONDS; }
 die() { log "FAIL: $*"; exit 1; }
+since() { python3 -c 'import sys, time; print(f"{time.time() - float(sys.argv[1]):.1f}")' "$1"; }
 
-for f in "$datasets/$dataset.gra" "$datasets/$dataset.que" "$datasets/$dataset.ans"; do
-    if [ ! -f "$f" ]; then
-        log "SKIP: dataset file $f not found (set GRAIL_DATASETS / SMOKE_DATASET)"
-        exit 0
-    fi
-done
 for tool in podman runc curl python3; do
     command -v "$tool" >/dev/null || die "$tool is not installed (bash .ci/container installs what this test needs)"
 done
@@ -87,6 +83,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# --- the graph to upload -----------------------------------------------------------------------------
+if [ ! -f "$datasets/$dataset.gra" ] || [ ! -f "$datasets/$dataset.que" ] || [ ! -f "$datasets/$dataset.ans" ]; then
+    [ -x "$repo/.venv/bin/python" ] || die "no dataset $datasets/$dataset and no .venv to generate one (run make test)"
+    log "dataset $datasets/$dataset absent: generating the graph 'dag' (tests/generated.py)"
+    (cd "$repo" && .venv/bin/python -m tests.generated "$work/graphs" dag)
+    datasets=$work/graphs
+    dataset=dag
+fi
+
 # --- base image --------------------------------------------------------------------------------------
 if [ -n "${BASE:-}" ]; then
     base=$BASE
@@ -99,6 +104,9 @@ else
         bash "$here/build-base.sh" "$work" "$base"
         built_base=$base
     fi
+    # The Dockerfile takes its base by digest: the local one too, where podman resolves it so.
+    digest=$(podman image inspect --format '{{.Digest}}' "$base")
+    if podman image exists "${base%:*}@$digest"; then base="${base%:*}@$digest"; fi
 fi
 lap "base image"
 
@@ -134,9 +142,13 @@ done
 if [ -f "$ca_bundle" ]; then build_args+=(--secret "id=pipca,src=$ca_bundle"); fi
 
 # --- build -------------------------------------------------------------------------------------------
-log "building $image (BASE=$base, WITH_CUDA=$with_cuda)"
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/pyproject.toml" | head -n 1)
+revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
+created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+log "building $image (BASE=$base, WITH_CUDA=$with_cuda, version $version, revision $revision)"
 podman build --format docker --network host --layers \
     --build-arg "BASE=$base" --build-arg "WITH_CUDA=$with_cuda" \
+    --build-arg "VERSION=$version" --build-arg "REVISION=$revision" --build-arg "CREATED=$created" \
     "${build_args[@]}" -t "$image" -f "$repo/Dockerfile" "$repo" >"$work/build.log" 2>&1 || {
     tail -n 40 "$work/build.log"
     die "podman build failed (log above)"
@@ -147,11 +159,19 @@ lap "image build (pip installs)"
 
 # Static checks on the image's configuration.
 cfg=$(podman image inspect "$image")
-python3 - "$cfg" <<'EOF' || die "image configuration"
+python3 - "$cfg" "$version" "$revision" <<'EOF' || die "image configuration"
 import json, sys
 cfg = json.loads(sys.argv[1])[0]
 c = cfg.get("Config") or cfg["config"]
 problems = []
+labels = c.get("Labels") or {}
+expected = {"version": sys.argv[2], "revision": sys.argv[3], "licenses": "Apache-2.0"}
+for key in ("version", "revision", "created", "source", "licenses", "base.name"):
+    name = f"org.opencontainers.image.{key}"
+    if name not in labels or (key != "source" and not labels[name]):
+        problems.append(f"label {name} missing or empty")
+    elif key in expected and labels[name] != expected[key]:
+        problems.append(f"label {name} is {labels[name]!r}, not {expected[key]!r}")
 if c.get("User") in (None, "", "0", "root", "0:0"):
     problems.append(f"runs as root (User={c.get('User')!r})")
 if "8000/tcp" not in (c.get("ExposedPorts") or {}):
@@ -195,13 +215,20 @@ start_container() {  # name
         start_container "$1"
         return
     fi
-    local t0=$SECONDS
+    local t0=$SECONDS started
+    started=$(date +%s.%N)
     until curl -fsS -o /dev/null "$url/health" 2>/dev/null; do
         [ "$(podman inspect -f '{{.State.Running}}' "$1")" = true ] || die "container $1 exited"
         [ $((SECONDS - t0)) -lt 300 ] || die "no answer on $url/health after 300 s"
-        sleep 0.5
+        sleep 0.1
     done
-    log "container $1 answers /health after $((SECONDS - t0)) s: $(curl -fsS "$url/health")"
+    log "container $1 answers /health after $(since "$started") s: $(curl -fsS "$url/health")"
+    # /ready once the query kernels are compiled (a cold numba cache) or loaded (the cache volume, warm).
+    until curl -fsS -o /dev/null "$url/ready" 2>/dev/null; do
+        [ $((SECONDS - t0)) -lt 600 ] || die "not ready after 600 s: $(curl -sS "$url/ready")"
+        sleep 0.1
+    done
+    log "container $1 answers /ready after $(since "$started") s: $(curl -fsS "$url/ready")"
     # The image's HEALTHCHECK command, run once inside the container (podman runs it periodically only
     # through systemd timers, which these machines lack; the container runs with --no-healthcheck).
     local hc=()

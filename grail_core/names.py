@@ -71,6 +71,7 @@ class NodeNames:
                 found = ids < self.size
                 found[found] = self.values[ids[found]] == keys[found]
         else:
+            assert self.values is not None  # only integer names can go without a table
             keys = array.astype(str) if array.dtype.kind != "U" else array
             ids = np.searchsorted(self.values, keys)
             found = ids < self.size

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import inspect
 import logging
 from collections.abc import AsyncIterator
@@ -11,6 +12,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi_offline import FastAPIOffline
 from starlette.routing import Route
 
 from grail_core.backends import device_name, resolve_backend
@@ -18,11 +20,12 @@ from grail_core.backends import device_name, resolve_backend
 from .deps import ServiceState
 from .errors import install_error_handlers
 from .jobs import BuildRunner
+from .logs import RequestIdMiddleware
 from .metrics import Metrics, MetricsMiddleware
 from .registry import GraphRegistry
 from .routers import graphs, health, queries
 from .settings import Settings
-from .warmup import core_gate, warm_up
+from .warmup import CoreGate, Readiness, start_warm_up, warm_up
 
 __all__ = ["create_app"]
 
@@ -38,27 +41,36 @@ _WITHOUT_TELEMETRY: dict[str, Any] = (
 )
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("grail-reachability")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A ready-to-serve app; graphs on disk are recovered and interrupted builds restarted at start-up."""
     settings = settings or Settings.from_env()
-    settings.check()
-    metrics = Metrics()
     registry = GraphRegistry(settings.data_dir)
+    metrics = Metrics(registry.count_by_status)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Fails the start-up, with the core's message, when --backend cuda finds no GPU.
         default_backend = resolve_backend(settings.backend)
-        to_build = registry.recover()
-        # Before the first request, so that none waits for the compiler (seconds, on a cold numba cache).
-        gate = core_gate(await asyncio.to_thread(warm_up))
+        to_build = await asyncio.to_thread(registry.recover)
+        readiness = Readiness(graphs_loaded=True)
+        gate = CoreGate()
+        # In the background: /health answers at once; requests that need a kernel meanwhile wait at the gate
+        # (seconds on a cold numba cache, well under one on a warm one); /ready says when it is done.
+        start_warm_up(warm_up, gate, readiness)
         runner = BuildRunner(registry, metrics, settings.build_workers, gate, settings.max_graph_bytes)
         gpu = device_name() if settings.backend != "cpu" else None
-        app.state.grail = ServiceState(settings, registry, runner, metrics, default_backend, gpu, gate)
+        app.state.grail = ServiceState(settings, registry, runner, metrics, default_backend, gpu, gate, readiness)
         for record in to_build:
             runner.submit(record)
         log.info(
-            "grail service ready: data dir %s, default backend %s (%s), gpu %s",
+            "grail service up: data dir %s, default backend %s (%s), gpu %s; compiling the query kernels",
             settings.data_dir,
             settings.backend,
             default_backend,
@@ -69,11 +81,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             runner.shutdown()
 
-    app = FastAPI(
+    # Swagger UI (/docs) and ReDoc (/redoc) with their scripts and styles served from the package, not a CDN.
+    app = FastAPIOffline(
         **_WITHOUT_TELEMETRY,
         title="grail",
         summary="GRAIL reachability indexes over HTTP: upload a directed graph, ask whether u reaches v.",
-        version="0.1.0",
+        version=_version(),
         lifespan=lifespan,
     )
     install_error_handlers(app)
@@ -84,7 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         0, Route(queries.REACHABLE_PATH, queries.reachable, methods=["GET"], include_in_schema=False)
     )
     app.include_router(health.router)
-    app.add_middleware(MetricsMiddleware, metrics=metrics, templates={queries.reachable: queries.REACHABLE_PATH})
+    app.add_middleware(MetricsMiddleware, metrics=metrics, router=app.router)
+    app.add_middleware(RequestIdMiddleware)  # added last: outermost, so that every response and log line has it
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -2,7 +2,7 @@
 
 grail upload FILE [--name N] [--format F] [--dims D] [--seed S] [--backend B] [--wait]
 grail query GRAPH_ID [FILE|-]        # 'u v' lines in, 0/1 lines out
-grail list | grail show GRAPH_ID | grail delete GRAPH_ID
+grail list [--status failed] | grail show GRAPH_ID | grail delete GRAPH_ID
 """
 
 from __future__ import annotations
@@ -63,7 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("graph_id")
     query.add_argument("file", nargs="?", default="-", help="pairs file, '-' for stdin (default)")
 
-    commands.add_parser("list", help="all graphs, as JSON")
+    listing = commands.add_parser("list", help="all graphs, as JSON")
+    listing.add_argument(
+        "--status", action="append", choices=("queued", "building", "ready", "failed"), help="only these (repeatable)"
+    )
     show = commands.add_parser("show", help="one graph's record, as JSON")
     show.add_argument("graph_id")
     delete = commands.add_parser("delete", help="delete a graph")
@@ -97,7 +100,7 @@ def _run(client: GrailClient, args: argparse.Namespace) -> int:
         source = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
         sys.stdout.buffer.write(client.query_lines(args.graph_id, source))
     elif args.command == "list":
-        _print_json(client.list())
+        _print_json(client.list(status=args.status))
     elif args.command == "show":
         _print_json(client.get(args.graph_id))
     elif args.command == "delete":

@@ -8,13 +8,14 @@ million pairs, and int16 or int32 where the names fit); others as JSON. Answers 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import numpy as np
@@ -61,12 +62,15 @@ Source = str | os.PathLike[str] | bytes
 class GrailServiceError(Exception):
     """The server answered 4xx/5xx; ``status``, ``error`` (its kind) and ``detail`` say what and why."""
 
-    def __init__(self, status: int, error: str, detail: str, body: Any = None) -> None:
-        super().__init__(f"{status} {error}: {detail}")
+    def __init__(self, status: int, error: str, detail: str, body: Any = None, line: int | None = None) -> None:
+        """``line``: the graph file's line a format error names (the server's ``line``), kept in the message."""
+        where = f" (line {line})" if line is not None and f"line {line}" not in detail else ""
+        super().__init__(f"{status} {error}: {detail}{where}")
         self.status = status
         self.error = error
         self.detail = detail
         self.body = body
+        self.line = line
 
 
 class BuildFailedError(GrailServiceError):
@@ -74,7 +78,8 @@ class BuildFailedError(GrailServiceError):
 
     def __init__(self, record: Record) -> None:
         error = record.get("error") or {}
-        super().__init__(422, str(error.get("type", "BuildError")), str(error.get("message", "build failed")), record)
+        kind, message = str(error.get("type", "BuildError")), str(error.get("message", "build failed"))
+        super().__init__(422, kind, message, record, error.get("line"))
         self.record = record
 
 
@@ -184,13 +189,18 @@ def _check_width(width: int, fits: int | None) -> None:
         raise ValueError(f"these names need {fits} bits; width={width} cannot carry them")
 
 
-def _buffer_chunks(data: np.ndarray) -> Iterator[memoryview]:
-    view = memoryview(data.reshape(-1).view(np.uint8))
+def _buffer_chunks(data: np.ndarray) -> Iterable[bytes]:
+    # Views, not bytes copies: httpx sends any bytes-like chunk, though its types say bytes.
+    return cast(Iterable[bytes], _views(data))
+
+
+def _views(data: np.ndarray) -> Iterator[memoryview]:
+    view = data.reshape(-1).view(np.uint8).data
     for start in range(0, len(view), _CHUNK):
         yield view[start : start + _CHUNK]
 
 
-async def _buffer_chunks_async(data: np.ndarray) -> AsyncIterator[memoryview]:
+async def _buffer_chunks_async(data: np.ndarray) -> AsyncIterable[bytes]:
     for chunk in _buffer_chunks(data):
         yield chunk
 
@@ -212,10 +222,16 @@ def _check(response: httpx.Response) -> httpx.Response:
         return response
     try:
         body = response.json()
-        detail, error = str(body.get("detail")), str(body.get("error", "HTTPError"))
+        detail, error, line = str(body.get("detail")), str(body.get("error", "HTTPError")), body.get("line")
     except ValueError:
-        body, detail, error = response.text, response.text or response.reason_phrase, "HTTPError"
-    raise GrailServiceError(response.status_code, error, detail, body)
+        body, detail, error, line = response.text, response.text or response.reason_phrase, "HTTPError", None
+    raise GrailServiceError(response.status_code, error, detail, body, line)
+
+
+def _status_filter(status: str | Sequence[str] | None) -> dict[str, Any]:
+    if status is None:
+        return {}
+    return {"status": [status] if isinstance(status, str) else list(status)}
 
 
 def _finished(record: Record) -> bool:
@@ -276,8 +292,9 @@ class GrailClient:
     def get(self, graph_id: str) -> Record:
         return _check(self.http.get(f"/graphs/{graph_id}")).json()
 
-    def list(self) -> list[Record]:
-        return _check(self.http.get("/graphs")).json()["graphs"]
+    def list(self, status: str | Sequence[str] | None = None) -> list[Record]:
+        """All graphs, oldest first; ``status`` keeps those in the given status(es) (e.g. ``"failed"``)."""
+        return _check(self.http.get("/graphs", params=_status_filter(status))).json()["graphs"]
 
     def wait_until_ready(
         self, graph_id: str, *, timeout: float | None = None, poll: float = 0.1, on_progress: Progress | None = None
@@ -298,7 +315,7 @@ class GrailClient:
         response = self.http.get(f"/graphs/{graph_id}/reachable", params={"source": source, "target": target})
         return bool(_check(response).json()["reachable"])
 
-    def reachable_many(self, graph_id: str, pairs: Sequence[tuple[int | str, int | str]]) -> list[bool]:
+    def reachable_many(self, graph_id: str, pairs: Sequence[tuple[int | str, int | str]]) -> builtins.list[bool]:
         """A few pairs in one GET (the server caps how many); use query_batch for more."""
         text = ";".join(f"{u},{v}" for u, v in pairs)
         return _check(self.http.get(f"/graphs/{graph_id}/reachable", params={"pairs": text})).json()["reachable"]
@@ -377,8 +394,8 @@ class AsyncGrailClient:
     async def get(self, graph_id: str) -> Record:
         return _check(await self.http.get(f"/graphs/{graph_id}")).json()
 
-    async def list(self) -> list[Record]:
-        return _check(await self.http.get("/graphs")).json()["graphs"]
+    async def list(self, status: str | Sequence[str] | None = None) -> list[Record]:
+        return _check(await self.http.get("/graphs", params=_status_filter(status))).json()["graphs"]
 
     async def wait_until_ready(
         self, graph_id: str, *, timeout: float | None = None, poll: float = 0.1, on_progress: Progress | None = None
@@ -398,7 +415,7 @@ class AsyncGrailClient:
         response = await self.http.get(f"/graphs/{graph_id}/reachable", params={"source": source, "target": target})
         return bool(_check(response).json()["reachable"])
 
-    async def reachable_many(self, graph_id: str, pairs: Sequence[tuple[int | str, int | str]]) -> list[bool]:
+    async def reachable_many(self, graph_id: str, pairs: Sequence[tuple[int | str, int | str]]) -> builtins.list[bool]:
         text = ";".join(f"{u},{v}" for u, v in pairs)
         return _check(await self.http.get(f"/graphs/{graph_id}/reachable", params={"pairs": text})).json()["reachable"]
 

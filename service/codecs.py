@@ -78,25 +78,26 @@ def decode_pairs(body: bytes | np.ndarray, content_type: str) -> Any:
                 f"a multiple of {pair_bytes}",
             )
         return np.frombuffer(body, dtype=pair_dtype(width)).reshape(-1, 2)
+    text = body if isinstance(body, bytes) else body.tobytes()  # the routes read text bodies as bytes
     if media == "application/json":
-        fast = _json_integer_pairs(body)
+        fast = _json_integer_pairs(text)
         if fast is not None:
             return fast
         try:
-            data = json.loads(body)
+            data = json.loads(text)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ServiceError(422, "BadJSON", f"the body is not valid JSON: {exc}") from None
         pairs = data.get("pairs") if isinstance(data, dict) else None
         if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
             raise ServiceError(422, "BadPairs", 'the body must be {"pairs": [[source, target], ...]}')
         return pairs
-    numbers = text_integers(body)
+    numbers = text_integers(text)
     if numbers is not None:
         if numbers.size % 2:
             raise ServiceError(422, "BadPairs", f"the body has {numbers.size} names; it needs 'source target' lines")
         return numbers.reshape(-1, 2)
     try:
-        tokens = body.decode("utf-8").split()
+        tokens = text.decode("utf-8").split()
     except UnicodeDecodeError as exc:
         raise ServiceError(422, "BadText", f"the body is not UTF-8 text: {exc}") from None
     if len(tokens) % 2:
@@ -153,5 +154,5 @@ def encode_answers(answers: np.ndarray, content_type: str) -> bytes | memoryview
     """Answers as ``0``/``1`` lines (text) or binary (service.wire), for a Content-Type from answer_type."""
     media, params = media_type(content_type)
     if media == BINARY:
-        return memoryview(pack_answers(answers, int(params.get("width", DEFAULT_ANSWER_WIDTH))))
+        return pack_answers(answers, int(params.get("width", DEFAULT_ANSWER_WIDTH))).data
     return answer_lines(answers)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from fastapi import Request
@@ -11,6 +10,7 @@ from .jobs import BuildRunner
 from .metrics import Metrics
 from .registry import GraphRegistry
 from .settings import Settings
+from .warmup import CoreGate, Readiness
 
 __all__ = ["ServiceState", "get_state"]
 
@@ -24,7 +24,8 @@ class ServiceState:
     default_backend: str  # what the configured backend resolves to here ("auto" -> "cpu" or "cuda")
     gpu_name: str | None
     # Held around every call into grail_core; a real lock only where numba cannot run threads concurrently.
-    core_gate: AbstractContextManager[object]
+    core_gate: CoreGate
+    readiness: Readiness
 
 
 async def get_state(request: Request) -> ServiceState:

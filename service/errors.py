@@ -84,7 +84,7 @@ def response_for(exc: BaseException) -> JSONResponse:
 def _jsonable(name: object) -> object:
     # numpy scalars and bytes are what an index may hand back; JSON needs plain int/str.
     if hasattr(name, "item"):
-        name = name.item()  # type: ignore[union-attr]
+        name = name.item()
     if isinstance(name, bytes):
         return name.decode("utf-8", "replace")
     return name if isinstance(name, int | str) else str(name)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager
 
 from grail_core import GrailError, ReachabilityIndex, read_graph
 
 from .metrics import Metrics
 from .registry import GraphRecord, GraphRegistry
+from .warmup import CoreGate
 
 __all__ = ["BuildRunner"]
 
@@ -25,7 +26,7 @@ class BuildRunner:
         registry: GraphRegistry,
         metrics: Metrics,
         workers: int,
-        core_gate: AbstractContextManager[object],
+        core_gate: CoreGate,
         max_graph_bytes: int,
     ) -> None:
         self._registry = registry
@@ -35,8 +36,9 @@ class BuildRunner:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grail-build")
 
     def submit(self, record: GraphRecord) -> Future[GraphRecord | None]:
-        """Queue the build; the future gives the final record (None if the graph was deleted meanwhile)."""
-        return self._pool.submit(self._build, record)
+        """Queue the build; the future gives the final record (None if the graph was deleted meanwhile).
+        The build's log lines carry the request id of the upload that queued it."""
+        return self._pool.submit(contextvars.copy_context().run, self._build, record)
 
     def shutdown(self) -> None:
         # Queued builds are dropped: their records stay "queued" and the next start rebuilds them from the uploads.

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .registry import GraphRecord
+from .warmup import KernelState
 
 __all__ = [
     "NodeName",
@@ -18,7 +19,9 @@ __all__ = [
     "PairsOut",
     "BatchOut",
     "HealthOut",
+    "ReadyOut",
     "GraphFormat",
+    "GraphStatusName",
     "Backend",
 ]
 
@@ -26,12 +29,13 @@ __all__ = [
 NodeName = int | str
 GraphFormat = Literal["gra", "edgelist", "json"]
 Backend = Literal["auto", "cpu", "cuda"]
+GraphStatusName = Literal["queued", "building", "ready", "failed"]
 
 
 class GraphOut(BaseModel):
     id: str
     name: str
-    status: Literal["queued", "building", "ready", "failed"]
+    status: GraphStatusName
     phase: str | None = Field(None, description="current build phase while queued or building")
     progress: float | None = Field(None, ge=0, le=1, description="fraction of the current build done")
     error: dict[str, Any] | None = Field(None, description="why the build failed: type, message, line when known")
@@ -102,6 +106,16 @@ class BatchOut(BaseModel):
 
 class HealthOut(BaseModel):
     status: Literal["ok"]
+    ready: bool = Field(description="what /ready answers: query kernels compiled, graphs on disk loaded")
     backend: str = Field(description="backend that builds use by default here: cpu or cuda")
     gpu: str | None = Field(None, description="name of the CUDA device, when one is usable")
     graphs: dict[str, int]
+
+
+class ReadyOut(BaseModel):
+    ready: bool
+    kernels: KernelState = Field(description="the query kernels' warm-up")
+    kernels_seconds: float | None = Field(None, description="how long the warm-up took (compiling or loading)")
+    threading_layer: str | None = Field(None, description="numba's threading layer (tbb or omp: parallel calls)")
+    graphs_loaded: bool
+    error: str | None = Field(None, description="why the warm-up failed")

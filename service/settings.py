@@ -1,31 +1,51 @@
-"""Server settings: defaults, overridden by ``GRAIL_*`` environment variables, then by command-line flags."""
+"""Server settings: defaults, then a ``.env`` file, then ``GRAIL_*`` environment variables, then flags.
+
+pydantic-settings reads and validates the ``.env`` file (in the working directory) and the environment;
+argparse reads the flags, which are made from the same fields. A bad value stops the start with a
+``SettingsError`` that names where the value came from (``GRAIL_PORT``, ``--port`` or ``.env``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Literal, get_args
 
-__all__ = ["Settings"]
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-_BACKENDS = ("auto", "cpu", "cuda")
+__all__ = ["Settings", "SettingsError", "ENV_PREFIX", "ENV_FILE"]
+
+ENV_PREFIX = "GRAIL_"
+ENV_FILE = ".env"
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Everything the app factory needs; immutable so that every module sees the same values."""
+class SettingsError(ValueError):
+    """Invalid settings; the message names each bad value's flag or variable."""
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    data_dir: Path = Path("data")
-    backend: str = "auto"
-    max_upload_mb: int = 1024
-    max_graph_mb: int = 8192  # the graph's text after gzip decompression
-    build_workers: int = 1
-    max_get_pairs: int = 1000
-    log_level: str = "info"
+
+class Settings(BaseSettings):
+    """Everything the app factory needs; frozen so that every module sees the same values."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=ENV_FILE, extra="ignore", frozen=True)
+
+    host: str = Field("127.0.0.1", description="interface to bind")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port")
+    data_dir: Path = Field(Path("data"), description="uploads and index files")
+    backend: Literal["auto", "cpu", "cuda"] = Field("auto", description="default build backend")
+    max_upload_mb: int = Field(1024, ge=1, description="largest accepted request body, MiB")
+    max_graph_mb: int = Field(8192, ge=1, description="largest graph text after gzip decompression, MiB")
+    build_workers: int = Field(1, ge=1, description="indexes built at the same time")
+    max_get_pairs: int = Field(1000, ge=1, description="pairs allowed in one GET")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log threshold")
+    log_format: Literal["text", "json"] = Field("text", description="log lines as text or as JSON objects")
+
+    @field_validator("backend", "log_level", "log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @property
     def max_upload_bytes(self) -> int:
@@ -36,56 +56,54 @@ class Settings:
         return self.max_graph_mb * 1024 * 1024
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Read ``GRAIL_<FIELD>`` variables (``GRAIL_DATA_DIR``, ``GRAIL_PORT`` ...); unset ones keep defaults."""
-        env = os.environ if environ is None else environ
-        values: dict[str, object] = {}
-        for field in fields(cls):
-            raw = env.get(f"GRAIL_{field.name.upper()}")
-            if raw is not None and raw != "":
-                values[field.name] = _convert(field.name, raw)
-        return replace(cls(), **values)
+    def from_env(cls) -> Settings:
+        """Defaults, ``.env`` and ``GRAIL_*`` variables."""
+        return _validated({})
 
     @classmethod
-    def from_args(cls, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-        """Flags win over the environment, which wins over the defaults."""
-        base = cls.from_env(environ)
-        parser = argparse.ArgumentParser(prog="grail-serve", description="Serve GRAIL reachability indexes over HTTP.")
-        parser.add_argument("--host", default=base.host, help="interface to bind (default %(default)s)")
-        parser.add_argument("--port", type=int, default=base.port, help="TCP port (default %(default)s)")
-        parser.add_argument(
-            "--data-dir", type=Path, default=base.data_dir, help="uploads and index files (default %(default)s)"
+    def from_args(cls, argv: Sequence[str] | None = None) -> Settings:
+        """Flags win over the environment, which wins over ``.env``, which wins over the defaults."""
+        parser = argparse.ArgumentParser(
+            prog="grail-serve",
+            description="Serve GRAIL reachability indexes over HTTP. Every flag has a GRAIL_* variable "
+            f"(--data-dir: GRAIL_DATA_DIR), also read from {ENV_FILE} in the working directory.",
         )
-        parser.add_argument("--backend", choices=_BACKENDS, default=base.backend, help="default build backend")
-        parser.add_argument(
-            "--max-upload-mb", type=int, default=base.max_upload_mb, help="largest accepted request body"
-        )
-        parser.add_argument(
-            "--max-graph-mb", type=int, default=base.max_graph_mb, help="largest graph text after decompression"
-        )
-        parser.add_argument(
-            "--build-workers", type=int, default=base.build_workers, help="indexes built at the same time"
-        )
-        parser.add_argument("--max-get-pairs", type=int, default=base.max_get_pairs, help="pairs allowed in one GET")
-        parser.add_argument("--log-level", default=base.log_level, choices=("debug", "info", "warning", "error"))
-        args = parser.parse_args(argv)
-        settings = replace(base, **{name.replace("-", "_"): value for name, value in vars(args).items()})
-        settings.check()
-        return settings
-
-    def check(self) -> None:
-        """Reject settings that would only fail later, inside a request."""
-        if self.backend not in _BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}, not {self.backend!r}")
-        for name in ("max_upload_mb", "max_graph_mb", "build_workers", "max_get_pairs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
+        for name, field in cls.model_fields.items():
+            choices = get_args(field.annotation) or None
+            parser.add_argument(
+                _flag(name),
+                dest=name,
+                choices=choices,
+                default=argparse.SUPPRESS,  # only the flags given override the environment
+                help=f"{field.description} (default {field.default}; env {_variable(name)})",
+            )
+        return _validated(vars(parser.parse_args(argv)))
 
 
-def _convert(name: str, raw: str) -> object:
-    kind = {f.name: f.type for f in fields(Settings)}[name]
-    if kind == "int":
-        return int(raw)
-    if kind == "Path":
-        return Path(raw)
-    return raw
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _variable(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def _validated(flags: dict[str, Any]) -> Settings:
+    try:
+        return Settings(**flags)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = str(error["loc"][0]) if error["loc"] else ""
+            problems.append(f"{_origin(name, flags)}: {error['msg']} (got {error['input']!r})")
+        raise SettingsError("; ".join(problems)) from None
+
+
+def _origin(name: str, flags: dict[str, Any]) -> str:
+    """Where a field's value came from, in the precedence order Settings applies."""
+    if name in flags:
+        return _flag(name)
+    variable = _variable(name)
+    if any(key.upper() == variable for key in os.environ):
+        return variable
+    return f"{variable} in {Path(ENV_FILE).resolve()}"

@@ -1,14 +1,15 @@
-"""Compile grail_core's query kernels at start-up instead of in the first user's request.
+"""Compile grail_core's query kernels at start-up instead of in the first user's request, in the background.
 
 numba compiles one specialization per argument layout: freshly built indexes and memory-mapped
 (read-only) loaded ones differ, and so do writable and read-only (zero-copy binary) pair arrays.
 Without this, the first query of each kind after a start waits seconds for the compiler; with a warm
-numba cache on disk this takes a few milliseconds.
+numba cache on disk (NUMBA_CACHE_DIR, see service.main) this takes well under a second. The server
+answers ``/health`` while it runs; ``/ready`` says when it is done (``Readiness``).
 
 The warm-up is also numba's first parallel launch, which picks its threading layer for the process:
 TBB or OpenMP when installed (``tbb`` from pip, or the system's ``libgomp``), else "workqueue", which
-aborts the whole process when two threads launch parallel code at once. ``core_gate`` turns that into
-a lock around every call into grail_core (correct, one call at a time) with a warning.
+aborts the whole process when two threads launch parallel code at once. ``CoreGate`` holds every call
+into grail_core to one at a time until the layer is known, and for good where it is not thread-safe.
 """
 
 from __future__ import annotations
@@ -17,17 +18,22 @@ import logging
 import tempfile
 import threading
 import time
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import Literal
 
 import numba
 import numpy as np
 
 from grail_core import ReachabilityIndex
 
-__all__ = ["warm_up", "core_gate"]
+__all__ = ["warm_up", "CoreGate", "Readiness", "KernelState", "start_warm_up"]
 
 _THREAD_SAFE_LAYERS = ("tbb", "omp")
+
+KernelState = Literal["compiling", "ready", "failed"]
 
 log = logging.getLogger("grail.service.warmup")
 
@@ -55,13 +61,72 @@ def warm_up() -> str:
     return layer
 
 
-def core_gate(layer: str) -> AbstractContextManager[object]:
-    """What to hold around calls into grail_core: nothing, unless the threading layer is not thread-safe."""
-    if layer in _THREAD_SAFE_LAYERS:
-        return nullcontext()
-    log.warning(
-        "numba threading layer %r is not thread-safe: queries and builds run one at a time "
-        "(install tbb or libgomp1 to run them in parallel)",
-        layer,
-    )
-    return threading.Lock()
+class CoreGate:
+    """What every call into grail_core holds (``with gate:``): a lock while numba's threading layer is unknown
+    or not thread-safe, nothing once a thread-safe layer is in use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._serial = True
+        self._held = threading.local()  # whether this thread took the lock, for __exit__
+
+    def __enter__(self) -> None:
+        if self._serial:
+            self._lock.acquire()
+            self._held.lock = True
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if getattr(self._held, "lock", False):
+            self._held.lock = False
+            self._lock.release()
+
+    def settle(self, layer: str) -> None:
+        """The layer is known: calls run side by side from now on where it is thread-safe."""
+        if layer in _THREAD_SAFE_LAYERS:
+            self._serial = False
+            return
+        log.warning(
+            "numba threading layer %r is not thread-safe: queries and builds run one at a time "
+            "(install tbb or libgomp1 to run them in parallel)",
+            layer,
+        )
+
+
+@dataclass
+class Readiness:
+    """What ``/ready`` reports: the kernels compiled (``kernels``: compiling, ready or failed) and the graphs
+    on disk loaded."""
+
+    kernels: KernelState = "compiling"
+    kernels_seconds: float | None = None
+    threading_layer: str | None = None
+    error: str | None = None
+    graphs_loaded: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return self.kernels == "ready" and self.graphs_loaded
+
+
+def start_warm_up(warm: Callable[[], str], gate: CoreGate, readiness: Readiness) -> threading.Thread:
+    """``warm`` (``warm_up``: returns numba's threading layer) in a daemon thread, so that a stop does not wait for
+    the compiler, holding the gate throughout; ``readiness`` follows it."""
+
+    def run() -> None:
+        started = time.perf_counter()
+        try:
+            with gate:
+                layer = warm()
+            gate.settle(layer)
+        except Exception as exc:  # the server stays up and says so on /ready; queries compile on demand
+            log.exception("warm-up failed")
+            readiness.error = f"{type(exc).__name__}: {exc}"
+            readiness.kernels = "failed"
+            return
+        readiness.threading_layer = layer
+        readiness.kernels_seconds = round(time.perf_counter() - started, 3)
+        readiness.kernels = "ready"
+
+    thread = threading.Thread(target=run, name="grail-warm-up", daemon=True)
+    thread.start()
+    return thread

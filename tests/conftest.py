@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from service.main import numba_cache_dir
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The test servers keep numba's compiled kernels where grail-serve does; this process uses the same folder (set
+# before numba is first imported), so that a fresh clone compiles each kernel once, not once here and once there.
+os.environ.setdefault("NUMBA_CACHE_DIR", str(numba_cache_dir()))
 
 
 def datasets_dir() -> Path:

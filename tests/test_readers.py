@@ -151,13 +151,6 @@ def test_unknown_format_is_a_parameter_error() -> None:
         read_graph(GRA, "graphml")
 
 
-def test_large_gra_parses_in_seconds_into_compact_arrays(datasets) -> None:
-    graph = read_graph(datasets / "uniprotenc_22m.scc.gra")
-    assert graph.num_nodes == 1595444 and graph.src.size == 1595442
-    # One int64 per edge end and nothing else: no Python object per edge, no spare capacity kept.
-    assert graph.src.base is None and graph.src.nbytes == 8 * graph.src.size
-
-
 def test_json_integer_fast_path_agrees_with_the_json_module() -> None:
     from grail_core.readers import jsonformat
 

@@ -16,7 +16,7 @@ from ..bodies import declared_length, stream_to_file
 from ..deps import ServiceState, get_state
 from ..errors import ServiceError, error_response, status_for_kind
 from ..formats import format_for
-from ..models import Backend, ErrorOut, GraphFormat, GraphList, GraphOut
+from ..models import Backend, ErrorOut, GraphFormat, GraphList, GraphOut, GraphStatusName
 from ..registry import BuildParams, GraphRecord, GraphStatus
 
 __all__ = ["router"]
@@ -118,9 +118,17 @@ def _final_response(record: GraphRecord, headers: dict[str, str]) -> Response:
     )
 
 
-@router.get("", response_model=GraphList, summary="All graphs")
-async def list_graphs(state: Annotated[ServiceState, Depends(get_state)]) -> GraphList:
-    return GraphList(graphs=[GraphOut.from_record(r) for r in state.registry.records()])
+@router.get("", response_model=GraphList, summary="All graphs, oldest first (?status= keeps those in a status)")
+async def list_graphs(
+    state: Annotated[ServiceState, Depends(get_state)],
+    status: Annotated[
+        list[GraphStatusName] | None, Query(description="only graphs in this status; repeat for several")
+    ] = None,
+) -> GraphList:
+    records = state.registry.records()
+    if status is not None:
+        records = [r for r in records if r.status.value in status]
+    return GraphList(graphs=[GraphOut.from_record(r) for r in records])
 
 
 @router.get(

@@ -1,29 +1,53 @@
-"""Liveness for load balancers and the container HEALTHCHECK, and Prometheus metrics."""
+"""Liveness (/health) for the container HEALTHCHECK, readiness (/ready) for load balancers, Prometheus metrics."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
+from fastapi.responses import JSONResponse
 
 from ..deps import ServiceState, get_state
 from ..metrics import CONTENT_TYPE
-from ..models import HealthOut
+from ..models import HealthOut, ReadyOut
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health", response_model=HealthOut, summary="Service status, default backend, GPU")
+@router.get("/health", response_model=HealthOut, summary="Liveness: the server answers; default backend, GPU")
 async def health(state: Annotated[ServiceState, Depends(get_state)]) -> HealthOut:
     return HealthOut(
-        status="ok", backend=state.default_backend, gpu=state.gpu_name, graphs=state.registry.count_by_status()
+        status="ok",
+        ready=state.readiness.ready,
+        backend=state.default_backend,
+        gpu=state.gpu_name,
+        graphs=state.registry.count_by_status(),
     )
 
 
 @router.get(
-    "/metrics", summary="Prometheus metrics (text format 0.0.4)", responses={200: {"content": {CONTENT_TYPE: {}}}}
+    "/ready",
+    response_model=ReadyOut,
+    summary="Readiness: 200 once the query kernels are compiled and the graphs on disk loaded, 503 before",
+    responses={503: {"model": ReadyOut, "description": "still compiling (or the warm-up failed: see error)"}},
+)
+async def ready(state: Annotated[ServiceState, Depends(get_state)]) -> JSONResponse:
+    readiness = state.readiness
+    body = ReadyOut(
+        ready=readiness.ready,
+        kernels=readiness.kernels,
+        kernels_seconds=readiness.kernels_seconds,
+        threading_layer=readiness.threading_layer,
+        graphs_loaded=readiness.graphs_loaded,
+        error=readiness.error,
+    )
+    return JSONResponse(body.model_dump(mode="json"), status_code=200 if readiness.ready else 503)
+
+
+@router.get(
+    "/metrics", summary="Prometheus metrics (text exposition format)", responses={200: {"content": {CONTENT_TYPE: {}}}}
 )
 async def metrics(state: Annotated[ServiceState, Depends(get_state)]) -> Response:
-    return Response(state.metrics.render(state.registry.count_by_status()), media_type=CONTENT_TYPE)
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE)

@@ -1,8 +1,9 @@
-"""A real ``grail-serve`` process on a free loopback port, driven by the package's own httpx client."""
+"""A real ``grail-serve`` process on a free loopback port, driven by the package's own httpx client, and the
+generated graphs (tests/generated.py) it is tested on: nothing outside the repository is needed."""
 
 from __future__ import annotations
 
-import os
+import gzip
 import signal
 import socket
 import subprocess
@@ -16,24 +17,43 @@ import numpy as np
 import pytest
 
 from service.client import GrailClient
+from tests.generated import GeneratedGraph, generate
 
 REPO = Path(__file__).resolve().parents[2]
-DATASETS = Path(os.environ.get("GRAIL_DATASETS", REPO.parent / "shared" / "datasets"))
 
 
-def dataset(name: str) -> Path:
-    path = DATASETS / name
-    if not path.is_file():
-        pytest.skip(f"dataset {path} is absent (set GRAIL_DATASETS)")
-    return path
+class GraphFiles:
+    """A folder of graphs and query sets in the shared datasets' layout (NAME.gra, NAME[.pos].que/.ans)."""
+
+    def __init__(self, folder: Path, graphs: dict[str, GeneratedGraph]) -> None:
+        self.folder = folder
+        self.graphs = graphs
+
+    def path(self, name: str) -> Path:
+        return self.folder / name
+
+    def pairs(self, name: str) -> np.ndarray:
+        return np.loadtxt(self.path(name), dtype=np.int64, ndmin=2)
+
+    def answers(self, name: str) -> np.ndarray:
+        return np.loadtxt(self.path(name), dtype=np.int64, ndmin=1).astype(bool)
 
 
-def read_pairs(name: str) -> np.ndarray:
-    return np.loadtxt(dataset(name), dtype=np.int64, ndmin=2)
+@pytest.fixture(scope="session")
+def files(tmp_path_factory: pytest.TempPathFactory) -> GraphFiles:
+    """``dag`` and ``cyclic`` (tests/generated.py), a second or so to make."""
+    folder = tmp_path_factory.mktemp("graphs")
+    return GraphFiles(folder, generate(folder, ("dag", "cyclic")))
 
 
-def read_answers(name: str) -> np.ndarray:
-    return np.loadtxt(dataset(name), dtype=np.int64).astype(bool)
+@pytest.fixture(scope="session")
+def big_files(files: GraphFiles) -> GraphFiles:
+    """``big`` beside the others (and ``big.gra.gz``, 14 MB of text in a body under the test server's 12 MiB
+    limit): a build that takes seconds, about 8 s to make, once a session."""
+    if "big" not in files.graphs:
+        files.graphs.update(generate(files.folder, ("big",)))
+        files.path("big.gra.gz").write_bytes(gzip.compress(files.path("big.gra").read_bytes(), compresslevel=1))
+    return files
 
 
 def free_port() -> int:
@@ -45,10 +65,11 @@ def free_port() -> int:
 class Server:
     """One grail-serve process; ``restart`` keeps the data directory, like a redeploy."""
 
-    def __init__(self, data_dir: Path, log_path: Path, *args: str) -> None:
+    def __init__(self, data_dir: Path, log_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
         self.args = args
+        self.env = env  # None: this process's environment
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -73,7 +94,7 @@ class Server:
             *self.args,
         ]
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -103,6 +124,16 @@ class Server:
     def restart(self) -> Server:
         self.stop()
         return self.start()
+
+    def wait_until_ready(self, timeout: float = 240.0) -> dict:
+        """Until /ready says 200: the query kernels compiled (minutes on a cold numba cache, on two cores)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            response = httpx.get(f"{self.url}/ready", timeout=5.0)
+            if response.status_code == 200 or time.monotonic() > deadline:
+                assert response.status_code == 200, response.text
+                return response.json()
+            time.sleep(0.1)
 
     def client(self) -> GrailClient:
         return GrailClient(self.url, timeout=120.0)

@@ -8,34 +8,41 @@ import json
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
 from service.client import AsyncGrailClient, BuildFailedError, GrailClient, GrailServiceError
+from tests.reference import dag_levels
 
 from ..gpu import device_present
-from .conftest import REPO, Server, dataset, read_answers, read_pairs
+from .conftest import REPO, GraphFiles, Server
 
 pytestmark = pytest.mark.timeout(180)
 
 
-def gra_edges(name: str) -> tuple[int, np.ndarray]:
+def gra_edges(files: GraphFiles, name: str) -> tuple[int, np.ndarray]:
     """Node count and (m, 2) edges of a .gra file, read here independently of grail_core."""
-    lines = dataset(name).read_text().splitlines()
+    lines = files.path(name).read_text().splitlines()
     n = int(lines[1])
     edges = [(i, int(v)) for i, line in enumerate(lines[2 : 2 + n]) for v in line.split(":")[1].split()[:-1]]
     return n, np.array(edges, dtype=np.int64)
 
 
 def expect(
-    client: GrailClient, graph_id: str, stem: str, pairs: np.ndarray | None = None, answers: np.ndarray | None = None
+    client: GrailClient,
+    files: GraphFiles,
+    graph_id: str,
+    stem: str,
+    pairs: np.ndarray | None = None,
+    answers: np.ndarray | None = None,
 ) -> None:
-    """Both query sets of a dataset answered exactly as the .ans files (optionally a subset)."""
+    """Both query sets of a graph answered exactly as its .ans files (optionally a subset)."""
     for kind in ("", ".pos"):
-        q = read_pairs(f"{stem}{kind}.que") if pairs is None else pairs
-        a = read_answers(f"{stem}{kind}.ans") if answers is None else answers
+        q = files.pairs(f"{stem}{kind}.que") if pairs is None else pairs
+        a = files.answers(f"{stem}{kind}.ans") if answers is None else answers
         got = client.query_batch(graph_id, q)
         assert got.dtype == bool and got.shape == a.shape
         assert np.array_equal(got, a), f"{stem}{kind}: {np.count_nonzero(got != a)} wrong answers"
@@ -44,24 +51,27 @@ def expect(
 
 
 @pytest.fixture(scope="module")
-def kegg(client: GrailClient) -> str:
-    record = client.upload(dataset("kegg_dag_uniq.gra"), name="kegg", wait=True)
+def kegg(client: GrailClient, files: GraphFiles) -> str:
+    """The sparse DAG with isolated nodes (the KEGG graphs' shape), uploaded as .gra."""
+    record = client.upload(files.path("dag.gra"), name="kegg", wait=True)
     assert record["status"] == "ready"
     return record["id"]
 
 
-def test_gra_upload_answers_exactly(client: GrailClient, kegg: str) -> None:
+def test_gra_upload_answers_exactly(client: GrailClient, files: GraphFiles, kegg: str) -> None:
     record = client.get(kegg)
     assert record["name"] == "kegg" and record["format"] == "gra"
     stats = record["stats"]
-    assert (stats["nodes"], stats["edges"], stats["levels"], stats["backend"]) == (3617, 3908, 26, "cpu")
+    dag = files.graphs["dag"]
+    expected = (dag.num_nodes, len(dag.edges), dag.num_nodes, dag_levels(dag.num_nodes, dag.edges), "cpu")
+    assert (stats["nodes"], stats["edges"], stats["components"], stats["levels"], stats["backend"]) == expected
     assert set(stats["phase_seconds"]) >= {"graph", "condense", "labels", "hubs"}
-    expect(client, kegg, "kegg_dag_uniq")
+    expect(client, files, kegg, "dag")
 
 
-def test_all_query_encodings_agree(client: GrailClient, kegg: str) -> None:
-    pairs = read_pairs("kegg_dag_uniq.pos.que")[:2000]
-    answers = read_answers("kegg_dag_uniq.pos.ans")[:2000]
+def test_all_query_encodings_agree(client: GrailClient, files: GraphFiles, kegg: str) -> None:
+    pairs = files.pairs("dag.pos.que")[:2000]
+    answers = files.answers("dag.pos.ans")[:2000]
     text = "".join(f"{u} {v}\n" for u, v in pairs).encode()
     expected_lines = "".join(f"{int(a)}\n" for a in answers).encode()
     assert client.query_lines(kegg, text) == expected_lines  # parsed by the client, sent binary
@@ -82,25 +92,26 @@ def test_all_query_encodings_agree(client: GrailClient, kegg: str) -> None:
     assert client.http.post(f"/graphs/{kegg}/queries", json={"pairs": []}).json()["reachable"] == []
 
 
-def test_gzip_gra_upload(client: GrailClient, tmp_path) -> None:
-    packed = tmp_path / "amaze.gra.gz"
-    packed.write_bytes(gzip.compress(dataset("amaze_dag_uniq.gra").read_bytes()))
+def test_gzip_gra_upload(client: GrailClient, files: GraphFiles, tmp_path) -> None:
+    """The graph with cycles, self loops and duplicate edges, gzip-compressed."""
+    packed = tmp_path / "cyclic.gra.gz"
+    packed.write_bytes(gzip.compress(files.path("cyclic.gra").read_bytes()))
     record = client.upload(packed, wait=True)  # Content-Encoding: gzip from the name
-    assert record["status"] == "ready" and record["name"] == "amaze.gra.gz"
-    expect(client, record["id"], "amaze_dag_uniq")
+    assert record["status"] == "ready" and record["name"] == "cyclic.gra.gz"
+    expect(client, files, record["id"], "cyclic")
 
 
-def test_json_upload_with_isolated_nodes(client: GrailClient) -> None:
-    n, edges = gra_edges("amaze_dag_uniq.gra")
+def test_json_upload_with_isolated_nodes(client: GrailClient, files: GraphFiles) -> None:
+    n, edges = gra_edges(files, "cyclic.gra")
     body = json.dumps({"edges": edges.tolist(), "nodes": list(range(n))}).encode()
     record = client.upload(body, content_type="application/json", wait=True)
     assert record["format"] == "json" and record["stats"]["nodes"] == n
-    expect(client, record["id"], "amaze_dag_uniq")
+    expect(client, files, record["id"], "cyclic")
 
 
-def test_csv_edge_list_upload(client: GrailClient) -> None:
+def test_csv_edge_list_upload(client: GrailClient, files: GraphFiles) -> None:
     """An edge list has no isolated nodes: queries naming one get 404, all others are exact."""
-    n, edges = gra_edges("kegg_dag_uniq.gra")
+    n, edges = gra_edges(files, "dag.gra")
     csv = "source,target\n" + "".join(f"{u},{v}\n" for u, v in edges)
     record = client.upload(gzip.compress(csv.encode()), content_type="text/csv", content_encoding="gzip", wait=True)
     assert record["format"] == "edgelist"
@@ -108,38 +119,42 @@ def test_csv_edge_list_upload(client: GrailClient) -> None:
     present = np.zeros(n, dtype=bool)
     present[edges.ravel()] = True
     for kind in ("", ".pos"):
-        pairs, answers = read_pairs(f"kegg_dag_uniq{kind}.que"), read_answers(f"kegg_dag_uniq{kind}.ans")
+        pairs, answers = files.pairs(f"dag{kind}.que"), files.answers(f"dag{kind}.ans")
         keep = present[pairs].all(axis=1)
         assert 0 < keep.sum() < len(pairs) or kind == ".pos"
-        expect(client, graph_id, "kegg_dag_uniq", pairs[keep], answers[keep])
+        expect(client, files, graph_id, "dag", pairs[keep], answers[keep])
     isolated = int(np.flatnonzero(~present)[0])
     with pytest.raises(GrailServiceError) as info:
         client.reachable(graph_id, isolated, 0)
     assert info.value.status == 404 and info.value.body["node"] in (isolated, str(isolated))
 
 
-def test_string_names(client: GrailClient) -> None:
+def test_string_names(client: GrailClient, files: GraphFiles) -> None:
     """Names that are not integers stay strings, in tab-separated edge lists and in the answers."""
-    _, edges = gra_edges("kegg_dag_uniq.gra")
+    _, edges = gra_edges(files, "dag.gra")
     tsv = "".join(f"gene:{u}\tgene:{v}\n" for u, v in edges).encode()
     graph_id = client.upload(tsv, content_type="text/tab-separated-values", wait=True)["id"]
-    pairs = read_pairs("kegg_dag_uniq.pos.que")[:3000]
-    answers = read_answers("kegg_dag_uniq.pos.ans")[:3000]
+    pairs = files.pairs("dag.pos.que")[:3000]
+    answers = files.answers("dag.pos.ans")[:3000]
+    connected = np.isin(pairs, edges).all(axis=1)  # names an edge list knows
+    pairs, answers = pairs[connected], answers[connected]
     named = [[f"gene:{u}", f"gene:{v}"] for u, v in pairs]
     assert np.array_equal(client.query_batch(graph_id, named), answers)
     lines = "".join(f"{u} {v}\n" for u, v in named).encode()  # not integers: sent as the text itself
     assert client.query_lines(graph_id, lines) == "".join(f"{int(a)}\n" for a in answers).encode()
     u, v = named[0]
     body = client.http.get(f"/graphs/{graph_id}/reachable", params={"source": u, "target": v}).json()
-    assert body == {"source": u, "target": v, "reachable": True}
+    assert body == {"source": u, "target": v, "reachable": bool(answers[0])}
     with pytest.raises(GrailServiceError) as info:
         client.reachable(graph_id, "gene:nope", u)
     assert info.value.status == 404 and "gene:nope" in info.value.detail
 
 
-def test_binary_pairs_and_answers_of_every_width(client: GrailClient, server: Server, kegg: str) -> None:
-    pairs = np.concatenate([read_pairs("kegg_dag_uniq.que"), read_pairs("kegg_dag_uniq.pos.que")])
-    answers = np.concatenate([read_answers("kegg_dag_uniq.ans"), read_answers("kegg_dag_uniq.pos.ans")])
+def test_binary_pairs_and_answers_of_every_width(
+    client: GrailClient, files: GraphFiles, server: Server, kegg: str
+) -> None:
+    pairs = np.concatenate([files.pairs("dag.que"), files.pairs("dag.pos.que")])
+    answers = np.concatenate([files.answers("dag.ans"), files.answers("dag.pos.ans")])
     pairs, answers = pairs[:9999], answers[:9999]  # not a multiple of 8: the packed answers end in padding
     assert 0 < answers.sum() < len(answers)
     for width in (None, 16, 32, 64):
@@ -336,47 +351,49 @@ def test_bad_queries(client: GrailClient, kegg: str) -> None:
     assert body["node"] in (123456, "123456")
 
 
-def test_cli_upload_and_query(server: Server, tmp_path) -> None:
-    cli = [sys.executable, "-m", "service.cli", "--url", server.url]
-    upload = subprocess.run(
-        [*cli, "upload", str(dataset("amaze_dag_uniq.gra")), "--wait", "--name", "cli"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def grail_cli() -> list[str]:
+    """The ``grail`` command the install puts beside this Python (the README's), else the module."""
+    installed = Path(sys.executable).with_name("grail")
+    return [str(installed)] if installed.is_file() else [sys.executable, "-m", "service.cli"]
+
+
+def test_cli_upload_and_query(server: Server, files: GraphFiles, tmp_path) -> None:
+    cli = [*grail_cli(), "--url", server.url]
+
+    def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([*cli, *args], cwd=REPO, capture_output=True, input=stdin, timeout=120)
+
+    upload = run("upload", str(files.path("cyclic.gra")), "--wait", "--name", "cli")
     assert upload.returncode == 0, upload.stderr
     record = json.loads(upload.stdout)
     assert record["status"] == "ready" and record["name"] == "cli"
-    assert "ready" in upload.stderr  # the progress lines
-    query = subprocess.run(
-        [*cli, "query", record["id"], "-"],
-        cwd=REPO,
-        capture_output=True,
-        timeout=120,
-        input=dataset("amaze_dag_uniq.que").read_bytes(),
-    )
+    assert b"ready" in upload.stderr  # the progress lines
+    query = run("query", record["id"], "-", stdin=files.path("cyclic.que").read_bytes())
     assert query.returncode == 0, query.stderr
-    assert query.stdout == dataset("amaze_dag_uniq.ans").read_bytes()
-    missing = subprocess.run(
-        [*cli, "query", "nope", str(dataset("amaze_dag_uniq.que"))],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert missing.returncode == 1 and "404" in missing.stderr
+    assert query.stdout == files.path("cyclic.ans").read_bytes()
+    missing = run("query", "nope", str(files.path("cyclic.que")))
+    assert missing.returncode == 1 and b"404" in missing.stderr
+    # A malformed graph: the error names the line the server found, with and without --wait.
+    bad = tmp_path / "bad.gra"
+    bad.write_bytes(b"graph_for_greach\n3\n0: 1 #\n1: x #\n2: #\n")
+    failed = run("upload", str(bad), "--wait")
+    assert failed.returncode == 1 and b"GraphFormatError" in failed.stderr and b"line 4" in failed.stderr
+    listed = run("list", "--status", "failed")
+    assert listed.returncode == 0 and {r["status"] for r in json.loads(listed.stdout)} == {"failed"}
+    assert record["id"] not in {r["id"] for r in json.loads(listed.stdout)}
 
 
-def test_concurrent_queries_during_build(server: Server, kegg: str) -> None:
-    """Single GETs from 32 async clients stay exact while a large graph builds."""
-    pairs = np.concatenate([read_pairs("kegg_dag_uniq.pos.que")[:1000], read_pairs("kegg_dag_uniq.que")[:1000]])
-    answers = np.concatenate([read_answers("kegg_dag_uniq.pos.ans")[:1000], read_answers("kegg_dag_uniq.ans")[:1000]])
+def test_concurrent_queries_during_build(server: Server, big_files: GraphFiles, kegg: str) -> None:
+    """Single GETs from 32 async clients stay exact while a large graph builds, and run beside the build's
+    compute phases (not only while it saves): the core gate lets them through."""
+    files = big_files
+    pairs = np.concatenate([files.pairs("dag.pos.que")[:1000], files.pairs("dag.que")[:1000]])
+    answers = np.concatenate([files.answers("dag.pos.ans")[:1000], files.answers("dag.ans")[:1000]])
 
     async def scenario() -> tuple[int, int, list[str]]:
         async with AsyncGrailClient(server.url, timeout=120) as ac:
-            record = await ac.upload(dataset("citeseer.scc.gra"), name="big")
-            status = record["status"]
+            record = await ac.upload(files.path("big.gra.gz"), name="big")
+            status, phase = record["status"], record["phase"]
             seen = [status]
             wrong = overlapped = 0
 
@@ -386,13 +403,14 @@ def test_concurrent_queries_during_build(server: Server, kegg: str) -> None:
                 while status != "ready":
                     u, v = int(pairs[i][0]), int(pairs[i][1])
                     wrong += await ac.reachable(kegg, u, v) != answers[i]
-                    overlapped += status in ("queued", "building")
+                    overlapped += status == "building" and phase not in (None, "read", "save")
                     i = (i + 32) % len(pairs)
 
             async def monitor() -> None:
-                nonlocal status
+                nonlocal status, phase
                 while status != "ready":
-                    status = (await ac.get(record["id"]))["status"]
+                    current = await ac.get(record["id"])
+                    status, phase = current["status"], current["phase"]
                     seen.append(status)
                     assert status != "failed"
                     await asyncio.sleep(0.05)
@@ -404,12 +422,12 @@ def test_concurrent_queries_during_build(server: Server, kegg: str) -> None:
     wrong, overlapped, seen = asyncio.run(scenario())
     assert wrong == 0
     assert seen[-1] == "ready" and "building" in seen
-    assert overlapped > 100, f"only {overlapped} queries overlapped the build"
+    assert overlapped > 100, f"only {overlapped} queries overlapped the build's compute phases"
 
 
-def test_delete_while_querying(client: GrailClient, server: Server) -> None:
-    graph_id = client.upload(dataset("amaze_dag_uniq.gra"), wait=True)["id"]
-    pairs = read_pairs("amaze_dag_uniq.pos.que")[:20000]
+def test_delete_while_querying(client: GrailClient, files: GraphFiles, server: Server) -> None:
+    graph_id = client.upload(files.path("cyclic.gra"), wait=True)["id"]
+    pairs = files.pairs("cyclic.pos.que")
     codes: list[int] = []
     stop = threading.Event()
 
@@ -436,11 +454,11 @@ def test_delete_while_querying(client: GrailClient, server: Server) -> None:
     assert error_of(client.http.get(f"/graphs/{graph_id}"), 404)
 
 
-def test_health_metrics_openapi(client: GrailClient, kegg: str) -> None:
+def test_health_metrics_openapi(client: GrailClient, files: GraphFiles, kegg: str) -> None:
     health = client.health()
     assert health["status"] == "ok" and health["backend"] == "cpu" and health["gpu"] is None
     assert health["graphs"]["ready"] >= 1
-    client.query_batch(kegg, read_pairs("kegg_dag_uniq.pos.que")[:100])
+    client.query_batch(kegg, files.pairs("dag.pos.que")[:100])
 
     def pairs_counted(metrics: str) -> float:
         return sum(
@@ -464,6 +482,7 @@ def test_health_metrics_openapi(client: GrailClient, kegg: str) -> None:
         "/graphs/{graph_id}/reachable",
         "/graphs/{graph_id}/queries",
         "/health",
+        "/ready",
         "/metrics",
     } <= set(spec["paths"])
     batch = spec["paths"]["/graphs/{graph_id}/queries"]["post"]
@@ -473,9 +492,9 @@ def test_health_metrics_openapi(client: GrailClient, kegg: str) -> None:
     assert client.http.get("/docs").status_code == 200
 
 
-def test_text_answers_by_accept(client: GrailClient, kegg: str) -> None:
-    pairs = read_pairs("kegg_dag_uniq.que")[:500]
-    answers = read_answers("kegg_dag_uniq.ans")[:500]
+def test_text_answers_by_accept(client: GrailClient, files: GraphFiles, kegg: str) -> None:
+    pairs = files.pairs("dag.que")[:500]
+    answers = files.answers("dag.ans")[:500]
     body = "".join(f"{u}\t{v}\n" for u, v in pairs).encode()
     response = client.http.post(
         f"/graphs/{kegg}/queries", content=body, headers={"Content-Type": "text/plain", "Accept": "text/plain"}

@@ -9,16 +9,16 @@ import httpx
 import numpy as np
 import pytest
 
-from .conftest import Server, dataset, read_answers, read_pairs
+from .conftest import GraphFiles, Server
 
 pytestmark = pytest.mark.timeout(180)
 
 
-def test_restart_serves_without_rebuilding(fresh_server: Server) -> None:
+def test_restart_serves_without_rebuilding(fresh_server: Server, files: GraphFiles) -> None:
     server = fresh_server.start()
     with server.client() as client:
-        kegg = client.upload(dataset("kegg_dag_uniq.gra"), wait=True)
-        amaze = client.upload(dataset("amaze_dag_uniq.gra"), name="amaze", dims=3, seed=7, wait=True)
+        kegg = client.upload(files.path("dag.gra"), wait=True)
+        amaze = client.upload(files.path("cyclic.gra"), name="amaze", dims=3, seed=7, wait=True)
     manifest = server.data_dir / "graphs" / kegg["id"] / "index" / "manifest.json"
     before = manifest.stat().st_mtime_ns
     assert not list((server.data_dir / "uploads").iterdir()), "uploads are removed once their index is published"
@@ -27,10 +27,10 @@ def test_restart_serves_without_rebuilding(fresh_server: Server) -> None:
     with server.client() as client:
         records = {r["id"]: r for r in client.list()}
         assert records == {kegg["id"]: kegg, amaze["id"]: amaze}  # same records, stats, timestamps: no rebuild
-        for record, stem in ((kegg, "kegg_dag_uniq"), (amaze, "amaze_dag_uniq")):
+        for record, stem in ((kegg, "dag"), (amaze, "cyclic")):
             for kind in ("", ".pos"):
-                got = client.query_batch(record["id"], read_pairs(f"{stem}{kind}.que"))
-                assert np.array_equal(got, read_answers(f"{stem}{kind}.ans"))
+                got = client.query_batch(record["id"], files.pairs(f"{stem}{kind}.que"))
+                assert np.array_equal(got, files.answers(f"{stem}{kind}.ans"))
     assert manifest.stat().st_mtime_ns == before
     assert "built in" not in server.log().split("Started server process")[-1]
 
@@ -47,17 +47,18 @@ def _wait_until_building(server: Server, graph_id: str, timeout: float = 60.0) -
     raise AssertionError(f"graph {graph_id} never started building")
 
 
-def test_sigkill_during_build_is_never_served_half_built(fresh_server: Server) -> None:
+def test_sigkill_during_build_is_never_served_half_built(fresh_server: Server, big_files: GraphFiles) -> None:
     """Kill -9 while a large graph builds and a second one waits in the queue.
 
     After the restart the interrupted build is redone from its saved upload; the queued graph whose
     upload we delete while the server is down is marked failed. Neither is ever answered before it is
     rebuilt, and the rebuilt one answers exactly.
     """
+    files = big_files
     server = fresh_server.start()
     with server.client() as client:
-        big = client.upload(dataset("citeseer.scc.gra"), name="big")
-        small = client.upload(dataset("kegg_dag_uniq.gra"), name="small")
+        big = client.upload(files.path("big.gra"), name="big")
+        small = client.upload(files.path("dag.gra"), name="small")
         _wait_until_building(server, big["id"])
         assert client.get(small["id"])["status"] == "queued"
     server.kill()
@@ -70,8 +71,8 @@ def test_sigkill_during_build_is_never_served_half_built(fresh_server: Server) -
 
     server.start()
     with server.client() as client:
-        pairs = read_pairs("citeseer.scc.pos.que")
-        expected = read_answers("citeseer.scc.pos.ans")
+        pairs = files.pairs("big.pos.que")
+        expected = files.answers("big.pos.ans")
         while True:
             response = client.http.post(
                 f"/graphs/{big['id']}/queries",
@@ -84,7 +85,7 @@ def test_sigkill_during_build_is_never_served_half_built(fresh_server: Server) -
             time.sleep(0.02)
         assert np.frombuffer(response.content, dtype=np.uint8).astype(bool).tolist() == expected[:2000].tolist()
         record = client.get(big["id"])
-        assert record["status"] == "ready" and record["stats"]["nodes"] == 693947
+        assert record["status"] == "ready" and record["stats"]["nodes"] == files.graphs["big"].num_nodes
         assert np.array_equal(client.query_batch(big["id"], pairs), expected)
         failed = client.get(small["id"])
         assert failed["status"] == "failed" and "upload" in failed["error"]["message"]
@@ -94,10 +95,10 @@ def test_sigkill_during_build_is_never_served_half_built(fresh_server: Server) -
     assert not list((server.data_dir / "uploads").iterdir())
 
 
-def test_corrupt_index_is_reported_not_served(fresh_server: Server) -> None:
+def test_corrupt_index_is_reported_not_served(fresh_server: Server, files: GraphFiles) -> None:
     server = fresh_server.start()
     with server.client() as client:
-        graph_id = client.upload(dataset("amaze_dag_uniq.gra"), wait=True)["id"]
+        graph_id = client.upload(files.path("cyclic.gra"), wait=True)["id"]
     server.stop()
     index_dir = server.data_dir / "graphs" / graph_id / "index"
     victim = next(p for p in sorted(index_dir.glob("*.npy")) if p.stat().st_size > 1000)

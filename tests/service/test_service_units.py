@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,25 +15,56 @@ from service.client import content_type_for
 from service.codecs import answer_type, decode_pairs, encode_answers, parse_get_pairs
 from service.errors import ServiceError
 from service.formats import format_for
-from service.settings import Settings
+from service.settings import Settings, SettingsError
 from service.wire import media_type, narrowest_width, pack_answers, unpack_answers
 
 
-def test_settings_precedence() -> None:
-    env = {"GRAIL_PORT": "9000", "GRAIL_DATA_DIR": "/srv/grail", "GRAIL_BACKEND": "cpu", "GRAIL_MAX_UPLOAD_MB": "5"}
-    from_env = Settings.from_env(env)
+def test_settings_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Defaults < .env in the working directory < GRAIL_* variables < flags."""
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.upper().startswith("GRAIL_"):
+            monkeypatch.delenv(name)
+    assert Settings.from_env().port == 8000 and Settings.from_env().log_format == "text"
+    (tmp_path / ".env").write_text("GRAIL_PORT=7000\nGRAIL_BACKEND=cpu\nGRAIL_LOG_LEVEL=WARNING\n")
+    from_file = Settings.from_env()
+    assert (from_file.port, from_file.backend, from_file.log_level) == (7000, "cpu", "warning")
+    monkeypatch.setenv("GRAIL_PORT", "9000")
+    monkeypatch.setenv("GRAIL_DATA_DIR", "/srv/grail")
+    monkeypatch.setenv("GRAIL_MAX_UPLOAD_MB", "5")
+    from_env = Settings.from_env()
     assert (from_env.port, from_env.data_dir, from_env.backend, from_env.max_upload_bytes) == (
         9000,
         Path("/srv/grail"),
         "cpu",
         5 * 1024 * 1024,
     )
-    flags = Settings.from_args(["--port", "9100", "--host", "0.0.0.0"], env)
-    assert (flags.port, flags.host, flags.data_dir) == (9100, "0.0.0.0", Path("/srv/grail"))
-    with pytest.raises(ValueError):
-        Settings.from_env({"GRAIL_BACKEND": "tpu"}).check()
-    with pytest.raises(ValueError):
-        Settings.from_env({"GRAIL_BUILD_WORKERS": "0"}).check()
+    flags = Settings.from_args(["--port", "9100", "--host", "0.0.0.0", "--log-format", "json"])
+    assert (flags.port, flags.host, flags.data_dir, flags.log_format) == (9100, "0.0.0.0", Path("/srv/grail"), "json")
+
+
+def test_settings_errors_name_their_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GRAIL_PORT", "eighty")
+    with pytest.raises(SettingsError, match=r"^GRAIL_PORT: .*integer.*'eighty'"):
+        Settings.from_env()
+    with pytest.raises(SettingsError, match=r"^--build-workers: .*greater than or equal to 1"):
+        Settings.from_args(["--build-workers", "0", "--port", "1"])
+    monkeypatch.delenv("GRAIL_PORT")
+    (tmp_path / ".env").write_text("GRAIL_BACKEND=tpu\n")
+    with pytest.raises(SettingsError, match=r"^GRAIL_BACKEND in .*\.env: .*'auto', 'cpu' or 'cuda'"):
+        Settings.from_env()
+    with pytest.raises(SystemExit):  # argparse's own refusal, with the choices, on stderr
+        Settings.from_args(["--backend", "tpu"])
+
+
+def test_serve_reports_bad_settings_without_a_traceback(tmp_path: Path) -> None:
+    env = {**os.environ, "GRAIL_MAX_GET_PAIRS": "-3"}
+    done = subprocess.run(
+        [sys.executable, "-m", "service.main"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("grail-serve: GRAIL_MAX_GET_PAIRS:") and "Traceback" not in done.stderr
 
 
 def test_format_from_content_type() -> None:

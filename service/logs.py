@@ -1,0 +1,96 @@
+"""Request ids and log lines: every response carries ``X-Request-ID`` (the client's, or a new one) and every log
+line the id of the request it belongs to (``-`` outside requests), as text or as one JSON object a line."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+import sys
+import uuid
+
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .errors import error_response
+
+__all__ = ["REQUEST_ID_HEADER", "RequestIdMiddleware", "configure_logging", "current_request_id"]
+
+REQUEST_ID_HEADER = "X-Request-ID"
+_HEADER_KEY = REQUEST_ID_HEADER.lower().encode()
+# What a client's id may be: printable ASCII without spaces, short enough for a log line; others are replaced.
+_ACCEPTED_ID = re.compile(rb"[!-~]{1,128}")
+_NO_REQUEST = "-"
+_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
+_JSON_FIELDS = "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s"
+
+_request_id: contextvars.ContextVar[str] = contextvars.ContextVar("grail_request_id", default=_NO_REQUEST)
+
+log = logging.getLogger("grail.service")
+
+
+def current_request_id() -> str:
+    """The id of the request this code runs for; build threads inherit the id of the upload that queued them."""
+    return _request_id.get()
+
+
+class RequestIdMiddleware:
+    """Pure ASGI, outermost: sets the request's id for the log lines of everything below it, adds the header to
+    the response, and turns an exception no handler took into a JSON 500 that carries the id as well."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = next((value for key, value in scope["headers"] if key == _HEADER_KEY), b"")
+        request_id = given.decode() if _ACCEPTED_ID.fullmatch(given) else uuid.uuid4().hex
+        token = _request_id.set(request_id)
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                message["headers"] = [*message.get("headers", ()), (_HEADER_KEY, request_id.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            if started:
+                raise
+            response = error_response(500, "InternalServerError", "the server failed on this request; see its log")
+            await response(scope, receive, send_with_id)
+        finally:
+            _request_id.reset(token)
+
+
+class _RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = _request_id.get()
+        return True
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    """One handler on the root logger for the service's, uvicorn's and numba's lines: ``fmt`` is text or json."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_RequestIdFilter())
+    if fmt == "json":
+        handler.setFormatter(
+            JsonFormatter(
+                _JSON_FIELDS,
+                rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+                # uvicorn adds a colored copy of some messages; the plain one is enough.
+                reserved_attrs=[*RESERVED_ATTRS, "color_message"],
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter(_TEXT_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
