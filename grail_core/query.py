@@ -12,6 +12,7 @@ node for the first test of a pair).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -56,6 +57,7 @@ __all__ = [
     "answer_pairs",
     "search_pairs_cpu",
     "answer_pair",
+    "probe_pairs",
     "SearchBuffers",
 ]
 
@@ -315,11 +317,20 @@ def _answer_prefetched(h, pairs, answers, stamps, stacks):
     return searched, positives
 
 
+@njit(nogil=True, inline="always")
+def _search_one(h, s, t, stamp, mark, stack):
+    """'DAG node s reaches DAG node t': the labels of the pair first, then a pruned DFS if still open."""
+    code = classify(h.rec_dag, s, h.rec_dag, t, h.label_end)
+    if code != UNDECIDED:
+        return code == YES
+    return _pruned_dfs(h, s, t, stamp, mark, stack)
+
+
 @njit(nogil=True, parallel=True, cache=True)
 def _search(h, sources, targets, answers, stamps, stacks):
     for i in prange(sources.size):
         thread = numba.get_thread_id()
-        answers[i] = _pruned_dfs(h, sources[i], targets[i], stamps[thread], np.int32(i + 1), stacks[thread])
+        answers[i] = _search_one(h, sources[i], targets[i], stamps[thread], np.int32(i + 1), stacks[thread])
 
 
 def _with_thread_buffers(hot: HotArrays, count: int, run) -> None:
@@ -360,7 +371,8 @@ def answer_pairs(hot: HotArrays, pairs: np.ndarray) -> tuple[np.ndarray, int, in
 
 
 def search_pairs_cpu(hot: HotArrays, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Exact answers for undecided pairs of DAG node ids by pruned DFS, pairs spread over all cores."""
+    """Exact answers for pairs of DAG node ids (the pair's labels, then a pruned DFS for the pairs they
+    leave open), pairs spread over all cores."""
     answers = np.zeros(sources.size, dtype=np.bool_)
     if sources.size:
         _with_thread_buffers(
@@ -389,17 +401,18 @@ class SearchBuffers:
         self._free: list[list] = []
 
     @contextmanager
-    def take(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.int32]]:
+    def take(self, marks: int = 1) -> Iterator[tuple[np.ndarray, np.ndarray, np.int32]]:
+        """A stamp array, a stack and the first of ``marks`` fresh marks (one per search)."""
         try:
             buffers = self._free.pop()
         except IndexError:
             buffers = [np.zeros(self._size, dtype=np.int32), np.empty(self._size, dtype=np.int32), 0]
-        if buffers[2] == np.iinfo(np.int32).max:
+        if buffers[2] > np.iinfo(np.int32).max - marks:
             buffers[0][:] = 0
             buffers[2] = 0
-        buffers[2] += 1
+        buffers[2] += marks
         try:
-            yield buffers[0], buffers[1], np.int32(buffers[2])
+            yield buffers[0], buffers[1], np.int32(buffers[2] - marks + 1)
         finally:
             self._free.append(buffers)
 
@@ -409,3 +422,67 @@ def answer_pair(hot: HotArrays, buffers: SearchBuffers, source: int, target: int
     with buffers.take() as (stamp, stack, mark):
         answer, searched = _answer_one(hot, source, target, stamp, stack, mark)
     return bool(answer), bool(searched)
+
+
+@njit(nogil=True, cache=True)
+def _hop_search(h, s, t, stamp, queue, mark):
+    """(reached, hops, edges) of a hop-by-hop search from DAG node s for DAG node t, pruned by the same
+    tests as every search: what the GPU search does for one pair (``edges``: the children it tested)."""
+    code = classify(h.rec_dag, s, h.rec_dag, t, h.label_end)
+    if code != UNDECIDED:
+        return code == YES, 0, 0
+    stamp[s] = mark
+    queue[0] = s
+    head = 0
+    tail = 1
+    hops = 0
+    edges = 0
+    while head < tail:
+        end = tail
+        hops += 1
+        for i in range(head, end):
+            x = queue[i]
+            for e in range(h.out_indptr[x], h.out_indptr[x + 1]):
+                edges += 1
+                w = h.out_indices[e]
+                if stamp[w] == mark:
+                    continue
+                stamp[w] = mark
+                code = classify(h.rec_dag, w, h.rec_dag, t, h.label_end)
+                if code == YES:
+                    return True, hops, edges
+                if code == UNDECIDED:
+                    queue[tail] = w
+                    tail += 1
+        head = end
+    return False, hops, edges
+
+
+@njit(nogil=True, cache=True)
+def _dfs_sample(h, sources, targets, answers, stamp, stack, first_mark):
+    for i in range(sources.size):
+        answers[i] = _search_one(h, sources[i], targets[i], stamp, first_mark + i, stack)
+
+
+@njit(nogil=True, cache=True)
+def _hop_sample(h, sources, targets, hops, edges, stamp, queue, first_mark):
+    for i in range(sources.size):
+        _, hops[i], edges[i] = _hop_search(h, sources[i], targets[i], stamp, queue, first_mark + i)
+
+
+def probe_pairs(
+    hot: HotArrays, buffers: SearchBuffers, sources: np.ndarray, targets: np.ndarray
+) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    """A look at a few undecided pairs of DAG node ids, on the calling thread: their answers (the CPU
+    search's), the seconds that search took for all of them, and per pair the hops and the children
+    tested by a hop-by-hop search (what the GPU search does). What the scheduler predicts from."""
+    answers = np.zeros(sources.size, dtype=np.bool_)
+    hops = np.zeros(sources.size, dtype=np.int64)
+    edges = np.zeros(sources.size, dtype=np.int64)
+    with buffers.take(sources.size) as (stamp, stack, mark):
+        start = time.perf_counter()
+        _dfs_sample(hot, sources, targets, answers, stamp, stack, mark)
+        seconds = time.perf_counter() - start
+    with buffers.take(sources.size) as (stamp, queue, mark):
+        _hop_sample(hot, sources, targets, hops, edges, stamp, queue, mark)
+    return answers, seconds, hops, edges

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-__all__ = ["Settings"]
+from grail_core.backend_names import BACKENDS, DEFAULT_BACKEND
 
-_BACKENDS = ("auto", "cpu", "cuda")
+__all__ = ["Settings"]
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     data_dir: Path = Path("data")
-    backend: str = "auto"
+    backend: str = DEFAULT_BACKEND
     max_upload_mb: int = 1024
     max_graph_mb: int = 8192  # the graph's text after gzip decompression
     build_workers: int = 1
@@ -56,7 +56,7 @@ class Settings:
         parser.add_argument(
             "--data-dir", type=Path, default=base.data_dir, help="uploads and index files (default %(default)s)"
         )
-        parser.add_argument("--backend", choices=_BACKENDS, default=base.backend, help="default build backend")
+        parser.add_argument("--backend", choices=BACKENDS, default=base.backend, help="default build backend")
         parser.add_argument(
             "--max-upload-mb", type=int, default=base.max_upload_mb, help="largest accepted request body"
         )
@@ -75,8 +75,8 @@ class Settings:
 
     def check(self) -> None:
         """Reject settings that would only fail later, inside a request."""
-        if self.backend not in _BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}, not {self.backend!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
         for name in ("max_upload_mb", "max_graph_mb", "build_workers", "max_get_pairs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")

@@ -1,0 +1,185 @@
+"""The hybrid scheduler with stub engines: it sends each batch whole to the engine its cost model predicts
+cheaper, never runs a batch on an engine to measure it, and learns from actual times."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from grail_core import ReachabilityIndex
+from grail_core.engines import SearchResult
+from grail_core.query import UNDECIDED, filter_pairs
+from grail_core.scheduler import PROBE_PAIRS, BatchFeatures, CostModel, Scheduler
+from tests.reference import reachability_matrix
+
+
+@dataclass
+class StubEngine:
+    """Answers from a truth table, reports ``seconds`` per call, and records every call."""
+
+    name: str
+    truth: np.ndarray
+    seconds: float = 1e-3
+    calls: list[tuple[int, str]] = field(default_factory=list)
+    released: bool = False
+
+    def answer(self, sources: np.ndarray, targets: np.ndarray, mode: str = "auto") -> SearchResult:
+        self.calls.append((int(sources.size), mode))
+        return SearchResult(
+            self.truth[sources, targets], self.name, self.seconds, "dfs" if self.name == "cpu" else mode
+        )
+
+    def release(self) -> None:
+        self.released = True
+
+
+class FixedModel(CostModel):
+    """Predicts the given seconds per kind, whatever the batch."""
+
+    def __init__(self, costs: dict[str, float]) -> None:
+        super().__init__()
+        self.costs = dict(costs)
+
+    def raw(self, kind: str, f: BatchFeatures) -> float:
+        return self.costs[kind]
+
+
+@pytest.fixture(scope="module")
+def case() -> tuple[ReachabilityIndex, np.ndarray, np.ndarray, np.ndarray]:
+    """A DAG of 300 nodes in 30 layers (cycles collapse in a condensation, not here: DAG ids are node ids),
+    its index and every pair the labels leave open, as DAG node ids, with the truth table."""
+    rng = np.random.default_rng(3)
+    n = 300
+    src = rng.integers(0, n - 10, size=900)
+    dst = src + rng.integers(1, 10, size=900)
+    index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu", hubs=0)
+    truth = reachability_matrix(n, list(zip(src.tolist(), dst.tolist(), strict=True)))
+    comp = index.arrays.comp
+    dag_truth = np.zeros((comp.max() + 1,) * 2, dtype=bool)
+    dag_truth[comp[:, None], comp[None, :]] = truth
+    pairs = np.stack([a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij")], axis=1)
+    undecided = pairs[filter_pairs(index.hot, pairs) == UNDECIDED]
+    assert undecided.shape[0] > 1000
+    return index, comp[undecided[:, 0]], comp[undecided[:, 1]], dag_truth
+
+
+def scheduler_for(
+    index: ReachabilityIndex, truth: np.ndarray, costs: dict[str, float], gpu_seconds: float = 1e-3
+) -> tuple[Scheduler, StubEngine, StubEngine]:
+    cpu, gpu = StubEngine("cpu", truth), StubEngine("cuda:0", truth, gpu_seconds)
+    return Scheduler(index.hot, cpu, gpu, model=FixedModel(costs), min_pairs=0), cpu, gpu
+
+
+@pytest.mark.parametrize(
+    ("costs", "engine", "mode"),
+    [
+        ({"cpu": 1.0, "levels": 2.0, "frontier": 3.0}, "cpu", "dfs"),
+        ({"cpu": 3.0, "levels": 1.0, "frontier": 2.0}, "cuda:0", "levels"),
+        ({"cpu": 3.0, "levels": 2.0, "frontier": 1.0}, "cuda:0", "frontier"),
+    ],
+)
+def test_picks_the_cheaper_prediction(case: tuple, costs: dict[str, float], engine: str, mode: str) -> None:
+    index, sources, targets, truth = case
+    scheduler, cpu, gpu = scheduler_for(index, truth, costs)
+    answers, decision = scheduler.search(sources, targets)
+    np.testing.assert_array_equal(answers, truth[sources, targets])
+    assert (decision.engine, decision.mode) == (engine, mode)
+    assert decision.predicted == costs
+    chosen, other = (cpu, gpu) if engine == "cpu" else (gpu, cpu)
+    assert chosen.calls == [(sources.size - PROBE_PAIRS, "auto" if engine == "cpu" else mode)]
+    assert other.calls == []
+
+
+def test_never_explores_with_a_user_batch(case: tuple) -> None:
+    """A fresh index, batch after batch: each batch goes whole (less the probed pairs) to one engine, the
+    one predicted cheaper, also the first (no batch goes to the GPU to measure it), and every pair is
+    answered once."""
+    index, sources, targets, truth = case
+    scheduler, cpu, gpu = scheduler_for(index, truth, {"cpu": 1.0, "levels": 2.0, "frontier": 2.0})
+    for batch in range(4):
+        part = slice(batch * 250, batch * 250 + 500)
+        answers, decision = scheduler.search(sources[part], targets[part])
+        np.testing.assert_array_equal(answers, truth[sources[part], targets[part]])
+        assert decision.probe_pairs == PROBE_PAIRS
+    assert gpu.calls == []
+    assert cpu.calls == [(500 - PROBE_PAIRS, "auto")] * 4
+
+
+def test_small_batches_stay_on_the_cpu_without_a_probe(case: tuple) -> None:
+    index, sources, targets, truth = case
+    scheduler, cpu, gpu = scheduler_for(index, truth, {"cpu": 9.0, "levels": 1.0, "frontier": 1.0})
+    scheduler.min_pairs = 1000
+    answers, decision = scheduler.search(sources[:999], targets[:999])
+    np.testing.assert_array_equal(answers, truth[sources[:999], targets[:999]])
+    assert (decision.engine, decision.probe_pairs, decision.predicted) == ("cpu", 0, {})
+    assert cpu.calls == [(999, "auto")] and gpu.calls == []
+
+
+def test_actual_times_correct_the_next_predictions(case: tuple) -> None:
+    """A GPU that takes ten times its prediction: the machine's correction and the index's own one move
+    the next prediction up, and the batch after goes to the CPU."""
+    index, sources, targets, truth = case
+    scheduler, _cpu, _gpu = scheduler_for(index, truth, {"cpu": 2e-3, "levels": 1e-3, "frontier": 5e-3}, 1e-2)
+    first = scheduler.search(sources, targets)[1]
+    assert first.engine == "cuda:0"
+    assert 1.0 < scheduler.model.correction("levels") <= 10.0
+    second = scheduler.search(sources, targets)[1]
+    assert second.predicted["levels"] > 4 * first.predicted["levels"]
+    assert second.engine == "cpu"
+    # Another index on the same machine starts from the machine's correction, not from its own.
+    other, _, _ = scheduler_for(index, truth, {})
+    other.model = scheduler.model
+    f = other.look(sources, targets)[2]
+    assert other.predict(f)["levels"] == pytest.approx(1e-3 * scheduler.model.correction("levels"))
+
+
+def test_fit_recovers_the_machine_constants() -> None:
+    truth = CostModel(
+        cpu_fixed=2e-4,
+        cpu_threads=11.0,
+        gpu_fixed=1.2e-3,
+        gpu_pair=7e-9,
+        gpu_level=15e-6,
+        gpu_hop=4e-6,
+        gpu_edge_levels=0.8e-9,
+        gpu_edge_frontier=1.7e-9,
+    )
+    rng = np.random.default_rng(0)
+    samples = []
+    for _ in range(24):
+        pairs = int(rng.integers(5_000, 500_000))
+        passes = int(rng.integers(1, 6))
+        f = BatchFeatures(
+            pairs=pairs,
+            passes=passes,
+            span=passes * int(rng.integers(10, 5_000)),
+            dfs_seconds=float(rng.uniform(1e-6, 3e-5)),
+            edges=float(rng.uniform(5, 500)),
+            hops=int(rng.integers(1, 30)),
+        )
+        samples += [(kind, f, truth.raw(kind, f)) for kind in ("cpu", "levels", "frontier")]
+    fitted = CostModel()
+    fitted.fit(samples)
+    assert fitted.fitted
+    for name in ("cpu_fixed", "cpu_threads", "gpu_fixed", "gpu_pair", "gpu_level", "gpu_hop", "gpu_edge_levels"):
+        assert getattr(fitted, name) == pytest.approx(getattr(truth, name), rel=1e-6), name
+    assert fitted.gpu_edge_frontier == pytest.approx(truth.gpu_edge_frontier, rel=1e-6)
+
+
+def test_query_stats_report_the_choice_and_predicted_against_actual(case: tuple) -> None:
+    index, _sources, _targets, truth = case
+    scheduler, _cpu, gpu = scheduler_for(index, truth, {"cpu": 3.0, "levels": 1.0, "frontier": 2.0})
+    index.scheduler = scheduler
+    n = index.arrays.comp.size
+    pairs = np.stack([a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij")], axis=1)
+    answers, stats = index.query_ids(pairs)
+    comp = index.arrays.comp
+    np.testing.assert_array_equal(answers, truth[comp[pairs[:, 0]], comp[pairs[:, 1]]])
+    assert (stats.search_backend, stats.search_engine, stats.search_mode) == ("cuda", "cuda:0", "levels")
+    assert stats.predicted_seconds == {"cpu": 3.0, "levels": 1.0, "frontier": 2.0}
+    assert stats.search_seconds > 0 and stats.probe_pairs == PROBE_PAIRS
+    assert stats.to_dict()["predicted_seconds"]["levels"] == 1.0
+    index.release()
+    assert gpu.released
