@@ -49,19 +49,24 @@ GPU_MODES = ("levels", "frontier")
 # not the longest of 100,000 (on a 340,000-level DAG: 16 at the 99th percentile, ~1,000 at most).
 HOP_TAIL = 8
 HOP_FLOOR = 16
+SPAN_SAMPLE = 1024
 _EMA = 0.5  # weight of the newest batch in every correction
 _CORRECTION_RANGE = (0.05, 20.0)
 
 
 def pass_spans(levels: np.ndarray, sources: np.ndarray, targets: np.ndarray, per_pass: int) -> np.ndarray:
     """Levels each pass of ``per_pass`` searches spans: its highest target level minus its lowest source
-    level (``levels`` per DAG node), as a levels-sweep launch would sweep them if every search stayed open."""
+    level (``levels`` per DAG node), as a levels-sweep launch would sweep them if every search stayed open.
+    Read from at most ``SPAN_SAMPLE`` pairs a pass, spread over it: the extremes of a large pass sit at
+    the ends of the level range anyway, and a gather of every pair's levels would cost milliseconds."""
     if sources.size == 0:
         return np.zeros(0, dtype=np.int64)
     count = -(-sources.size // per_pass)
-    padded = count * per_pass - sources.size
-    low = np.pad(levels[sources], (0, padded), mode="edge").reshape(count, per_pass).min(axis=1)
-    high = np.pad(levels[targets], (0, padded), mode="edge").reshape(count, per_pass).max(axis=1)
+    step = max(1, per_pass // SPAN_SAMPLE)
+    positions = np.arange(count)[:, None] * per_pass + np.arange(0, per_pass, step)[None, :]
+    positions = np.minimum(positions, sources.size - 1)
+    low = levels[sources[positions]].min(axis=1)
+    high = levels[targets[positions]].max(axis=1)
     return np.maximum(high.astype(np.int64) - low, 0)
 
 
@@ -178,6 +183,10 @@ def _blend(old: float | None, ratio: float) -> float:
     return ratio if old is None else (1 - _EMA) * old + _EMA * ratio
 
 
+def _blend_value(old: float | None, value: float) -> float:
+    return value if old is None else (1 - _EMA) * old + _EMA * value
+
+
 _machine = CostModel()
 
 
@@ -221,6 +230,7 @@ class Scheduler:
         self.min_pairs = min_pairs
         self._buffers = SearchBuffers(hot.rec_dag.shape[0])
         self._corrections: dict[tuple[str, tuple[int, int]], float] = {}
+        self._cpu_pair: float | None = None  # this index's CPU search seconds per pair, one thread (running)
         self._lock = threading.Lock()
 
     def release(self) -> None:
@@ -268,14 +278,23 @@ class Scheduler:
         if self.gpu is None or sources.size < self.min_pairs:
             result = self.cpu.answer(sources, targets)
             return result.answers, Decision("cpu", "dfs", {}, time.perf_counter() - start)
+        cheap = self._cpu_below_gpu_floor(sources.size)
+        if cheap is not None:
+            result = self.cpu.answer(sources, targets)
+            self._learn_cpu_pair(result.seconds * self._threads() / sources.size)
+            return result.answers, Decision("cpu", "dfs", {"cpu": cheap}, time.perf_counter() - start)
         sample, probed, f = self.look(sources, targets)
         probe_seconds = time.perf_counter() - start
+        self._learn_cpu_pair(f.dfs_seconds)
         rest = np.ones(sources.size, dtype=np.bool_)
         rest[sample] = False
         predicted = self.predict(f)
         kind = min(predicted, key=predicted.__getitem__)
         result = self._run(kind, sources[rest], targets[rest])
-        self._observe(result.mode if result.engine != "cpu" else "cpu", f, result)
+        gpu_used = result.engine != "cpu"
+        self._observe(result.mode if gpu_used else "cpu", f, result)
+        if not gpu_used and f.pairs:
+            self._learn_cpu_pair(result.seconds * self._threads() / f.pairs)
         answers = np.empty(sources.size, dtype=np.bool_)
         answers[sample] = probed
         answers[rest] = result.answers
@@ -287,6 +306,24 @@ class Scheduler:
             probe_pairs=int(sample.size),
             probe_seconds=probe_seconds,
         )
+
+    def _threads(self) -> float:
+        return self.model.cpu_threads or 0.75 * numba.get_num_threads()
+
+    def _cpu_below_gpu_floor(self, pairs: int) -> float | None:
+        """The CPU's predicted seconds when this index's earlier batches say it beats even a GPU call's fixed
+        cost (no probe needed then), else None."""
+        if self._cpu_pair is None:
+            return None
+        f = BatchFeatures(pairs=pairs, passes=1, span=0, dfs_seconds=self._cpu_pair, edges=0.0, hops=0)
+        cpu = self.model.raw("cpu", f) * self.model.correction("cpu")
+        floor = self.model.gpu_fixed * min(self.model.correction(kind) for kind in GPU_MODES)
+        return cpu if cpu < floor else None
+
+    def _learn_cpu_pair(self, per_pair: float) -> None:
+        """Folds one batch's CPU search seconds per pair (one thread's worth) into the index's running figure."""
+        with self._lock:
+            self._cpu_pair = _blend_value(self._cpu_pair, per_pair)
 
     def _run(self, kind: str, sources: np.ndarray, targets: np.ndarray) -> SearchResult:
         if kind == "cpu":

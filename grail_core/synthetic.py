@@ -24,8 +24,9 @@ def layered_dag(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``nodes`` in ``levels`` equal layers; each node has ~``degree`` out-edges to random nodes of the next
     ``reach`` layers, the next one most often (a jump of k + 1 layers with probability 0.6 x 0.4^k), so the
-    DAG has about ``levels`` levels."""
+    DAG has about ``levels`` levels (at most ``nodes``: every layer holds a node)."""
     rng = np.random.default_rng(seed)
+    levels = max(1, min(levels, nodes))
     layer = (np.arange(nodes, dtype=np.int64) * levels) // nodes
     starts = np.searchsorted(layer, np.arange(levels + 1))
     src = np.repeat(np.arange(nodes, dtype=np.int64), rng.poisson(degree, nodes).clip(1, None))

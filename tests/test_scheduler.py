@@ -117,6 +117,20 @@ def test_small_batches_stay_on_the_cpu_without_a_probe(case: tuple) -> None:
     assert cpu.calls == [(999, "auto")] and gpu.calls == []
 
 
+def test_an_index_whose_cpu_search_beats_a_gpu_call_skips_the_probe(case: tuple) -> None:
+    """Once a batch showed the CPU search of this index cheaper than a GPU call's fixed cost, later ones
+    go to the CPU without a probe."""
+    index, sources, targets, truth = case
+    scheduler, cpu, gpu = scheduler_for(index, truth, {"cpu": 1e-4, "levels": 1.0, "frontier": 1.0})
+    first = scheduler.search(sources, targets)[1]
+    assert first.probe_pairs == PROBE_PAIRS
+    answers, second = scheduler.search(sources, targets)
+    np.testing.assert_array_equal(answers, truth[sources, targets])
+    assert (second.engine, second.probe_pairs) == ("cpu", 0)
+    assert second.predicted["cpu"] < scheduler.model.gpu_fixed
+    assert gpu.calls == [] and cpu.calls[-1] == (sources.size, "auto")
+
+
 def test_actual_times_correct_the_next_predictions(case: tuple) -> None:
     """A GPU that takes ten times its prediction: the machine's correction and the index's own one move
     the next prediction up, and the batch after goes to the CPU."""

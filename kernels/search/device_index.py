@@ -29,6 +29,7 @@ __all__ = [
     "cache_for",
     "chunk_capacity",
     "entry_capacity",
+    "total_memory",
 ]
 
 # Share of a device's memory that cached index copies may hold together; the rest is the calls' status
@@ -267,7 +268,7 @@ class DeviceCache:
         return entry
 
     def _make_room(self, nbytes: int) -> None:
-        total = _total_memory()
+        total = total_memory()
         while self.entries and (self.held + nbytes > self.fraction * total or free_memory() < nbytes):
             self.entries.popitem(last=False)
             _free_pending()
@@ -287,7 +288,8 @@ class DeviceCache:
         _free_pending()
 
 
-def _total_memory() -> int:
+def total_memory() -> int:
+    """Bytes of the current device's memory (the simulator: 1 GiB)."""
     if is_simulator():
         return 1 << 30
     return int(cuda.current_context().get_memory_info()[1])
@@ -296,7 +298,11 @@ def _total_memory() -> int:
 def _free_pending() -> None:
     """numba frees device memory in batches; free what was dropped now, before the next allocation."""
     if not is_simulator():
-        cuda.current_context().deallocations.clear()
+        context = cuda.current_context()
+        for owner in (getattr(context, "memory_manager", None), context):
+            pending = getattr(owner, "deallocations", None)
+            if pending is not None:
+                pending.clear()
 
 
 _caches: dict[Device, DeviceCache] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -212,16 +213,18 @@ def _frontier_passes(index, seen, entries, batch):
 
 
 _kernels: dict[tuple[str, int], Any] = {}
+_kernels_lock = threading.Lock()  # calibration may compile in a thread of its own
 
 
 def _compiled(body: Any, max_registers: int) -> Any:
     """A persistent kernel compiled with at most ``max_registers`` registers a thread (0: no cap)."""
     key = (body.__name__, max_registers)
-    if key not in _kernels:
-        # The simulator takes no register cap.
-        cap = {} if is_simulator() or max_registers <= 0 else {"max_registers": max_registers}
-        _kernels[key] = cuda.jit(**cap)(body)
-    return _kernels[key]
+    with _kernels_lock:
+        if key not in _kernels:
+            # The simulator takes no register cap.
+            cap = {} if is_simulator() or max_registers <= 0 else {"max_registers": max_registers}
+            _kernels[key] = cuda.jit(**cap)(body)
+        return _kernels[key]
 
 
 def _batch(sources: Any, destinations: Any, targets: Any, words: int, levels: int) -> tuple[Batch, int]:
