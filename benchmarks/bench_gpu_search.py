@@ -296,6 +296,7 @@ def main() -> None:
     print(f"cost model fitted in {time.perf_counter() - start:.1f} s from {len(samples)} runs: {machine_model()}")
     rows: list[dict] = []
     cap_rows: list[list] = []
+    report = Report(args.out, device, len(gpus), args.runs, len(samples))
     for name in filter(None, args.generated.split(",")):
         start = time.perf_counter()
         indptr, indices = generate(name, args.scale, args.cache)
@@ -308,78 +309,93 @@ def main() -> None:
                 rows.append(measure(name, f"{args.pairs // 1000}k {kind}", engines, ids, None, args.runs))
                 if caps:
                     cap_rows += register_cap_rows(name, hot, ids, caps, args.runs)
+                report.write(rows, cap_rows)
         finally:
             engines.release()
     folder = datasets_dir()
     graphs = (dataset_graphs(folder) if folder.is_dir() else []) if args.graphs is None else args.graphs.split(",")
     for graph in filter(None, graphs):
         rows += dataset_rows(folder, graph, args.runs)
-    split = len(gpus) > 1
-    header = [
-        "graph",
-        "batch",
-        "pairs",
-        "CPU filter",
-        "searched",
-        "passes",
-        "levels swept (max a pass)",
-        "hops (max a pass)",
-        "GPU levels",
-        "GPU frontier",
-        f"CPU search ({numba.get_num_threads()} thr)",
-        "CPU / GPU",
-        "hybrid",
-        "hybrid ms",
-        "hybrid / faster",
-        "predicted ms cpu / levels / frontier",
-        "hybrid search (last run)",
-    ]
-    if split:
-        header += [f"GPU split over {len(gpus)}", f"1 GPU / {len(gpus)} GPUs"]
-    header += ["exact", "thesis GPU", "thesis / GPU"]
-    table = []
-    for r in rows:
-        best_gpu = min(r["levels_ms"], r["frontier_ms"])
-        line = [
-            r["graph"],
-            r["batch"],
-            r["pairs"],
-            r["filter_ms"],
-            r["searched"],
-            r["passes"],
-            r["levels_swept"],
-            r["hops"],
-            r["levels_ms"] if r["levels_runs"] > 1 else f"{r['levels_ms']:.4g} (1 run)",
-            r["frontier_ms"],
-            r["cpu_ms"],
-            r["cpu_ms"] / max(best_gpu, 1e-9),
-            r["hybrid_choice"],
-            r["hybrid_ms"],
-            r["hybrid_over_faster"],
-            r["predicted"],
-            r["hybrid_search_ms"],
+        report.write(rows, cap_rows)
+    print(report.write(rows, cap_rows))
+    report.chart(rows)
+
+
+class Report:
+    """The benchmark's markdown and CSV tables, written again after every graph (a run cut short keeps
+    what it measured), and its chart."""
+
+    def __init__(self, out: Path, device: str, gpus: int, runs: int, samples: int) -> None:
+        self.out, self.device, self.gpus, self.runs, self.samples = out, device, gpus, runs, samples
+        self.stem = "search-" + device.replace(" ", "_") + (f"-x{gpus}" if gpus > 1 else "")
+
+    def write(self, rows: list[dict], cap_rows: list[list]) -> str:
+        header = [
+            "graph",
+            "batch",
+            "pairs",
+            "CPU filter",
+            "searched",
+            "passes",
+            "levels swept (max a pass)",
+            "hops (max a pass)",
+            "GPU levels",
+            "GPU frontier",
+            f"CPU search ({numba.get_num_threads()} thr)",
+            "CPU / GPU",
+            "hybrid",
+            "hybrid ms",
+            "hybrid / faster",
+            "predicted ms cpu / levels / frontier",
+            "hybrid search (last run)",
         ]
-        if split:
-            line += [r["split_ms"], best_gpu / max(r["split_ms"], 1e-9)]
-        line += [r["exact"], r["thesis_gpu_ms"], r["thesis_gpu_ms"] / max(best_gpu, 1e-9)]
-        table.append(line)
-    worst = max((r["hybrid_over_faster"] for r in rows), default=float("nan"))
-    text = (
-        f"# Search on {device}, times in ms (median of {args.runs}, in turns)\n\n"
-        + markdown_table(header, table)
-        + f"\n\nHybrid / faster engine: at most {worst:.3g} over these batches (target 1.1).\n\n"
-        + f"Cost model fitted at start from {len(samples)} runs: {machine_model()}\n"
-    )
-    if cap_rows:
-        text += (
-            "\n## GPU search by register cap of the search kernels (ms)\n\n"
-            + markdown_table(["graph", "mode", "max registers", "GPU search", "same answers"], cap_rows)
-            + "\n"
+        if self.gpus > 1:
+            header += [f"GPU split over {self.gpus}", f"1 GPU / {self.gpus} GPUs"]
+        header += ["exact", "thesis GPU", "thesis / GPU"]
+        table = []
+        for r in rows:
+            best_gpu = min(r["levels_ms"], r["frontier_ms"])
+            line = [
+                r["graph"],
+                r["batch"],
+                r["pairs"],
+                r["filter_ms"],
+                r["searched"],
+                r["passes"],
+                r["levels_swept"],
+                r["hops"],
+                r["levels_ms"] if r["levels_runs"] > 1 else f"{r['levels_ms']:.4g} (1 run)",
+                r["frontier_ms"],
+                r["cpu_ms"],
+                r["cpu_ms"] / max(best_gpu, 1e-9),
+                r["hybrid_choice"],
+                r["hybrid_ms"],
+                r["hybrid_over_faster"],
+                r["predicted"],
+                r["hybrid_search_ms"],
+            ]
+            if self.gpus > 1:
+                line += [r["split_ms"], best_gpu / max(r["split_ms"], 1e-9)]
+            line += [r["exact"], r["thesis_gpu_ms"], r["thesis_gpu_ms"] / max(best_gpu, 1e-9)]
+            table.append(line)
+        worst = max((r["hybrid_over_faster"] for r in rows), default=float("nan"))
+        text = (
+            f"# Search on {self.device}, times in ms (median of {self.runs}, in turns)\n\n"
+            + markdown_table(header, table)
+            + f"\n\nHybrid / faster engine: at most {worst:.3g} over these batches (target 1.1).\n\n"
+            + f"Cost model fitted at start from {self.samples} runs: {machine_model()}\n"
         )
-    print(text)
-    stem = "search-" + device.replace(" ", "_") + (f"-x{len(gpus)}" if split else "")
-    write_results(args.out, stem, text, header, table)
-    chart(rows, args.out / f"{stem}.png", device)
+        if cap_rows:
+            text += (
+                "\n## GPU search by register cap of the search kernels (ms)\n\n"
+                + markdown_table(["graph", "mode", "max registers", "GPU search", "same answers"], cap_rows)
+                + "\n"
+            )
+        write_results(self.out, self.stem, text, header, table)
+        return text
+
+    def chart(self, rows: list[dict]) -> None:
+        chart(rows, self.out / f"{self.stem}.png", self.device)
 
 
 if __name__ == "__main__":

@@ -157,7 +157,8 @@ class CostModel:
                 weights = 1.0 / np.maximum(actual, 1e-6)
                 coefficients = np.linalg.lstsq(design * weights[:, None], actual * weights, rcond=None)[0]
                 if kind == "cpu":
-                    if coefficients[1] > 0:
+                    # An effective thread count the machine cannot have means the runs could not tell it.
+                    if 0 < 1.0 / max(float(coefficients[1]), 1e-12) <= 2 * numba.config.NUMBA_NUM_THREADS:
                         self.cpu_fixed = max(0.0, float(coefficients[0]))
                         self.cpu_threads = 1.0 / float(coefficients[1])
                     continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 import pytest
 
@@ -152,7 +153,7 @@ def test_actual_times_correct_the_next_predictions(case: tuple) -> None:
 def test_fit_recovers_the_machine_constants() -> None:
     truth = CostModel(
         cpu_fixed=2e-4,
-        cpu_threads=11.0,
+        cpu_threads=0.75 * numba.config.NUMBA_NUM_THREADS,
         gpu_fixed=1.2e-3,
         gpu_pair=7e-9,
         gpu_level=15e-6,
