@@ -1,9 +1,10 @@
 """The search cost model's machine constants, fitted from runs of every engine on synthetic DAGs.
 
-Three layered DAGs (tens of levels, hundreds, thousands), each with a batch of uniform pairs and one of
-short downward walks, at two sizes: the CPU search, the GPU's levels sweep and its frontier queue each
-answer every batch (after a warm-up run that compiles and uploads), and ``CostModel.fit`` takes the
-medians. A few seconds, once per process, where an index may search on a GPU.
+Layered DAGs of tens, hundreds and thousands of levels, and a wide one of a few levels (whose levels
+sweep reads many nodes' flags), each with a batch of uniform pairs and one of short downward walks, at
+three sizes: the CPU search, the GPU's levels sweep and its frontier queue each answer every batch (after
+a warm-up run that compiles and uploads), and ``CostModel.fit`` takes the medians. Some seconds, once per
+process, where an index may search on a GPU.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +28,7 @@ __all__ = ["WORKLOADS", "calibrate"]
 log = logging.getLogger(__name__)
 
 # (nodes, levels) of the calibration DAGs, and pairs drawn per batch.
-WORKLOADS = ((60_000, 16), (60_000, 400), (60_000, 4_000))
+WORKLOADS = ((60_000, 16), (60_000, 400), (60_000, 4_000), (600_000, 6))
 PAIRS = 200_000
 PROBE = 256  # pairs probed per batch: more than a user batch's, for steadier features
 RUNS = 3
@@ -58,7 +60,7 @@ def calibrate(
                 comp = index.arrays.comp
                 undecided = np.flatnonzero(filter_pairs(index.hot, pairs) == UNDECIDED)
                 sources, targets = comp[pairs[undecided, 0]], comp[pairs[undecided, 1]]
-                for size in (sources.size, sources.size // 8):
+                for size in (sources.size, sources.size // 8, sources.size // 64):
                     samples += _measure(scheduler, cpu, gpu, sources[:size], targets[:size], runs)
         finally:
             if gpu is not None:
@@ -73,18 +75,17 @@ def _measure(
 ) -> list[tuple[str, BatchFeatures, float]]:
     if sources.size < 2 * PROBE:
         return []
-    sample, _answers, features = scheduler.look(sources, targets, PROBE)
-    rest = np.ones(sources.size, dtype=np.bool_)
-    rest[sample] = False
-    sources, targets = sources[rest], targets[rest]
+    _probed, features = scheduler.look(sources, targets, PROBE, budget=float("inf"))
     kinds: list[tuple[str, Callable[[], Any]]] = [("cpu", lambda: cpu.answer(sources, targets))]
     if gpu is not None:
         kinds += [(mode, lambda mode=mode: gpu.answer(sources, targets, mode)) for mode in GPU_MODES]
     measured = []
     for kind, run in kinds:
-        run()  # compiles, uploads the index, sizes the buffers
+        first = run()  # compiles, uploads the index, sizes the buffers
         seconds = statistics.median(_timed(run) for _ in range(runs))
-        measured.append((kind, features, seconds))
+        # A frontier pass's hops: what the scheduler remembers of an index after its first frontier run.
+        hops = float(first.longest) if kind == "frontier" else features.hops
+        measured.append((kind, replace(features, hops=hops), seconds))
     return measured
 
 

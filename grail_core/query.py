@@ -103,6 +103,7 @@ COMPACT_ABOVE_BYTES = 8 << 20
 PAIRS_PER_CHUNK = 2048
 # Below this many pairs one thread answers faster than waking the others.
 SERIAL_BATCH = 1024
+PROBE_GROUP = 4  # pairs a probe searches before it decides whether the rest fit its budget
 
 
 def _aligned_rows(rows: int, words: int) -> np.ndarray:
@@ -471,18 +472,28 @@ def _hop_sample(h, sources, targets, hops, edges, stamp, queue, first_mark):
 
 
 def probe_pairs(
-    hot: HotArrays, buffers: SearchBuffers, sources: np.ndarray, targets: np.ndarray
-) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
-    """A look at a few undecided pairs of DAG node ids, on the calling thread: their answers (the CPU
-    search's), the seconds that search took for all of them, and per pair the hops and the children
-    tested by a hop-by-hop search (what the GPU search does). What the scheduler predicts from."""
+    hot: HotArrays, buffers: SearchBuffers, sources: np.ndarray, targets: np.ndarray, budget: float = float("inf")
+) -> tuple[int, float, np.ndarray, np.ndarray]:
+    """A look at a few pairs of DAG node ids, on the calling thread: the CPU search of each, and a
+    hop-by-hop search of each (what the GPU search does). The first ``PROBE_GROUP`` pairs always; the
+    others if the first group says they fit in ``budget`` seconds. Returns how many pairs were looked at,
+    the CPU search's seconds for them, and per pair the hops and the children tested hop by hop."""
     answers = np.zeros(sources.size, dtype=np.bool_)
     hops = np.zeros(sources.size, dtype=np.int64)
     edges = np.zeros(sources.size, dtype=np.int64)
-    with buffers.take(sources.size) as (stamp, stack, mark):
-        start = time.perf_counter()
-        _dfs_sample(hot, sources, targets, answers, stamp, stack, mark)
-        seconds = time.perf_counter() - start
-    with buffers.take(sources.size) as (stamp, queue, mark):
-        _hop_sample(hot, sources, targets, hops, edges, stamp, queue, mark)
-    return answers, seconds, hops, edges
+    seconds = 0.0
+    done = 0
+    with buffers.take(2 * sources.size) as (stamp, stack, mark):
+        began = time.perf_counter()
+        for group in (slice(0, min(sources.size, PROBE_GROUP)), slice(PROBE_GROUP, sources.size)):
+            if group.start >= sources.size:
+                break
+            if done and (time.perf_counter() - began) * (group.stop - group.start) / done > budget:
+                break
+            start = time.perf_counter()
+            _dfs_sample(hot, sources[group], targets[group], answers[group], stamp, stack, mark + group.start)
+            seconds += time.perf_counter() - start
+            first = mark + sources.size + group.start
+            _hop_sample(hot, sources[group], targets[group], hops[group], edges[group], stamp, stack, first)
+            done = group.stop
+    return done, seconds, hops[:done], edges[:done]

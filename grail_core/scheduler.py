@@ -1,14 +1,19 @@
 """The hybrid scheduler: each batch's undecided pairs go to the engine a cost model predicts faster.
 
 Per batch the scheduler looks at what the label filter left: the pairs, the levels the GPU's passes
-would span, and a sample of ``PROBE_PAIRS`` pairs searched on the calling thread (their answers are
-kept): how long the CPU search took for them, and how many hops and tested children a hop-by-hop
-search (the GPU's way) needs. From these a ``CostModel`` predicts the CPU search and both GPU modes
-(levels sweep, frontier queue); the batch goes whole to the cheapest. It is never sent to an engine
-to measure it. The model's constants are the machine's (one ``CostModel`` per process, fitted by
-``CostModel.fit`` at start where a GPU is used, see ``grail_core.backends``) and are refined from the
-actual time of every batch of any index; each index's scheduler also keeps its own corrections, per
-kind of batch, for what the machine's constants miss about its graph.
+would span and the nodes on them, and a probe of ``PROBE_PAIRS`` pairs searched on the calling thread:
+how long the CPU search took for them, and how many hops and tested children a hop-by-hop search (the
+GPU's way) needs. From these a ``CostModel`` predicts the CPU search and both GPU modes (levels sweep,
+frontier queue); the whole batch goes to the cheapest. No batch is ever sent to an engine to measure it.
+
+The model's constants are the machine's: one ``CostModel`` per process, fitted by ``CostModel.fit`` at
+start where a GPU is used (``grail_core.calibration``), and scaled by a machine correction from the
+actual time of every batch of any index (within a factor of two). Each index's scheduler keeps, per kind
+of batch (size and depth within a factor of two), its own ratio of actual to predicted time for each
+engine, the hops its frontier passes took, and its CPU search's seconds per pair: a pair's search cost
+is heavy-tailed, so a probe of 16 often misses the mean, and what the machine's constants miss about one
+graph must not move the predictions for another. An index whose CPU search has shown itself cheaper
+than a GPU call's fixed cost skips the probe.
 """
 
 from __future__ import annotations
@@ -18,23 +23,28 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numba
 import numpy as np
 
 from .engines import CpuEngine, SearchEngine, SearchResult
-from .query import HotArrays, SearchBuffers, probe_pairs
+from .query import PAIRS_PER_CHUNK, PROBE_GROUP, SERIAL_BATCH, HotArrays, SearchBuffers, probe_pairs
 
 __all__ = [
+    "DEFAULTS",
     "GPU_MODES",
+    "KINDS",
+    "TERMS",
     "MIN_SCHEDULED_PAIRS",
     "PROBE_PAIRS",
     "BatchFeatures",
     "CostModel",
     "Decision",
     "Scheduler",
+    "cpu_threads_used",
     "machine_model",
+    "pass_levels",
     "pass_spans",
 ]
 
@@ -44,29 +54,46 @@ log = logging.getLogger(__name__)
 # the probe would cost a good part of the batch.
 MIN_SCHEDULED_PAIRS = 4096
 PROBE_PAIRS = 16
+# The probe stops after this long (but searches 4 pairs at least): on a DAG whose pairs take ~0.1 ms
+# each (the 3,000-level benchmark DAG's uniform batch), 16 pairs twice would add 3 ms to an 18 ms search.
+PROBE_SECONDS = 2.5e-4
+# A kind of batch whose last decision won by this factor skips the probe (the index keeps its figures),
+# except every REPROBE-th such batch.
+CLEAR_MARGIN = 2.0
+REPROBE = 16
 GPU_MODES = ("levels", "frontier")
+KINDS = ("cpu", *GPU_MODES)
 # A frontier pass takes as many hops as its longest search: a sample of 16 sees the typical search,
-# not the longest of 100,000 (on a 340,000-level DAG: 16 at the 99th percentile, ~1,000 at most).
+# not the longest of 100,000 (on a 340,000-level DAG: 16 at the 99th percentile, ~500 at most). Until an
+# index's own frontier runs tell, the longest is guessed at HOP_TAIL times the sample's.
 HOP_TAIL = 8
 HOP_FLOOR = 16
-SPAN_SAMPLE = 1024
-_EMA = 0.5  # weight of the newest batch in every correction
-_CORRECTION_RANGE = (0.05, 20.0)
+SPAN_SAMPLE = 256
+_EMA = 0.5  # weight of the newest batch in every running figure
+_CORRECTION_RANGE = (0.05, 20.0)  # an index's own correction of a prediction
+_MACHINE_RANGE = (0.5, 2.0)  # the machine's: graph-specific misses belong to the index's corrections
+
+
+def pass_levels(
+    levels: np.ndarray, sources: np.ndarray, targets: np.ndarray, per_pass: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per pass of ``per_pass`` searches: its lowest source level and highest target level (``levels`` per
+    DAG node), read from at most ``SPAN_SAMPLE`` pairs a pass, spread over it: the extremes of a large pass
+    sit near the ends of the level range anyway, and each pair read is a cache miss (1,024 pairs a pass
+    of a 170,000-pair batch took ~1 ms)."""
+    count = -(-sources.size // per_pass)
+    step = max(1, min(per_pass, sources.size) // SPAN_SAMPLE)
+    positions = np.arange(count)[:, None] * per_pass + np.arange(0, min(per_pass, sources.size), step)[None, :]
+    positions = np.minimum(positions, sources.size - 1)
+    return levels[sources[positions]].min(axis=1), levels[targets[positions]].max(axis=1)
 
 
 def pass_spans(levels: np.ndarray, sources: np.ndarray, targets: np.ndarray, per_pass: int) -> np.ndarray:
-    """Levels each pass of ``per_pass`` searches spans: its highest target level minus its lowest source
-    level (``levels`` per DAG node), as a levels-sweep launch would sweep them if every search stayed open.
-    Read from at most ``SPAN_SAMPLE`` pairs a pass, spread over it: the extremes of a large pass sit at
-    the ends of the level range anyway, and a gather of every pair's levels would cost milliseconds."""
+    """Levels each pass spans (see ``pass_levels``), as a levels-sweep launch would sweep them if every
+    search stayed open."""
     if sources.size == 0:
         return np.zeros(0, dtype=np.int64)
-    count = -(-sources.size // per_pass)
-    step = max(1, per_pass // SPAN_SAMPLE)
-    positions = np.arange(count)[:, None] * per_pass + np.arange(0, per_pass, step)[None, :]
-    positions = np.minimum(positions, sources.size - 1)
-    low = levels[sources[positions]].min(axis=1)
-    high = levels[targets[positions]].max(axis=1)
+    low, high = pass_levels(levels, sources, targets, per_pass)
     return np.maximum(high.astype(np.int64) - low, 0)
 
 
@@ -77,110 +104,117 @@ class BatchFeatures:
     pairs: int  # undecided pairs to search
     passes: int  # GPU passes at the device's pass size
     span: int  # levels those passes span, summed
+    scanned: int  # nodes on those levels, summed (the levels sweep reads each one's flag)
     dfs_seconds: float  # CPU search seconds per sampled pair, one thread
     edges: float  # children a hop-by-hop search tests, per sampled pair
-    hops: int  # most hops a sampled search took
+    hops: float  # the hops a frontier pass is expected to take (its longest search)
     parts: int = 1  # GPUs the batch is split over
 
     def signature(self) -> tuple[int, int]:
-        """The kind of batch, for an index's own corrections: sizes and depths within a factor of two."""
+        """The kind of batch, for an index's own figures: sizes and depths within a factor of two."""
         mean_span = self.span / max(1, self.passes)
         return round(math.log2(1 + self.pairs)), round(math.log2(1 + mean_span))
+
+
+def cpu_threads_used(pairs: int) -> int:
+    """Threads the CPU search runs a batch on: numba hands out chunks of PAIRS_PER_CHUNK pairs, and a batch
+    below SERIAL_BATCH runs on the calling thread."""
+    if pairs < SERIAL_BATCH:
+        return 1
+    return max(1, min(numba.get_num_threads(), -(-pairs // PAIRS_PER_CHUNK)))
+
+
+# Each kind's time is a sum of terms, each a feature of the batch times a machine constant:
+#   cpu:      fixed + pairs x sampled seconds per pair / threads used x scale (what a thread of the full
+#             search pays beside the probe's thread: shared caches, hyper-threads)
+#   levels:   fixed + pairs (copies, seed, answers) + levels swept + nodes scanned + children tested
+#   frontier: fixed + pairs + hops + children tested
+TERMS = {
+    "cpu": ("fixed", "scale"),
+    "levels": ("fixed", "pair", "level", "scan", "edge"),
+    "frontier": ("fixed", "pair", "hop", "edge"),
+}
+# Defaults until the machine's calibration (H200, 16 CPU threads: benchmarks/results/search-NVIDIA_H200.md).
+DEFAULTS = {
+    "cpu": (1e-4, 1.5),
+    "levels": (1.5e-3, 5e-9, 15e-6, 1e-11, 1e-9),
+    "frontier": (1.2e-3, 5e-9, 6e-6, 2e-9),
+}
 
 
 @dataclass
 class CostModel:
     """Seconds an engine takes for a batch, from its ``BatchFeatures``: the machine's constants.
 
-    CPU: fixed + pairs x sampled seconds per pair / effective threads. GPU, per part: fixed + pairs x
-    (copy, seed, answers) + either every level each pass spans (levels sweep) or the hops of each pass
-    (frontier queue) + pairs x tested children x seconds per test. Each kind's predictions are scaled by
-    a correction, the running ratio of actual to predicted time over every batch of any index.
+    Each kind ('cpu', 'levels', 'frontier') is a sum of ``TERMS`` times constants (``DEFAULTS`` until
+    ``fit`` runs on this machine). With a batch split over GPUs, each part is predicted and the split's
+    own cost added. Each kind's predictions are scaled by a correction, the running ratio of actual to
+    predicted time over every batch of any index, kept within a factor of two.
     """
 
-    cpu_fixed: float = 1e-4
-    cpu_threads: float = 0.0  # effective parallel threads; 0: three quarters of numba's threads
-    gpu_fixed: float = 1.5e-3
-    gpu_pair: float = 5e-9
-    gpu_level: float = 18e-6
-    gpu_hop: float = 6e-6
-    gpu_edge_levels: float = 1e-9
-    gpu_edge_frontier: float = 2e-9
+    constants: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(DEFAULTS))
     split_fixed: float = 3e-4
     corrections: dict[str, float] = field(default_factory=dict)
     fitted: bool = False  # whether ``fit`` ran on this machine
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def raw(self, kind: str, f: BatchFeatures) -> float:
-        """Uncorrected seconds of ``kind`` ('cpu', 'levels' or 'frontier') for a batch."""
+    @staticmethod
+    def terms(kind: str, f: BatchFeatures) -> np.ndarray:
+        """The features each of ``kind``'s constants multiplies (one GPU part's, for a split batch)."""
         if kind == "cpu":
-            threads = self.cpu_threads or 0.75 * numba.get_num_threads()
-            return self.cpu_fixed + f.pairs * f.dfs_seconds / max(1.0, threads)
+            return np.array([1.0, f.pairs * f.dfs_seconds / cpu_threads_used(f.pairs)])
         parts = max(1, f.parts)
         pairs = f.pairs / parts
-        passes = max(1.0, f.passes / parts)
-        seconds = self.gpu_fixed + pairs * self.gpu_pair + (self.split_fixed if parts > 1 else 0.0)
         if kind == "levels":
-            return seconds + f.span / parts * self.gpu_level + pairs * f.edges * self.gpu_edge_levels
+            return np.array([1.0, pairs, f.span / parts, f.scanned / parts, pairs * f.edges])
         if kind == "frontier":
-            span = f.span / max(1, f.passes)
-            hops = min(span, max(HOP_FLOOR, HOP_TAIL * f.hops))
-            return seconds + passes * hops * self.gpu_hop + pairs * f.edges * self.gpu_edge_frontier
+            return np.array([1.0, pairs, max(1.0, f.passes / parts) * f.hops, pairs * f.edges])
         raise ValueError(f"unknown engine kind {kind!r}")
+
+    def raw(self, kind: str, f: BatchFeatures) -> float:
+        """Uncorrected seconds of ``kind`` for a batch."""
+        seconds = float(np.dot(self.constants[kind], self.terms(kind, f)))
+        return seconds + (self.split_fixed if kind != "cpu" and f.parts > 1 else 0.0)
 
     def correction(self, kind: str) -> float:
         return self.corrections.get(kind, 1.0)
 
     def observe(self, kind: str, raw: float, actual: float) -> None:
-        """Folds one batch's actual time into ``kind``'s correction."""
+        """Folds one batch's actual time into ``kind``'s machine correction."""
         with self._lock:
-            self.corrections[kind] = _blend(self.corrections.get(kind), actual / max(raw, 1e-9))
+            ratio = min(max(actual / max(raw, 1e-9), _MACHINE_RANGE[0]), _MACHINE_RANGE[1])
+            self.corrections[kind] = _blend(self.corrections.get(kind), ratio, _MACHINE_RANGE)
 
     def fit(self, samples: Sequence[tuple[str, BatchFeatures, float]]) -> None:
-        """Least-squares constants from (kind, features, seconds) runs: the machine's calibration.
+        """Least-squares constants per kind from (kind, features, seconds) runs: the machine's calibration.
 
-        Every term keeps its default where the runs cannot tell it (a coefficient that comes out
-        negative), so a partial calibration (no GPU) still leaves a usable model.
+        Relative errors count alike for short and long runs. A constant that comes out negative (the runs
+        cannot tell it) keeps its default, and the others are fitted again around it.
         """
         with self._lock:
-            for kind, names in (
-                ("cpu", ("cpu_fixed", "cpu_threads")),
-                ("levels", ("gpu_fixed", "gpu_pair", "gpu_level", "gpu_edge_levels")),
-                ("frontier", ("gpu_fixed", "gpu_pair", "gpu_hop", "gpu_edge_frontier")),
-            ):
-                rows = [(f, seconds) for k, f, seconds in samples if k == kind]
-                if len(rows) < len(names):
+            for kind, defaults in DEFAULTS.items():
+                rows = [(self.terms(kind, f), seconds) for k, f, seconds in samples if k == kind and f.parts == 1]
+                if len(rows) < 2 * len(defaults):
                     continue
-                design = np.array([self._terms(kind, f) for f, _ in rows])
+                design = np.array([terms for terms, _ in rows])
                 actual = np.array([seconds for _, seconds in rows])
-                # Relative errors count alike for short and long runs.
                 weights = 1.0 / np.maximum(actual, 1e-6)
-                coefficients = np.linalg.lstsq(design * weights[:, None], actual * weights, rcond=None)[0]
-                if kind == "cpu":
-                    # An effective thread count the machine cannot have means the runs could not tell it.
-                    if 0 < 1.0 / max(float(coefficients[1]), 1e-12) <= 2 * numba.config.NUMBA_NUM_THREADS:
-                        self.cpu_fixed = max(0.0, float(coefficients[0]))
-                        self.cpu_threads = 1.0 / float(coefficients[1])
-                    continue
-                for name, value in zip(names, coefficients, strict=True):
-                    if value > 0 and not (kind == "frontier" and name in ("gpu_fixed", "gpu_pair")):
-                        setattr(self, name, float(value))
+                free = np.ones(len(defaults), dtype=np.bool_)
+                values = np.array(defaults, dtype=np.float64)
+                while free.any():
+                    rest = actual - design[:, ~free] @ values[~free]
+                    solved = np.linalg.lstsq(design[:, free] * weights[:, None], rest * weights, rcond=None)[0]
+                    if (solved > 0).all():
+                        values[free] = solved
+                        break
+                    free[np.flatnonzero(free)[solved <= 0]] = False
+                self.constants[kind] = tuple(float(value) for value in values)
             self.corrections.clear()
             self.fitted = True
 
-    @staticmethod
-    def _terms(kind: str, f: BatchFeatures) -> list[float]:
-        if kind == "cpu":
-            return [1.0, f.pairs * f.dfs_seconds]
-        span = f.span / max(1, f.passes)
-        if kind == "levels":
-            return [1.0, f.pairs, f.span, f.pairs * f.edges]
-        hops = min(span, max(HOP_FLOOR, HOP_TAIL * f.hops))
-        return [1.0, f.pairs, max(1, f.passes) * hops, f.pairs * f.edges]
 
-
-def _blend(old: float | None, ratio: float) -> float:
-    ratio = min(max(ratio, _CORRECTION_RANGE[0]), _CORRECTION_RANGE[1])
+def _blend(old: float | None, ratio: float, bounds: tuple[float, float] = _CORRECTION_RANGE) -> float:
+    ratio = min(max(ratio, bounds[0]), bounds[1])
     return ratio if old is None else (1 - _EMA) * old + _EMA * ratio
 
 
@@ -209,7 +243,7 @@ class Decision:
 
 
 class Scheduler:
-    """One index's hybrid search: its CPU engine, its GPU engine if any, and its own corrections."""
+    """One index's hybrid search: its CPU engine, its GPU engine if any, and its own running figures."""
 
     def __init__(
         self,
@@ -226,12 +260,19 @@ class Scheduler:
         self.gpu = gpu
         self.model = model or machine_model()
         self.levels = np.ascontiguousarray(hot.rec_dag[:, 1])
+        # Nodes below each level: the levels sweep of levels [a, b) reads level_start[b] - level_start[a] flags.
+        counts = np.bincount(self.levels, minlength=1) if self.levels.size else np.zeros(1, np.int64)
+        self.level_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self._pass_pairs = pass_pairs or (lambda: 1 << 16)
         self._parts = parts or (lambda count: 1)
         self.min_pairs = min_pairs
         self._buffers = SearchBuffers(hot.rec_dag.shape[0])
+        # Per kind of batch: actual / predicted time of each engine kind, and the hops frontier passes took.
         self._corrections: dict[tuple[str, tuple[int, int]], float] = {}
-        self._cpu_pair: float | None = None  # this index's CPU search seconds per pair, one thread (running)
+        self._hops: dict[tuple[int, int], float] = {}
+        self._cpu_pair: float | None = None  # CPU search seconds per pair, one thread's worth (running)
+        # Per kind of batch: the last probe's features, the margin of the decision, and the batches since.
+        self._memo: dict[tuple[int, int], tuple[BatchFeatures, float, int]] = {}
         self._lock = threading.Lock()
 
     def release(self) -> None:
@@ -242,39 +283,55 @@ class Scheduler:
     def features(
         self, sources: np.ndarray, targets: np.ndarray, dfs_seconds: float, hops: np.ndarray, edges: np.ndarray
     ) -> BatchFeatures:
-        spans = pass_spans(self.levels, sources, targets, max(64, self._pass_pairs()))
-        return BatchFeatures(
+        """A batch's features from its pairs and a probe's per-pair figures (seconds, hops, tested children)."""
+        spans = np.zeros(0, dtype=np.int64)
+        scanned = 0
+        if sources.size:
+            low, high = pass_levels(self.levels, sources, targets, max(64, self._pass_pairs()))
+            spans = np.maximum(high.astype(np.int64) - low, 0)
+            top = np.minimum(high, self.level_start.size - 1)
+            scanned = int(np.maximum(self.level_start[top] - self.level_start[low], 0).sum())
+        f = BatchFeatures(
             pairs=int(sources.size),
             passes=int(spans.size),
             span=int(spans.sum()),
+            scanned=scanned,
             dfs_seconds=dfs_seconds,
             edges=float(edges.mean()) if edges.size else 0.0,
-            hops=int(hops.max()) if hops.size else 0,
+            hops=0.0,
             parts=self._parts(int(sources.size)),
         )
+        mean_span = f.span / max(1, f.passes)
+        guess = min(mean_span, max(HOP_FLOOR, HOP_TAIL * (int(hops.max()) if hops.size else 0)))
+        return replace(f, hops=float(self._hops.get(f.signature(), guess)))
 
     def predict(self, f: BatchFeatures) -> dict[str, float]:
-        """Predicted seconds per kind ('cpu', and each GPU mode when there is a GPU engine)."""
-        kinds = ("cpu", *GPU_MODES) if self.gpu is not None else ("cpu",)
+        """Predicted seconds per kind ('cpu', and each GPU mode when there is a GPU engine): the model's,
+        scaled by this index's own correction for this kind of batch, or else by the machine's."""
+        kinds = KINDS if self.gpu is not None else ("cpu",)
         signature = f.signature()
         return {
-            kind: self.model.raw(kind, f) * self.model.correction(kind) * self._corrections.get((kind, signature), 1.0)
+            kind: self.model.raw(kind, f) * self._corrections.get((kind, signature), self.model.correction(kind))
             for kind in kinds
         }
 
     def look(
-        self, sources: np.ndarray, targets: np.ndarray, probe: int = PROBE_PAIRS
-    ) -> tuple[np.ndarray, np.ndarray, BatchFeatures]:
-        """Probes ``probe`` pairs spread over the batch: (their positions, their answers, the features of
-        the other pairs)."""
+        self, sources: np.ndarray, targets: np.ndarray, probe: int = PROBE_PAIRS, budget: float = PROBE_SECONDS
+    ) -> tuple[int, BatchFeatures]:
+        """Probes up to ``probe`` pairs spread over the batch for ``budget`` seconds: (pairs probed, the
+        batch's features)."""
         sample = np.linspace(0, sources.size - 1, min(probe, sources.size)).astype(np.int64)
-        rest = np.ones(sources.size, dtype=np.bool_)
-        rest[sample] = False
-        probed, dfs_seconds, hops, edges = probe_pairs(self.hot, self._buffers, sources[sample], targets[sample])
-        return sample, probed, self.features(sources[rest], targets[rest], dfs_seconds / sample.size, hops, edges)
+        # Interleaved, so that a probe cut short after its first groups still spreads over the batch.
+        groups = -(-sample.size // PROBE_GROUP)
+        sample = np.concatenate([sample[k::groups] for k in range(groups)])
+        done, dfs_seconds, hops, edges = probe_pairs(self.hot, self._buffers, sources[sample], targets[sample], budget)
+        return done, self.features(sources, targets, dfs_seconds / max(1, done), hops, edges)
 
     def search(self, sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, Decision]:
-        """Exact answers for undecided pairs of DAG node ids, and where they were searched."""
+        """Exact answers for undecided pairs of DAG node ids, and where they were searched.
+
+        The probe's pairs are answered again by the chosen engine with the rest of the batch: splitting
+        them off would copy the batch twice, which costs more than searching 16 pairs twice."""
         start = time.perf_counter()
         if self.gpu is None or sources.size < self.min_pairs:
             result = self.cpu.answer(sources, targets)
@@ -282,44 +339,58 @@ class Scheduler:
         cheap = self._cpu_below_gpu_floor(sources.size)
         if cheap is not None:
             result = self.cpu.answer(sources, targets)
-            self._learn_cpu_pair(result.seconds * self._threads() / sources.size)
+            self._learn_cpu_pair(self._per_pair(result.seconds, sources.size))
             return result.answers, Decision("cpu", "dfs", {"cpu": cheap}, time.perf_counter() - start)
-        sample, probed, f = self.look(sources, targets)
+        probed, f = self._recall(sources, targets)
+        if f is None:
+            probed, f = self.look(sources, targets)
+            self._learn_cpu_pair(f.dfs_seconds)
         probe_seconds = time.perf_counter() - start
-        self._learn_cpu_pair(f.dfs_seconds)
-        rest = np.ones(sources.size, dtype=np.bool_)
-        rest[sample] = False
         predicted = self.predict(f)
-        kind = min(predicted, key=predicted.__getitem__)
-        result = self._run(kind, sources[rest], targets[rest])
-        gpu_used = result.engine != "cpu"
-        self._observe(result.mode if gpu_used else "cpu", f, result)
-        if not gpu_used and f.pairs:
-            self._learn_cpu_pair(result.seconds * self._threads() / f.pairs)
-        answers = np.empty(sources.size, dtype=np.bool_)
-        answers[sample] = probed
-        answers[rest] = result.answers
-        return answers, Decision(
+        ranked = sorted(predicted, key=predicted.__getitem__)
+        result = self._run(ranked[0], sources, targets)
+        self._observe(result, f)
+        margin = predicted[ranked[1]] / max(predicted[ranked[0]], 1e-12) if len(ranked) > 1 else float("inf")
+        with self._lock:
+            batches = self._memo[f.signature()][2] + 1 if f.signature() in self._memo else 0
+            self._memo[f.signature()] = (f, margin, batches)
+        return result.answers, Decision(
             engine=result.engine,
             mode=result.mode,
             predicted=predicted,
             seconds=time.perf_counter() - start,
-            probe_pairs=int(sample.size),
+            probe_pairs=probed,
             probe_seconds=probe_seconds,
         )
 
-    def _threads(self) -> float:
-        return self.model.cpu_threads or 0.75 * numba.get_num_threads()
+    def _recall(self, sources: np.ndarray, targets: np.ndarray) -> tuple[int, BatchFeatures | None]:
+        """This batch's features from the index's last probe of its kind, when that decision was clear and
+        this is not a batch to probe again; else (0, None)."""
+        if not self._memo:
+            return 0, None
+        fresh = self.features(sources, targets, 0.0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        with self._lock:
+            memo = self._memo.get(fresh.signature())
+        if memo is None:
+            return 0, None
+        probe, margin, batches = memo
+        if margin < CLEAR_MARGIN or (batches + 1) % REPROBE == 0:
+            return 0, None
+        return 0, replace(fresh, dfs_seconds=probe.dfs_seconds, edges=probe.edges, hops=fresh.hops)
 
     def _cpu_below_gpu_floor(self, pairs: int) -> float | None:
         """The CPU's predicted seconds when this index's earlier batches say it beats even a GPU call's fixed
         cost (no probe needed then), else None."""
         if self._cpu_pair is None:
             return None
-        f = BatchFeatures(pairs=pairs, passes=1, span=0, dfs_seconds=self._cpu_pair, edges=0.0, hops=0)
+        f = BatchFeatures(pairs, 1, 0, 0, self._cpu_pair, 0.0, 0.0)
         cpu = self.model.raw("cpu", f) * self.model.correction("cpu")
-        floor = self.model.gpu_fixed * min(self.model.correction(kind) for kind in GPU_MODES)
+        floor = min(self.model.constants[kind][0] * self.model.correction(kind) for kind in GPU_MODES)
         return cpu if cpu < floor else None
+
+    def _per_pair(self, seconds: float, pairs: int) -> float:
+        """A full CPU search's time as the probe's figure: one thread's seconds per pair, before the scale."""
+        return seconds * cpu_threads_used(pairs) / pairs / max(self.model.constants["cpu"][1], 1e-9)
 
     def _learn_cpu_pair(self, per_pair: float) -> None:
         """Folds one batch's CPU search seconds per pair (one thread's worth) into the index's running figure."""
@@ -335,14 +406,20 @@ class Scheduler:
             log.warning("GPU search did not fit (%s); searching %d pairs on the CPU instead", error, sources.size)
             return self.cpu.answer(sources, targets)
 
-    def _observe(self, kind: str, f: BatchFeatures, result: SearchResult) -> None:
-        if kind not in ("cpu", *GPU_MODES):
+    def _observe(self, result: SearchResult, f: BatchFeatures) -> None:
+        """Folds the batch's actual time into the machine's and this index's figures."""
+        kind = "cpu" if result.engine == "cpu" else result.mode
+        if kind not in KINDS:
             return
         raw = self.model.raw(kind, f)
         # The one-time copy of the index to a device is not a cost of later batches.
         actual = max(result.seconds - result.upload_seconds, 1e-6)
-        machine = self.model.correction(kind)
         self.model.observe(kind, raw, actual)
-        key = (kind, f.signature())
+        signature = f.signature()
         with self._lock:
-            self._corrections[key] = _blend(self._corrections.get(key), actual / max(raw * machine, 1e-9))
+            key = (kind, signature)
+            self._corrections[key] = _blend(self._corrections.get(key), actual / max(raw, 1e-9))
+            if kind == "frontier" and result.longest:
+                self._hops[signature] = _blend_value(self._hops.get(signature), float(result.longest))
+            if kind == "cpu" and f.pairs:
+                self._cpu_pair = _blend_value(self._cpu_pair, self._per_pair(actual, f.pairs))

@@ -58,7 +58,7 @@ class QueryStats:
     search_mode: str = "none"
     search_seconds: float = 0.0
     predicted_seconds: dict[str, float] = field(default_factory=dict)
-    probe_pairs: int = 0  # pairs searched on the calling thread for the prediction (their answers are kept)
+    probe_pairs: int = 0  # pairs searched on the calling thread for the prediction (the engine answers them too)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

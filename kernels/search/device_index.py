@@ -158,9 +158,10 @@ def chunk_capacity(widest_level: int, words: int, requested: int = 0) -> int:
 
 
 def entry_capacity(num_nodes: int, requested: int = 0) -> int:
-    """Entry rows of a frontier-mode pass: ``requested`` if given, else four per node (a pass of the deep
-    benchmark DAGs pushes 0.2-2 per node), at most MAX_BALANCED_SLOTS (40 bytes each)."""
-    return requested or min(MAX_BALANCED_SLOTS, max(4 * num_nodes, 1 << 16))
+    """Entry rows of a frontier-mode pass: ``requested`` if given, else eight per node, at most
+    MAX_BALANCED_SLOTS (40 bytes each). (On an H200 the 2M-node, 3,000-level benchmark DAG's walk batch
+    overflowed four per node at 4,546 words a pass and took five passes instead of three.)"""
+    return requested or min(MAX_BALANCED_SLOTS, max(8 * num_nodes, 1 << 16))
 
 
 @dataclass

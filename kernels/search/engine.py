@@ -65,6 +65,7 @@ class CudaSearchEngine:
         self._order = order or SharedLevelOrder(hot)
         self._key = next(_keys)
         self._cache: DeviceCache = cache_for(device)
+        self._words = 0  # status words a pass took in the latest call (0: none yet)
         weakref.finalize(self, _drop, self._cache, self._key)
 
     def answer(self, sources: np.ndarray, targets: np.ndarray, mode: str = "auto") -> SearchResult:
@@ -87,9 +88,12 @@ class CudaSearchEngine:
         options = with_mode(self.options, mode)
         with self.device.lock, self.device.context():
             try:
-                return run_search(
+                answers, stats = run_search(
                     self._cache, self._key, self._order.take, self._order.level, sources, targets, options
                 )
+                if stats.passes > 1:  # a pass held as many searches as memory allowed
+                    self._words = stats.words
+                return answers, stats
             except Exception as error:
                 if not out_of_device_memory(error):
                     raise
@@ -100,12 +104,15 @@ class CudaSearchEngine:
         _drop(self._cache, self._key)
 
     def pass_pairs(self) -> int:
-        """Searches one pass of this index would take on the device now (what free memory affords)."""
-        nodes = max(1, self._order.level.size)
-        with self.device.context():
-            free = free_memory()
-        held = self._cache.workspace.words // nodes  # buffers already allocated are affordable too
-        return 64 * max(held, words_for(1 << 40, nodes, free, self.options.memory_fraction))
+        """Searches one pass of this index takes on the device: as many as the latest call that needed
+        several passes held, else what free memory affords (asked of the device once)."""
+        if not self._words:
+            nodes = max(1, self._order.level.size)
+            with self.device.context():
+                free = free_memory()
+            held = self._cache.workspace.words // nodes  # buffers already allocated are affordable too
+            self._words = max(held, words_for(1 << 40, nodes, free, self.options.memory_fraction))
+        return 64 * self._words
 
     @property
     def resident(self) -> bool:

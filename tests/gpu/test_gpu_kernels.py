@@ -28,6 +28,7 @@ if device_present():
         test_empty_batch,
         test_every_engine_and_a_split_over_two_devices_match_bfs,
         test_frontier_entries_that_overflow_halve_the_words_then_sweep_levels,
+        test_frontier_mode_expands_a_node_once_per_search,
         test_frontier_mode_takes_hops_not_levels,
         test_levels_that_outgrow_the_chunks_start_again_with_fewer_words,
         test_more_words_than_one_summary_word,
