@@ -29,7 +29,7 @@ import numba
 import numpy as np
 
 from .engines import CpuEngine, SearchEngine, SearchResult
-from .query import PAIRS_PER_CHUNK, PROBE_GROUP, SERIAL_BATCH, HotArrays, SearchBuffers, probe_pairs
+from .query import PROBE_GROUP, SERIAL_BATCH, HotArrays, SearchBuffers, pairs_per_chunk, probe_pairs
 
 __all__ = [
     "DEFAULTS",
@@ -57,8 +57,8 @@ PROBE_PAIRS = 16
 # The probe stops after this long (but searches 4 pairs at least): on a DAG whose pairs take ~0.1 ms
 # each (the 3,000-level benchmark DAG's uniform batch), 16 pairs twice would add 3 ms to an 18 ms search.
 PROBE_SECONDS = 2.5e-4
-# A kind of batch whose last decision won by this factor skips the probe (the index keeps its figures),
-# except every REPROBE-th such batch.
+# A kind of batch whose last choice between CPU and GPU was clear by this factor skips the probe (the
+# index keeps the probe's figures; the GPU modes are told apart without it), except every REPROBE-th.
 CLEAR_MARGIN = 2.0
 REPROBE = 16
 GPU_MODES = ("levels", "frontier")
@@ -107,7 +107,7 @@ class BatchFeatures:
     scanned: int  # nodes on those levels, summed (the levels sweep reads each one's flag)
     dfs_seconds: float  # CPU search seconds per sampled pair, one thread
     edges: float  # children a hop-by-hop search tests, per sampled pair
-    hops: float  # the hops a frontier pass is expected to take (its longest search)
+    hops: float  # the hops frontier passes are expected to take, summed over the passes
     parts: int = 1  # GPUs the batch is split over
 
     def signature(self) -> tuple[int, int]:
@@ -117,28 +117,35 @@ class BatchFeatures:
 
 
 def cpu_threads_used(pairs: int) -> int:
-    """Threads the CPU search runs a batch on: numba hands out chunks of PAIRS_PER_CHUNK pairs, and a batch
+    """Threads the CPU search runs a batch on: numba hands out chunks (``pairs_per_chunk``), and a batch
     below SERIAL_BATCH runs on the calling thread."""
     if pairs < SERIAL_BATCH:
         return 1
-    return max(1, min(numba.get_num_threads(), -(-pairs // PAIRS_PER_CHUNK)))
+    threads = numba.get_num_threads()
+    return max(1, min(threads, -(-pairs // pairs_per_chunk(pairs, threads))))
 
 
 # Each kind's time is a sum of terms, each a feature of the batch times a machine constant:
 #   cpu:      fixed + pairs x sampled seconds per pair / threads used x scale (what a thread of the full
-#             search pays beside the probe's thread: shared caches, hyper-threads)
+#             search pays beside the probe's thread: caches the probe found cold, hyper-threads)
 #   levels:   fixed + pairs (copies, seed, answers) + levels swept + nodes scanned + children tested
-#   frontier: fixed + pairs + hops + children tested
+#   frontier: fixed + pairs + hops (summed over passes) + children tested
 TERMS = {
     "cpu": ("fixed", "scale"),
     "levels": ("fixed", "pair", "level", "scan", "edge"),
     "frontier": ("fixed", "pair", "hop", "edge"),
 }
-# Defaults until the machine's calibration (H200, 16 CPU threads: benchmarks/results/search-NVIDIA_H200.md).
+# The constants' shape, from H200 runs (16 CPU threads; benchmarks/results/search-NVIDIA_H200.md): a GPU
+# call costs ~1.5 ms; a swept level ~15 us (20.6 s for 1.36M levels of the 340,000-level DAG); a hop
+# 8-12 us with its work (8.3 ms for 551 hops); the sweep reads a level's node flags at ~1.5e-11 s each
+# (uniprot-like: 225M a call, the sweep 2.2 ms slower than the frontier). Terms that no single run
+# separates (pairs, tested children) are set so that both modes come out no dearer than measured: a
+# kind the model over-prices is never run, so never corrected. ``CostModel.fit`` scales each kind to
+# the machine at start.
 DEFAULTS = {
-    "cpu": (1e-4, 1.5),
-    "levels": (1.5e-3, 5e-9, 15e-6, 1e-11, 1e-9),
-    "frontier": (1.2e-3, 5e-9, 6e-6, 2e-9),
+    "cpu": (1e-4, 0.5),
+    "levels": (1.5e-3, 2e-8, 15e-6, 1.5e-11, 2e-10),
+    "frontier": (1.4e-3, 5e-9, 8e-6, 1e-9),
 }
 
 
@@ -168,7 +175,7 @@ class CostModel:
         if kind == "levels":
             return np.array([1.0, pairs, f.span / parts, f.scanned / parts, pairs * f.edges])
         if kind == "frontier":
-            return np.array([1.0, pairs, max(1.0, f.passes / parts) * f.hops, pairs * f.edges])
+            return np.array([1.0, pairs, f.hops / parts, pairs * f.edges])
         raise ValueError(f"unknown engine kind {kind!r}")
 
     def raw(self, kind: str, f: BatchFeatures) -> float:
@@ -186,31 +193,25 @@ class CostModel:
             self.corrections[kind] = _blend(self.corrections.get(kind), ratio, _MACHINE_RANGE)
 
     def fit(self, samples: Sequence[tuple[str, BatchFeatures, float]]) -> None:
-        """Least-squares constants per kind from (kind, features, seconds) runs: the machine's calibration.
-
-        Relative errors count alike for short and long runs. A constant that comes out negative (the runs
-        cannot tell it) keeps its default, and the others are fitted again around it.
-        """
+        """Scales each kind's constants to this machine from (kind, features, seconds) runs: the
+        calibration. One factor per kind, the geometric mean of actual over predicted time: the runs of a
+        calibration cannot separate a kind's terms reliably (a least-squares fit of all of them put a
+        hop at 34 us where 8-12 us were measured), but they do tell how fast the machine is."""
         with self._lock:
             for kind, defaults in DEFAULTS.items():
-                rows = [(self.terms(kind, f), seconds) for k, f, seconds in samples if k == kind and f.parts == 1]
-                if len(rows) < 2 * len(defaults):
-                    continue
-                design = np.array([terms for terms, _ in rows])
-                actual = np.array([seconds for _, seconds in rows])
-                weights = 1.0 / np.maximum(actual, 1e-6)
-                free = np.ones(len(defaults), dtype=np.bool_)
-                values = np.array(defaults, dtype=np.float64)
-                while free.any():
-                    rest = actual - design[:, ~free] @ values[~free]
-                    solved = np.linalg.lstsq(design[:, free] * weights[:, None], rest * weights, rcond=None)[0]
-                    if (solved > 0).all():
-                        values[free] = solved
-                        break
-                    free[np.flatnonzero(free)[solved <= 0]] = False
-                self.constants[kind] = tuple(float(value) for value in values)
+                ratios = [
+                    seconds / self.raw_with(defaults, kind, f)
+                    for k, f, seconds in samples
+                    if k == kind and f.parts == 1 and seconds > 0
+                ]
+                if ratios:
+                    scale = float(np.exp(np.mean(np.log(ratios))))
+                    self.constants[kind] = tuple(value * scale for value in defaults)
             self.corrections.clear()
             self.fitted = True
+
+    def raw_with(self, constants: Sequence[float], kind: str, f: BatchFeatures) -> float:
+        return max(float(np.dot(constants, self.terms(kind, f))), 1e-9)
 
 
 def _blend(old: float | None, ratio: float, bounds: tuple[float, float] = _CORRECTION_RANGE) -> float:
@@ -267,9 +268,10 @@ class Scheduler:
         self._parts = parts or (lambda count: 1)
         self.min_pairs = min_pairs
         self._buffers = SearchBuffers(hot.rec_dag.shape[0])
-        # Per kind of batch: actual / predicted time of each engine kind, and the hops frontier passes took.
+        # Per kind of batch: actual / predicted time of each engine kind, and the hops its frontier passes took.
         self._corrections: dict[tuple[str, tuple[int, int]], float] = {}
         self._hops: dict[tuple[int, int], float] = {}
+        self._shared: set[tuple[str, tuple[int, int]]] = set()  # corrections taken from the other GPU mode
         self._cpu_pair: float | None = None  # CPU search seconds per pair, one thread's worth (running)
         # Per kind of batch: the last probe's features, the margin of the decision, and the batches since.
         self._memo: dict[tuple[int, int], tuple[BatchFeatures, float, int]] = {}
@@ -302,7 +304,7 @@ class Scheduler:
             parts=self._parts(int(sources.size)),
         )
         mean_span = f.span / max(1, f.passes)
-        guess = min(mean_span, max(HOP_FLOOR, HOP_TAIL * (int(hops.max()) if hops.size else 0)))
+        guess = f.passes * min(mean_span, max(HOP_FLOOR, HOP_TAIL * (int(hops.max()) if hops.size else 0)))
         return replace(f, hops=float(self._hops.get(f.signature(), guess)))
 
     def predict(self, f: BatchFeatures) -> dict[str, float]:
@@ -350,7 +352,9 @@ class Scheduler:
         ranked = sorted(predicted, key=predicted.__getitem__)
         result = self._run(ranked[0], sources, targets)
         self._observe(result, f)
-        margin = predicted[ranked[1]] / max(predicted[ranked[0]], 1e-12) if len(ranked) > 1 else float("inf")
+        # What the probe decides is CPU or GPU: how clearly, for skipping it next time.
+        gpu = min((predicted[kind] for kind in GPU_MODES if kind in predicted), default=float("inf"))
+        margin = max(predicted["cpu"], gpu) / max(min(predicted["cpu"], gpu), 1e-12)
         with self._lock:
             batches = self._memo[f.signature()][2] + 1 if f.signature() in self._memo else 0
             self._memo[f.signature()] = (f, margin, batches)
@@ -376,7 +380,7 @@ class Scheduler:
         probe, margin, batches = memo
         if margin < CLEAR_MARGIN or (batches + 1) % REPROBE == 0:
             return 0, None
-        return 0, replace(fresh, dfs_seconds=probe.dfs_seconds, edges=probe.edges, hops=fresh.hops)
+        return 0, replace(fresh, dfs_seconds=self._cpu_pair or probe.dfs_seconds, edges=probe.edges)
 
     def _cpu_below_gpu_floor(self, pairs: int) -> float | None:
         """The CPU's predicted seconds when this index's earlier batches say it beats even a GPU call's fixed
@@ -418,8 +422,17 @@ class Scheduler:
         signature = f.signature()
         with self._lock:
             key = (kind, signature)
-            self._corrections[key] = _blend(self._corrections.get(key), actual / max(raw, 1e-9))
-            if kind == "frontier" and result.longest:
-                self._hops[signature] = _blend_value(self._hops.get(signature), float(result.longest))
+            ratio = actual / max(raw, 1e-9)
+            self._corrections[key] = _blend(self._corrections.get(key), ratio)
+            self._shared.discard(key)
+            # The other GPU mode searches the same pairs of the same graph: until it runs here, what the
+            # model misses about this one stands for it too.
+            for other in GPU_MODES:
+                shared = (other, signature)
+                if kind in GPU_MODES and other != kind and (shared not in self._corrections or shared in self._shared):
+                    self._corrections[shared] = self._corrections[key]
+                    self._shared.add(shared)
+            if kind == "frontier" and result.rounds:
+                self._hops[signature] = _blend_value(self._hops.get(signature), float(result.rounds))
             if kind == "cpu" and f.pairs:
                 self._cpu_pair = _blend_value(self._cpu_pair, self._per_pair(actual, f.pairs))
