@@ -1,12 +1,17 @@
-"""Seeded generators of large DAGs for the GPU benchmarks, as CSR with topological ids (u -> v: u < v).
+"""Seeded generators of large graphs for the GPU benchmarks, as CSR (DAGs with topological ids: u -> v, u < v).
 
 * ``uniprot_like``: many roots, few levels, one huge sink (uniprotenc's shape): 25M nodes, 50M edges.
 * ``citation_like``: every paper cites earlier ones, preferring the most cited (preferential
-  attachment through a citation-copying model): 4M nodes, 17M edges.
+  attachment through a citation-copying model): 4M nodes, 17M edges, 57 levels.
+* ``layered_3k``: 2M nodes in 3,000 layers, ~3 edges a node into the next few layers (a deep DAG).
+* ``deep_340k``: 3M nodes in 340,000 layers, the same way (~9 nodes a level: deep and sparse).
+* ``rmat``: an R-MAT graph (a, b, c = 0.57, 0.19, 0.19) of 2M nodes and 16M edges, ids shuffled: cycles,
+  a giant strongly connected component, self loops; not a DAG (the benchmark condenses it).
 * ``chain``: a path of 1M nodes (1M levels, the deep-graph extreme).
 
 Edges are de-duplicated and rows sorted; the child orders of a benchmark come from
-``grail_core.labeling.make_child_orders`` as for real graphs.
+``grail_core.labeling.make_child_orders`` as for real graphs. Pair batches: ``downward_walk_pairs``
+(80% pairs from short random walks, so reachable, the rest uniform) and uniform pairs.
 """
 
 from __future__ import annotations
@@ -16,16 +21,20 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["DEFAULT_SIZES", "GENERATORS", "chain", "citation_like", "generate", "positive_heavy_pairs", "uniprot_like"]
+from grail_core.synthetic import csr_from_edges as _csr
+from grail_core.synthetic import downward_walk_pairs, layered_dag
 
-
-def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CSR of distinct edges (int64 indptr, int32 indices), rows sorted."""
-    keys = np.unique(src.astype(np.int64) * n + dst.astype(np.int64))
-    rows = keys // n
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    return indptr, (keys % n).astype(np.int32)
+__all__ = [
+    "DAGS",
+    "GENERATORS",
+    "chain",
+    "citation_like",
+    "downward_walk_pairs",
+    "generate",
+    "layered_dag",
+    "rmat",
+    "uniprot_like",
+]
 
 
 def uniprot_like(nodes: int = 25_000_000, edges: int = 50_000_000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -82,50 +91,50 @@ def chain(nodes: int = 1_000_000) -> tuple[np.ndarray, np.ndarray]:
     return indptr, np.arange(1, nodes, dtype=np.int32)
 
 
-GENERATORS = {"uniprot_like": uniprot_like, "citation_like": citation_like, "chain": chain}
-DEFAULT_SIZES = {
-    "uniprot_like": (25_000_000, 50_000_000),
-    "citation_like": (4_000_000, 17_000_000),
-    "chain": (1_000_000, 999_999),
+def rmat(
+    nodes: int = 1 << 21, edges: int = 16_000_000, a: float = 0.57, b: float = 0.19, c: float = 0.19, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """R-MAT (Chakrabarti, Zhan and Faloutsos 2004): each edge picks a quadrant of the adjacency matrix per
+    bit of the ids, (a, b, c, 1 - a - b - c) for (top left, top right, bottom left, bottom right); ids
+    above ``nodes`` wrap, and all are shuffled so that degree does not follow the id."""
+    rng = np.random.default_rng(seed)
+    bits = max(1, int(np.ceil(np.log2(nodes))))
+    src = np.zeros(edges, dtype=np.int64)
+    dst = np.zeros(edges, dtype=np.int64)
+    for bit in range(bits):
+        draw = rng.random(edges)
+        src |= (draw >= a + b).astype(np.int64) << bit
+        dst |= (((draw >= a) & (draw < a + b)) | (draw >= a + b + c)).astype(np.int64) << bit
+    shuffle = rng.permutation(nodes)
+    return _csr(nodes, shuffle[src % nodes], shuffle[dst % nodes])
+
+
+# Name -> (generator, its default size arguments); --scale multiplies nodes and edges, not levels.
+GENERATORS = {
+    "uniprot_like": (uniprot_like, {"nodes": 25_000_000, "edges": 50_000_000}),
+    "citation_like": (citation_like, {"nodes": 4_000_000, "edges": 17_000_000}),
+    "layered_3k": (layered_dag, {"nodes": 2_000_000, "levels": 3_000}),
+    "deep_340k": (layered_dag, {"nodes": 3_000_000, "levels": 340_000}),
+    "rmat": (rmat, {"nodes": 1 << 21, "edges": 16_000_000}),
+    "chain": (chain, {"nodes": 1_000_000}),
 }
+DAGS = ("uniprot_like", "citation_like", "layered_3k", "deep_340k", "chain")  # topological ids, no cycles
 
 
 def generate(name: str, scale: float = 1.0, cache: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
     """CSR of a generated graph at ``scale`` times its default size, kept as .npy files in ``cache`` if given."""
-    nodes, edges = (int(x * scale) for x in DEFAULT_SIZES[name])
-    files = (cache / f"{name}-{nodes}-indptr.npy", cache / f"{name}-{nodes}-indices.npy") if cache else None
+    function, defaults = GENERATORS[name]
+    sizes = {key: int(value * scale) if key in ("nodes", "edges") else value for key, value in defaults.items()}
+    stem = f"{name}-{sizes['nodes']}"
+    files = (cache / f"{stem}-indptr.npy", cache / f"{stem}-indices.npy") if cache else None
     if files and files[0].exists() and files[1].exists():
         return np.load(files[0]), np.load(files[1])
-    indptr, indices = chain(nodes) if name == "chain" else GENERATORS[name](nodes, edges)
+    indptr, indices = function(**sizes)
     if files:
         cache.mkdir(parents=True, exist_ok=True)
         np.save(files[0], indptr)
         np.save(files[1], indices)
     return indptr, indices
-
-
-def positive_heavy_pairs(
-    indptr: np.ndarray, indices: np.ndarray, count: int, positive_share: float = 0.8, max_steps: int = 8, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """``count`` (source, target) pairs: a share from random downward walks (reachable), the rest uniform."""
-    rng = np.random.default_rng(seed)
-    n = indptr.size - 1
-    walks = int(count * positive_share)
-    degree = np.diff(indptr)
-    sources = rng.choice(np.flatnonzero(degree > 0), size=walks)
-    current = sources.copy()
-    steps = rng.integers(1, max_steps + 1, size=walks)
-    for step in range(max_steps):
-        active = (steps > step) & (degree[current] > 0)
-        pick = indptr[current[active]] + (rng.random(int(active.sum())) * degree[current[active]]).astype(np.int64)
-        current[active] = indices[pick]
-    random_src = rng.integers(0, n, size=count - walks)
-    random_dst = rng.integers(0, n, size=count - walks)
-    keep = sources != current
-    return (
-        np.concatenate([sources[keep], random_src]).astype(np.int64),
-        np.concatenate([current[keep], random_dst]).astype(np.int64),
-    )
 
 
 def main() -> None:

@@ -1,35 +1,42 @@
-"""The seam between grail_core and the GPU code in ``kernels``: backend choice for labeling and search.
+"""The seam between grail_core and the GPU code in ``kernels``: backends for labeling, and each index's search engines.
 
 grail_core never imports ``kernels`` anywhere else. Both backends take and return plain numpy arrays
-and give identical answers; the GPU one is used when numba finds a CUDA device (or when forced).
+and give identical answers; the GPU one is used when numba finds a CUDA device (or when forced). With
+several GPUs, a build labels its dimensions on different devices, and a large batch is split across all
+of them (``grail_core.engines.SplitEngine``).
 """
 
 from __future__ import annotations
 
 import logging
-import time
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from .backend_names import BACKENDS
+from .engines import CpuEngine, SplitEngine
 from .errors import BackendUnavailableError, InvalidParameterError
 from .labeling import label_all
-from .query import HotArrays, QueryArrays, search_pairs_cpu
+from .query import HotArrays
+from .scheduler import Scheduler, machine_model
 
 __all__ = [
     "BACKENDS",
     "LabelResult",
-    "choose_search_backend",
     "compute_labels",
     "cuda_available",
     "device_name",
+    "label_on_gpus",
     "resolve_backend",
-    "search_pairs",
+    "search_scheduler",
+    "start_calibration",
 ]
 
 log = logging.getLogger(__name__)
-
-BACKENDS = ("auto", "cpu", "cuda")
 
 
 @dataclass
@@ -84,13 +91,14 @@ def compute_labels(
     ``num_levels`` (the labeling graph's levels, i.e. the DAG's plus one) lets the GPU pipeline
     decline a deep graph at once. The GPU declines graphs that the CPU labels faster (small or deep
     ones, by a cost model in ``kernels.labeling``) and graphs that do not fit; those go to the CPU.
+    With several GPUs, each labels some of the dimensions.
     """
     if backend == "cuda":
-        from kernels.labeling import LabelingDeclined, label_dag
+        from kernels.device import devices
+        from kernels.labeling import LabelingDeclined
 
         try:
-            post, minpost, tree_low, phase_seconds = label_dag(indptr, child_orders, root, level_hint=num_levels)
-            return LabelResult(post, minpost, tree_low, "cuda", dict(phase_seconds))
+            return label_on_gpus(indptr, child_orders, root, devices(), num_levels)
         except MemoryError as error:
             log.warning("GPU labeling did not fit (%s); labeling %d nodes on the CPU instead", error, indptr.size - 1)
         except LabelingDeclined as reason:
@@ -99,65 +107,87 @@ def compute_labels(
     return LabelResult(post, minpost, tree_low, "cpu")
 
 
-def search_pairs(
-    engine: str, arrays: QueryArrays, hot: HotArrays, sources: np.ndarray, targets: np.ndarray
-) -> tuple[np.ndarray, str]:
-    """Answers for undecided pairs of DAG nodes on ``engine`` ('cpu' or 'cuda'), and the engine used.
+def label_on_gpus(
+    indptr: np.ndarray,
+    child_orders: np.ndarray,
+    root: int,
+    gpus: Sequence[Any],
+    level_hint: int | None = None,
+    options: Any = None,
+) -> LabelResult:
+    """GPU labels with the dimensions dealt over ``gpus`` (``kernels.device.Device``): device k labels
+    dimensions k, k + len(gpus), ... through ``kernels.labeling.build_labels`` (each dimension's labels
+    depend on its own child order only), side by side where the devices allow. Phase times are the
+    slowest device's. Raises what ``build_labels`` raises."""
+    from kernels.labeling import build_labels
 
-    The time per pair is remembered per index, for ``choose_search_backend``.
-    """
-    start = time.perf_counter()
-    answers = None
-    if engine == "cuda" and sources.size > 0:
-        from kernels import search as gpu
+    dims = child_orders.shape[0]
+    used = list(gpus)[: max(1, dims)]
+    groups = [np.arange(k, dims, len(used)) for k in range(len(used))]
 
-        try:
-            answers, stats = gpu.search_pairs_with_stats(hot, sources, targets)
-            # The index's one-time upload to the device is not a cost of later batches.
-            seconds = time.perf_counter() - start - stats.upload_seconds
-        except MemoryError as error:
-            log.warning("GPU search did not fit (%s); searching %d pairs on the CPU instead", error, sources.size)
-    if answers is None:
-        engine = "cpu"
-        answers = search_pairs_cpu(hot, sources, targets)
-        seconds = time.perf_counter() - start
-    if sources.size >= GPU_SEARCH_MIN_PAIRS:
-        _remember(arrays, engine, seconds / sources.size)
-    return answers, engine
+    def label(k: int) -> Any:
+        with used[k].context():
+            return build_labels(indptr, child_orders[groups[k]], root, options, level_hint)
 
-
-# Measured on an H200 with 16 CPU threads (benchmarks/results/search-NVIDIA_H200.md): the CPU search
-# of the shared datasets' batches takes under 10 ms, so a GPU round trip never pays off below these.
-GPU_SEARCH_MIN_PAIRS = 4096
-GPU_SEARCH_MIN_NODES = 1_000_000
-_REMEMBERED = 16
-_seconds_per_pair: dict[int, tuple[QueryArrays, dict[str, float]]] = {}
-
-
-def _remember(arrays: QueryArrays, engine: str, seconds: float) -> None:
-    """Running mean (weight 1/2 on the newest batch) of one engine's seconds per searched pair."""
-    kept = _seconds_per_pair.get(id(arrays))
-    if kept is None or kept[0] is not arrays:
-        if len(_seconds_per_pair) >= _REMEMBERED:
-            _seconds_per_pair.pop(next(iter(_seconds_per_pair)))
-        kept = (arrays, {})
-        _seconds_per_pair[id(arrays)] = kept
-    costs = kept[1]
-    costs[engine] = seconds if engine not in costs else 0.5 * (costs[engine] + seconds)
+    if len(used) > 1 and all(gpu.concurrent for gpu in used):
+        with ThreadPoolExecutor(len(used)) as pool:
+            built = list(pool.map(label, range(len(used))))
+    else:
+        built = [label(k) for k in range(len(used))]
+    labels = []
+    for name in ("post", "minpost", "tree_low"):
+        first = getattr(built[0], name)
+        out = np.empty((dims, first.shape[1]), dtype=first.dtype)
+        for group, result in zip(groups, built, strict=True):
+            out[group] = getattr(result, name)
+        labels.append(out)
+    phases: dict[str, float] = {}
+    for result in built:
+        for phase, seconds in result.phase_seconds.items():
+            phases[phase] = max(phases.get(phase, 0.0), seconds)
+    return LabelResult(*labels, "cuda", phases)
 
 
-def choose_search_backend(num_pairs: int, arrays: QueryArrays) -> str:
-    """The hybrid scheduler: where a batch's undecided pairs are searched, for an index allowed the GPU.
+def search_scheduler(hot: HotArrays, backend: str) -> Scheduler:
+    """An index's search: its CPU engine and, for backend 'cuda', one GPU engine per device (a batch
+    split over all of them when there are several), under a scheduler that picks per batch."""
+    cpu = CpuEngine(hot)
+    if backend != "cuda":
+        return Scheduler(hot, cpu, None)
+    from kernels.device import devices
+    from kernels.search import CudaSearchEngine, SharedLevelOrder
 
-    Small batches and small graphs stay on the CPU (a GPU round trip never paid off there). For the
-    rest it measures: the first large batch of an index goes to the GPU, the next to the CPU, and
-    then each batch to the engine with the lower measured time per pair.
-    """
-    if num_pairs < GPU_SEARCH_MIN_PAIRS or arrays.level.size < GPU_SEARCH_MIN_NODES:
-        return "cpu"
-    kept = _seconds_per_pair.get(id(arrays))
-    costs = kept[1] if kept is not None and kept[0] is arrays else {}
-    for engine in ("cuda", "cpu"):
-        if engine not in costs:
-            return engine
-    return "cuda" if costs["cuda"] < costs["cpu"] else "cpu"
+    gpus = devices()
+    order = SharedLevelOrder(hot, users=len(gpus))
+    engines = [CudaSearchEngine(hot, gpu, order=order) for gpu in gpus]
+    start_calibration()
+    if len(engines) == 1:
+        return Scheduler(hot, cpu, engines[0], pass_pairs=engines[0].pass_pairs)
+    split = SplitEngine(engines, concurrent=all(gpu.concurrent for gpu in gpus))
+    return Scheduler(hot, cpu, split, pass_pairs=engines[0].pass_pairs, parts=split.parts)
+
+
+_calibration: threading.Thread | None = None
+_calibration_lock = threading.Lock()
+
+
+def start_calibration() -> None:
+    """Fits the machine's search cost model once per process, in the background (``grail_core.calibration``);
+    until it ends, schedulers predict from the model's defaults."""
+    global _calibration
+    with _calibration_lock:
+        if _calibration is not None or machine_model().fitted:
+            return
+        _calibration = threading.Thread(target=_calibrate, name="grail-search-calibration", daemon=True)
+        _calibration.start()
+
+
+def _calibrate() -> None:
+    from kernels.search import CudaSearchEngine
+
+    from .calibration import calibrate
+
+    try:
+        calibrate(machine_model(), CudaSearchEngine)
+    except Exception:  # a failed calibration leaves the defaults; searches are exact either way
+        log.exception("search cost calibration failed; the scheduler keeps its default constants")

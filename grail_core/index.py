@@ -17,7 +17,7 @@ from .errors import IndexFileError, InvalidParameterError
 from .graph import Digraph
 from .labeling import make_child_orders, with_virtual_root
 from .names import NodeNames
-from .query import UNDECIDED, YES, QueryArrays, SearchBuffers, answer_pair, answer_pairs, filter_pairs, pack
+from .query import UNDECIDED, YES, QueryArrays, SearchBuffers, answer_pair, filter_pairs, pack
 from .readers import GraphInput, GraphSource, read_graph
 from .stats import IndexStats, QueryStats
 from .storage import read_index_dir, write_index_dir
@@ -90,6 +90,13 @@ class ReachabilityIndex:
         self.hot = pack(arrays)
         self._buffers = SearchBuffers(self.hot.rec_dag.shape[0])
         self.stats = stats
+        # The index's engines (the CPU's, and one per GPU for 'cuda') and the scheduler that picks per batch.
+        self.scheduler = backends.search_scheduler(self.hot, search_backend)
+
+    def release(self) -> None:
+        """Frees the index's copies on GPUs now (they also go when the index is collected, or when another
+        index needs the memory); a later batch copies it again."""
+        self.scheduler.release()
 
     # Building -----------------------------------------------------------------------------------
 
@@ -236,30 +243,33 @@ class ReachabilityIndex:
     def query_ids(self, pairs: np.ndarray, start: float | None = None) -> tuple[np.ndarray, QueryStats]:
         """``query_batch_with_stats`` on an (M, 2) int64 array of internal node ids."""
         start = time.perf_counter() if start is None else start
-        if self.search_backend == "cpu":
-            answers, searched, positives = answer_pairs(self.hot, pairs)
-            engine = "cpu" if searched else "none"
+        scheduler = self.scheduler
+        decision = None
+        if scheduler.gpu is None:
+            answers, searched, positives = scheduler.cpu.answer_ids(pairs)
         else:
             codes = filter_pairs(self.hot, pairs)
             answers = codes == YES
             undecided = np.flatnonzero(codes == UNDECIDED)
             searched = int(undecided.size)
-            engine = "none"
             if searched:
-                engine = backends.choose_search_backend(searched, self.arrays)
                 comp = self.arrays.comp
-                found, engine = backends.search_pairs(
-                    engine, self.arrays, self.hot, comp[pairs[undecided, 0]], comp[pairs[undecided, 1]]
-                )
+                found, decision = scheduler.search(comp[pairs[undecided, 0]], comp[pairs[undecided, 1]])
                 answers[undecided] = found
             positives = int(np.count_nonzero(answers))
+        engine = decision.engine if decision is not None else ("cpu" if searched else "none")
         stats = QueryStats(
             pairs=int(pairs.shape[0]),
             decided_by_filter=int(pairs.shape[0]) - searched,
             searched=searched,
             positives=positives,
             seconds=time.perf_counter() - start,
-            search_backend=engine,
+            search_backend="none" if engine == "none" else engine.split(":")[0],
+            search_engine=engine,
+            search_mode=decision.mode if decision is not None else ("dfs" if searched else "none"),
+            search_seconds=decision.seconds if decision is not None else 0.0,
+            predicted_seconds=dict(decision.predicted) if decision is not None else {},
+            probe_pairs=decision.probe_pairs if decision is not None else 0,
         )
         return answers, stats
 

@@ -12,6 +12,7 @@ node for the first test of a pair).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -56,6 +57,8 @@ __all__ = [
     "answer_pairs",
     "search_pairs_cpu",
     "answer_pair",
+    "pairs_per_chunk",
+    "probe_pairs",
     "SearchBuffers",
 ]
 
@@ -101,6 +104,7 @@ COMPACT_ABOVE_BYTES = 8 << 20
 PAIRS_PER_CHUNK = 2048
 # Below this many pairs one thread answers faster than waking the others.
 SERIAL_BATCH = 1024
+PROBE_GROUP = 4  # pairs a probe searches before it decides whether the rest fit its budget
 
 
 def _aligned_rows(rows: int, words: int) -> np.ndarray:
@@ -315,11 +319,27 @@ def _answer_prefetched(h, pairs, answers, stamps, stacks):
     return searched, positives
 
 
+@njit(nogil=True, inline="always")
+def _search_one(h, s, t, stamp, mark, stack):
+    """'DAG node s reaches DAG node t': the labels of the pair first, then a pruned DFS if still open."""
+    code = classify(h.rec_dag, s, h.rec_dag, t, h.label_end)
+    if code != UNDECIDED:
+        return code == YES
+    return _pruned_dfs(h, s, t, stamp, mark, stack)
+
+
 @njit(nogil=True, parallel=True, cache=True)
 def _search(h, sources, targets, answers, stamps, stacks):
     for i in prange(sources.size):
         thread = numba.get_thread_id()
-        answers[i] = _pruned_dfs(h, sources[i], targets[i], stamps[thread], np.int32(i + 1), stacks[thread])
+        answers[i] = _search_one(h, sources[i], targets[i], stamps[thread], np.int32(i + 1), stacks[thread])
+
+
+def pairs_per_chunk(count: int, threads: int) -> int:
+    """Pairs numba hands a thread at a time: PAIRS_PER_CHUNK, or fewer (16 at least), so that a smaller
+    batch still gives each thread about four chunks. (With 2,048 a chunk, a batch of 1,062 costly pairs of
+    the benchmark's R-MAT graph ran on one of 16 threads: 7.9 ms on an H200's host.)"""
+    return max(16, min(PAIRS_PER_CHUNK, count // (4 * threads)))
 
 
 def _with_thread_buffers(hot: HotArrays, count: int, run) -> None:
@@ -335,7 +355,7 @@ def _with_thread_buffers(hot: HotArrays, count: int, run) -> None:
     stacks = np.empty((threads, n), dtype=np.int32)
     numba.set_num_threads(threads)
     try:
-        with numba.parallel_chunksize(PAIRS_PER_CHUNK):
+        with numba.parallel_chunksize(pairs_per_chunk(count, threads)):
             run(stamps, stacks)
     finally:
         numba.set_num_threads(available)
@@ -360,7 +380,8 @@ def answer_pairs(hot: HotArrays, pairs: np.ndarray) -> tuple[np.ndarray, int, in
 
 
 def search_pairs_cpu(hot: HotArrays, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Exact answers for undecided pairs of DAG node ids by pruned DFS, pairs spread over all cores."""
+    """Exact answers for pairs of DAG node ids (the pair's labels, then a pruned DFS for the pairs they
+    leave open), pairs spread over all cores."""
     answers = np.zeros(sources.size, dtype=np.bool_)
     if sources.size:
         _with_thread_buffers(
@@ -389,17 +410,18 @@ class SearchBuffers:
         self._free: list[list] = []
 
     @contextmanager
-    def take(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.int32]]:
+    def take(self, marks: int = 1) -> Iterator[tuple[np.ndarray, np.ndarray, np.int32]]:
+        """A stamp array, a stack and the first of ``marks`` fresh marks (one per search)."""
         try:
             buffers = self._free.pop()
         except IndexError:
             buffers = [np.zeros(self._size, dtype=np.int32), np.empty(self._size, dtype=np.int32), 0]
-        if buffers[2] == np.iinfo(np.int32).max:
+        if buffers[2] > np.iinfo(np.int32).max - marks:
             buffers[0][:] = 0
             buffers[2] = 0
-        buffers[2] += 1
+        buffers[2] += marks
         try:
-            yield buffers[0], buffers[1], np.int32(buffers[2])
+            yield buffers[0], buffers[1], np.int32(buffers[2] - marks + 1)
         finally:
             self._free.append(buffers)
 
@@ -409,3 +431,77 @@ def answer_pair(hot: HotArrays, buffers: SearchBuffers, source: int, target: int
     with buffers.take() as (stamp, stack, mark):
         answer, searched = _answer_one(hot, source, target, stamp, stack, mark)
     return bool(answer), bool(searched)
+
+
+@njit(nogil=True, cache=True)
+def _hop_search(h, s, t, stamp, queue, mark):
+    """(reached, hops, edges) of a hop-by-hop search from DAG node s for DAG node t, pruned by the same
+    tests as every search: what the GPU search does for one pair (``edges``: the children it tested)."""
+    code = classify(h.rec_dag, s, h.rec_dag, t, h.label_end)
+    if code != UNDECIDED:
+        return code == YES, 0, 0
+    stamp[s] = mark
+    queue[0] = s
+    head = 0
+    tail = 1
+    hops = 0
+    edges = 0
+    while head < tail:
+        end = tail
+        hops += 1
+        for i in range(head, end):
+            x = queue[i]
+            for e in range(h.out_indptr[x], h.out_indptr[x + 1]):
+                edges += 1
+                w = h.out_indices[e]
+                if stamp[w] == mark:
+                    continue
+                stamp[w] = mark
+                code = classify(h.rec_dag, w, h.rec_dag, t, h.label_end)
+                if code == YES:
+                    return True, hops, edges
+                if code == UNDECIDED:
+                    queue[tail] = w
+                    tail += 1
+        head = end
+    return False, hops, edges
+
+
+@njit(nogil=True, cache=True)
+def _dfs_sample(h, sources, targets, answers, stamp, stack, first_mark):
+    for i in range(sources.size):
+        answers[i] = _search_one(h, sources[i], targets[i], stamp, first_mark + i, stack)
+
+
+@njit(nogil=True, cache=True)
+def _hop_sample(h, sources, targets, hops, edges, stamp, queue, first_mark):
+    for i in range(sources.size):
+        _, hops[i], edges[i] = _hop_search(h, sources[i], targets[i], stamp, queue, first_mark + i)
+
+
+def probe_pairs(
+    hot: HotArrays, buffers: SearchBuffers, sources: np.ndarray, targets: np.ndarray, budget: float = float("inf")
+) -> tuple[int, float, np.ndarray, np.ndarray]:
+    """A look at a few pairs of DAG node ids, on the calling thread: the CPU search of each, and a
+    hop-by-hop search of each (what the GPU search does). The first ``PROBE_GROUP`` pairs always; the
+    others if the first group says they fit in ``budget`` seconds. Returns how many pairs were looked at,
+    the CPU search's seconds for them, and per pair the hops and the children tested hop by hop."""
+    answers = np.zeros(sources.size, dtype=np.bool_)
+    hops = np.zeros(sources.size, dtype=np.int64)
+    edges = np.zeros(sources.size, dtype=np.int64)
+    seconds = 0.0
+    done = 0
+    with buffers.take(2 * sources.size) as (stamp, stack, mark):
+        began = time.perf_counter()
+        for group in (slice(0, min(sources.size, PROBE_GROUP)), slice(PROBE_GROUP, sources.size)):
+            if group.start >= sources.size:
+                break
+            if done and (time.perf_counter() - began) * (group.stop - group.start) / done > budget:
+                break
+            start = time.perf_counter()
+            _dfs_sample(hot, sources[group], targets[group], answers[group], stamp, stack, mark + group.start)
+            seconds += time.perf_counter() - start
+            first = mark + sources.size + group.start
+            _hop_sample(hot, sources[group], targets[group], hops[group], edges[group], stamp, stack, first)
+            done = group.stop
+    return done, seconds, hops[:done], edges[:done]

@@ -40,7 +40,13 @@ class IndexStats:
 
 @dataclass(frozen=True)
 class QueryStats:
-    """What one batch cost: pairs the label filter decided, pairs that needed a search, and where."""
+    """What one batch cost: pairs the label filter decided, pairs that needed a search, and where.
+
+    ``search_backend`` is 'cpu', 'cuda' or 'none' (nothing left to search); ``search_engine`` names the
+    engine ('cpu', 'cuda:0', 'cuda:0+cuda:1') and ``search_mode`` how it searched ('dfs', 'levels',
+    'frontier'). Where the scheduler chose, ``predicted_seconds`` holds its cost model's prediction for
+    each engine ('cpu', and each GPU mode), to set beside the actual ``search_seconds``.
+    """
 
     pairs: int
     decided_by_filter: int
@@ -48,6 +54,11 @@ class QueryStats:
     positives: int
     seconds: float
     search_backend: str
+    search_engine: str = "none"
+    search_mode: str = "none"
+    search_seconds: float = 0.0
+    predicted_seconds: dict[str, float] = field(default_factory=dict)
+    probe_pairs: int = 0  # pairs searched on the calling thread for the prediction (the engine answers them too)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,6 +16,8 @@ from typing import Any, TextIO
 
 import httpx
 
+from grail_core.backend_names import BACKENDS
+
 from .client import DEFAULT_URL, GrailClient, GrailServiceError
 
 __all__ = ["main"]
@@ -56,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--format", choices=("gra", "edgelist", "json"), help="default: from the file name")
     up.add_argument("--dims", type=int, default=2)
     up.add_argument("--seed", type=int, default=0)
-    up.add_argument("--backend", choices=("auto", "cpu", "cuda"))
+    up.add_argument("--backend", choices=BACKENDS)
     up.add_argument("--wait", action="store_true", help="show progress until the index is ready")
 
     query = commands.add_parser("query", help="answer 'u v' lines (file or stdin) with 0/1 lines")

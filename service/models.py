@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from grail_core.backend_names import BackendName
+
 from .registry import GraphRecord
 from .warmup import KernelState
 
@@ -28,7 +30,7 @@ __all__ = [
 # Integer names for .gra and all-integer edge lists, strings otherwise; an integer may come as a decimal string.
 NodeName = int | str
 GraphFormat = Literal["gra", "edgelist", "json"]
-Backend = Literal["auto", "cpu", "cuda"]
+Backend = BackendName
 GraphStatusName = Literal["queued", "building", "ready", "failed"]
 
 
@@ -101,7 +103,10 @@ class PairsOut(BaseModel):
 
 class BatchOut(BaseModel):
     reachable: list[bool]
-    stats: dict[str, Any] = Field(description="pairs, decided_by_filter, searched, positives, seconds, search_backend")
+    stats: dict[str, Any] = Field(
+        description="pairs, decided_by_filter, searched, positives, seconds, search_backend, search_engine, "
+        "search_mode, search_seconds, predicted_seconds (the scheduler's prediction per engine), probe_pairs"
+    )
 
 
 class HealthOut(BaseModel):

@@ -16,6 +16,8 @@ from typing import Any, Literal, get_args
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from grail_core.backend_names import DEFAULT_BACKEND, BackendName
+
 __all__ = ["Settings", "SettingsError", "ENV_PREFIX", "ENV_FILE"]
 
 ENV_PREFIX = "GRAIL_"
@@ -34,7 +36,7 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="interface to bind")
     port: int = Field(8000, ge=0, le=65535, description="TCP port")
     data_dir: Path = Field(Path("data"), description="uploads and index files")
-    backend: Literal["auto", "cpu", "cuda"] = Field("auto", description="default build backend")
+    backend: BackendName = Field(DEFAULT_BACKEND, description="default build backend")
     max_upload_mb: int = Field(1024, ge=1, description="largest accepted request body, MiB")
     max_graph_mb: int = Field(8192, ge=1, description="largest graph text after gzip decompression, MiB")
     build_workers: int = Field(1, ge=1, description="indexes built at the same time")

@@ -7,8 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grail_core import ReachabilityIndex
+from grail_core.engines import CpuEngine
 from grail_core.labeling import label_all, make_child_orders, with_virtual_root
 from grail_core.query import NO, UNDECIDED, answer_pair, answer_pairs, filter_pairs, pack
+from grail_core.scheduler import CostModel, Scheduler
 from tests.reference import reachability_matrix
 from tests.strategies import digraphs
 
@@ -107,13 +109,14 @@ def test_single_pair_buffers_survive_running_out_of_marks() -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graph=digraphs())
 def test_filter_then_search_path_matches_the_fused_path(graph: tuple[int, list[tuple[int, int]]]) -> None:
-    # An index allowed the GPU filters first and searches the undecided pairs apart; small batches
-    # stay on the CPU, so this path runs here too and must agree with the one-pass CPU engine.
+    # An index with a GPU engine filters first and searches the undecided pairs apart (here a second
+    # CPU engine stands in for the GPU, and a scheduler that schedules every batch); it must agree
+    # with the one-pass CPU engine.
     n, edges = graph
     index = _index(n, edges, hubs=0)
     pairs = np.random.default_rng(n).integers(0, n, size=(min(n * n, 4000), 2))
     fused, fused_stats = index.query_batch_with_stats(pairs)
-    index.search_backend = "cuda"
+    index.scheduler = Scheduler(index.hot, CpuEngine(index.hot), CpuEngine(index.hot), model=CostModel(), min_pairs=0)
     split, split_stats = index.query_batch_with_stats(pairs)
     np.testing.assert_array_equal(split, fused)
     np.testing.assert_array_equal(fused, reachability_matrix(n, edges)[pairs[:, 0], pairs[:, 1]])

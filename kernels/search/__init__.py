@@ -24,11 +24,30 @@ searches a pass (at 64 searches or fewer a pass a node has one summary word, so 
 as many chunks as nodes, which the arrays hold). Device copies of the index are cached per
 ``HotArrays`` between calls.
 
-Modules: ``ops`` (the per-item device functions), ``driver`` (the persistent kernel and its launch),
-``device_index`` (the level-order device copy, status buffers and chunks), ``host`` (the API below).
+Passes that span many levels run hop by hop instead (*frontier mode*): a queue of (node, status word,
+new bits) entries per hop, one grid barrier a hop, so a pass costs as many rounds as its longest search
+takes hops, not as many as the levels it spans (on a DAG of 340,000 levels, about a thousand at most).
+
+Modules: ``ops`` (the per-item device functions), ``driver`` (the persistent kernels and their launch),
+``device_index`` (the level-order device copy, the per-device cache of several indexes, the workspace),
+``host`` (options, mode choice, one call on a device), ``engine`` (``CudaSearchEngine``).
 """
 
-from .device_index import chunk_capacity
-from .host import SearchOptions, SearchStats, search_pairs, search_pairs_with_stats, words_for
+from .device_index import chunk_capacity, entry_capacity
+from .engine import CudaSearchEngine, SharedLevelOrder, search_pairs, search_pairs_with_stats
+from .host import FRONTIER_SPAN, MODES, SearchOptions, SearchStats, choose_mode, words_for
 
-__all__ = ["SearchOptions", "SearchStats", "chunk_capacity", "search_pairs", "search_pairs_with_stats", "words_for"]
+__all__ = [
+    "FRONTIER_SPAN",
+    "MODES",
+    "CudaSearchEngine",
+    "SearchOptions",
+    "SearchStats",
+    "SharedLevelOrder",
+    "choose_mode",
+    "chunk_capacity",
+    "entry_capacity",
+    "search_pairs",
+    "search_pairs_with_stats",
+    "words_for",
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,24 +22,33 @@ from .ops import (
     NO_LEVEL,
     Expand,
     Fill,
+    Hop,
     IndexArrays,
+    Queue,
     Seed,
+    SeedQueue,
     StatusArrays,
     clear_chunk,
+    clear_entry,
     emit_words,
     expand,
+    expand_entry,
     measure_words,
     seed,
+    seed_queue,
     unflag,
 )
 
-__all__ = ["Batch", "ChunkArrays", "launch"]
+__all__ = ["Batch", "ChunkArrays", "EntryArrays", "launch", "launch_frontier"]
 
 _seed_all = make_map_extent_body(seed)
 _fill_level = make_balanced_fill_body(measure_words, emit_words)
 _expand_level = make_balanced_advance_body(expand)
 _clear_level = make_map_body(clear_chunk)
 _unflag_level = make_map_body(unflag)
+_seed_queue = make_map_body(seed_queue)
+_expand_hop = make_balanced_advance_body(expand_entry)
+_clear_entries = make_map_body(clear_entry)
 
 
 class ChunkArrays(NamedTuple):
@@ -46,6 +56,14 @@ class ChunkArrays(NamedTuple):
 
     rows: Any  # (2, capacity, 4) uint64
     starts: Any  # (2, capacity) int64
+
+
+class EntryArrays(NamedTuple):
+    """Frontier mode's entries: every hop's (node, status word, bits) rows of a pass, one after another."""
+
+    rows: Any  # (capacity, 4) uint64, the chunk row layout
+    starts: Any  # (capacity,) int64
+    counters: Any  # (3,) int64, zero between passes
 
 
 class Batch(NamedTuple):
@@ -58,7 +76,8 @@ class Batch(NamedTuple):
     found: Any  # (passes, W) uint64: bit j of word w is pair 64 w + j of the pass
     extents: Any  # (passes, 2): lowest source level and highest target level of the open searches
     balanced: Any  # (passes, levels): each level's balanced counter
-    overflow: Any  # (1,): a level's chunks outgrew their arrays
+    overflow: Any  # (1,): a level's chunks (or the frontier's entries) outgrew their arrays
+    hops: Any  # (passes,): frontier mode's hops per pass (levels sweep: unused)
 
 
 def _search_passes(index, status, chunks, batch):
@@ -126,31 +145,89 @@ def _search_passes(index, status, chunks, batch):
         grid.sync()
 
 
-_kernels: dict[int, Any] = {}
+def _frontier_passes(index, seen, entries, batch):
+    """Every pass of a call in one persistent launch, hop by hop: a queue of (node, status word, new bits)
+    entries per hop, one grid barrier a hop.
+
+    A pass takes as many rounds as its longest search takes hops, not as many as the levels it spans: on
+    a DAG of 340,000 levels a search is answered within a few hops, rarely a thousand. Every push
+    reserves its entry's row and items with one atomic on the hop's packed counter; ``seen`` keeps the
+    bits that reached each node, so that each search expands a node once. Hop h reads counter h % 3,
+    fills counter (h + 1) % 3 and clears counter (h + 2) % 3, which hop h - 1 read: a barrier lies
+    between. The seen words of a pass are zeroed from its entries at its end. Entries that outgrow their
+    rows set ``batch.overflow[0]`` and end the launch.
+    """
+    grid = cuda.cg.this_grid()
+    gtid = cuda.grid(1)
+    per_pass = batch.targets.shape[0]
+    counters = entries.counters
+    for p in range(batch.found.shape[0]):
+        pass_found = batch.found[p]
+        _seed_queue(
+            min(per_pass, batch.size - p * per_pass),
+            SeedQueue(
+                index,
+                seen,
+                Queue(entries.rows, entries.starts, counters, 0, 0, batch.overflow),
+                batch.targets,
+                batch.sources,
+                batch.destinations,
+                p * per_pass,
+                pass_found,
+            ),
+        )
+        grid.sync()
+        base = np.int64(0)
+        hop = 0
+        while batch.overflow[0] == 0:
+            packed = counters[hop % 3]
+            slots = balanced_slots(packed)
+            if slots == 0:
+                break
+            if gtid == 0:
+                counters[(hop + 2) % 3] = 0
+            following = base + slots
+            _expand_hop(
+                entries.starts[base:],
+                packed,
+                Hop(
+                    entries.rows[base:],
+                    index,
+                    batch.targets,
+                    pass_found,
+                    seen,
+                    Queue(entries.rows, entries.starts, counters, (hop + 1) % 3, following, batch.overflow),
+                ),
+            )
+            grid.sync()
+            base = following
+            hop += 1
+        if batch.overflow[0]:
+            return
+        _clear_entries(base, (seen, entries.rows))
+        if gtid == 0:
+            batch.hops[p] = hop
+            for k in range(3):
+                counters[k] = 0
+        grid.sync()
 
 
-def _search_kernel(max_registers: int) -> Any:
-    """``_search_passes`` compiled with at most ``max_registers`` registers a thread (0: no cap)."""
-    if max_registers not in _kernels:
-        # The simulator takes no register cap.
-        cap = {} if is_simulator() or max_registers <= 0 else {"max_registers": max_registers}
-        _kernels[max_registers] = cuda.jit(**cap)(_search_passes)
-    return _kernels[max_registers]
+_kernels: dict[tuple[str, int], Any] = {}
+_kernels_lock = threading.Lock()  # calibration may compile in a thread of its own
 
 
-def launch(
-    index: IndexArrays,
-    status: StatusArrays,
-    chunks: ChunkArrays,
-    sources: Any,
-    destinations: Any,
-    targets: Any,
-    levels: int,
-    max_registers: int,
-    cfg: EngineConfig,
-) -> tuple[np.ndarray, bool, int]:
-    """One launch over all passes of ``status``'s words: (found bits per pass, whether a level overflowed, passes)."""
-    words = status.reach.shape[1]
+def _compiled(body: Any, max_registers: int) -> Any:
+    """A persistent kernel compiled with at most ``max_registers`` registers a thread (0: no cap)."""
+    key = (body.__name__, max_registers)
+    with _kernels_lock:
+        if key not in _kernels:
+            # The simulator takes no register cap.
+            cap = {} if is_simulator() or max_registers <= 0 else {"max_registers": max_registers}
+            _kernels[key] = cuda.jit(**cap)(body)
+        return _kernels[key]
+
+
+def _batch(sources: Any, destinations: Any, targets: Any, words: int, levels: int) -> tuple[Batch, int]:
     per_pass = 64 * words
     passes = -(-sources.size // per_pass)
     extents = np.empty((passes, 2), dtype=np.int64)
@@ -165,7 +242,45 @@ def launch(
         extents=cuda.to_device(extents),
         balanced=cuda.to_device(np.zeros((passes, levels), dtype=np.int64)),
         overflow=cuda.to_device(np.zeros(1, dtype=np.int32)),
+        hops=cuda.to_device(np.zeros(passes, dtype=np.int64)),
     )
-    kernel = _search_kernel(max_registers)
+    return batch, passes
+
+
+def launch(
+    index: IndexArrays,
+    status: StatusArrays,
+    chunks: ChunkArrays,
+    sources: Any,
+    destinations: Any,
+    targets: Any,
+    levels: int,
+    max_registers: int,
+    cfg: EngineConfig,
+) -> tuple[np.ndarray, bool, np.ndarray]:
+    """One level-sweep launch over all passes of ``status``'s words: (found bits per pass, whether a level
+    overflowed, the levels each pass swept)."""
+    batch, _passes = _batch(sources, destinations, targets, status.reach.shape[1], levels)
+    kernel = _compiled(_search_passes, max_registers)
     kernel[cooperative_blocks(kernel, cfg), cfg.block](index, status, chunks, batch)
-    return batch.found.copy_to_host(), bool(batch.overflow.copy_to_host()[0]), passes
+    extents = batch.extents.copy_to_host()
+    swept = np.maximum(extents[:, 1] - extents[:, 0], 0)
+    return batch.found.copy_to_host(), bool(batch.overflow.copy_to_host()[0]), swept
+
+
+def launch_frontier(
+    index: IndexArrays,
+    seen: Any,
+    entries: EntryArrays,
+    sources: Any,
+    destinations: Any,
+    targets: Any,
+    max_registers: int,
+    cfg: EngineConfig,
+) -> tuple[np.ndarray, bool, np.ndarray]:
+    """One frontier-mode launch over all passes of ``seen``'s words: (found bits per pass, whether the
+    entries overflowed, the hops each pass took)."""
+    batch, _passes = _batch(sources, destinations, targets, seen.shape[1], 1)
+    kernel = _compiled(_frontier_passes, max_registers)
+    kernel[cooperative_blocks(kernel, cfg), cfg.block](index, seen, entries, batch)
+    return batch.found.copy_to_host(), bool(batch.overflow.copy_to_host()[0]), batch.hops.copy_to_host()

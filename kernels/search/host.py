@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import cuda
 
+from grail_core.scheduler import pass_spans
+
 from ..device import free_memory
 from ..frontier import BALANCED_BLOCK, ITEM_MASK, EngineConfig
-from . import device_index as cache
-from .driver import launch
+from .device_index import DeviceCache, LevelOrder
+from .driver import launch, launch_frontier
 
-__all__ = ["SearchOptions", "SearchStats", "search_pairs", "search_pairs_with_stats", "words_for"]
+__all__ = [
+    "FRONTIER_SPAN",
+    "MODES",
+    "SearchOptions",
+    "SearchStats",
+    "choose_mode",
+    "out_of_device_memory",
+    "run_search",
+    "words_for",
+]
 
-_device_lock = threading.Lock()  # held by a call for as long as it uses the cached device index and the device
+MODES = ("auto", "levels", "frontier")
+# Without a cost model (mode 'auto'): passes that span more levels than this on average run hop by hop.
+# A swept level costs three grid barriers and a scan of its nodes (~18 us on an H100, a 340,000-level
+# DAG); a hop one barrier, and searches end within a few hops (the DAGs of bench_gpu_search: at most 18
+# on the 57-level citation-like graph, 10 on a 3,000-level one, ~1,000 on a 340,000-level one).
+FRONTIER_SPAN = 64
 
 
 @dataclass(frozen=True)
@@ -29,14 +45,19 @@ class SearchOptions:
     # 80 lets three blocks of 256 threads share an SM; on an H200 it was the fastest of 64, 80, 96 and
     # 128 on both generated batches (benchmarks/results/search-NVIDIA_H200.md).
     max_registers: int = 80
+    mode: str = "auto"  # 'levels' (sweep the levels), 'frontier' (hop by hop) or 'auto' (by the passes' spans)
+    entries: int = 0  # frontier mode's entry rows a pass may push; 0: see device_index.entry_capacity
 
 
 @dataclass
 class SearchStats:
     """What one ``search_pairs`` call did: passes of 64 x ``words`` searches, and where the time went."""
 
+    mode: str = "levels"
     passes: int = 0
     words: int = 0
+    rounds: int = 0  # levels swept (levels mode) or hops taken (frontier mode), over all passes
+    longest: int = 0  # the most rounds of one pass
     restarts: int = 0  # launches started again with half the words after a level outgrew the chunks
     upload_seconds: float = 0.0  # index arrays to the device (first call per index only)
     search_seconds: float = 0.0
@@ -49,82 +70,92 @@ def words_for(num_pairs: int, num_nodes: int, free_bytes: int, fraction: float) 
     return max(1, min(wanted, affordable))
 
 
-def search_pairs(
-    hot: object, sources: np.ndarray, targets: np.ndarray, options: SearchOptions | None = None
-) -> np.ndarray:
-    """Exact answers (bool per pair) to 'DAG node sources[i] reaches DAG node targets[i]'.
-
-    ``hot`` is a ``grail_core.query.HotArrays`` (its DAG records and children); the pairs may be any
-    DAG node ids (the seed step applies the label filter to each pair first, so decided pairs cost
-    nothing). Raises MemoryError for a graph or batch the device cannot hold or queue (the caller
-    searches on the CPU instead).
-    """
-    return search_pairs_with_stats(hot, sources, targets, options)[0]
+def choose_mode(spans: np.ndarray) -> str:
+    """'frontier' when the passes span more than FRONTIER_SPAN levels on average, else 'levels'."""
+    return "frontier" if spans.size and spans.mean() > FRONTIER_SPAN else "levels"
 
 
-def search_pairs_with_stats(
-    hot: object, sources: np.ndarray, targets: np.ndarray, options: SearchOptions | None = None
-) -> tuple[np.ndarray, SearchStats]:
-    """``search_pairs`` and what the call did. Calls take the device one at a time: the cached index and
-    its status buffers serve every call."""
-    opts = options or SearchOptions()
-    sources = np.ascontiguousarray(sources, dtype=np.int32)
-    targets = np.ascontiguousarray(targets, dtype=np.int32)
-    if sources.size == 0:
-        return np.zeros(0, dtype=np.bool_), SearchStats()
-    with _device_lock:
-        try:
-            return _search(hot, sources, targets, opts, opts.config or EngineConfig.default())
-        except Exception as error:
-            if not _out_of_device_memory(error):
-                raise
-            cache.clear_cache()
-            raise MemoryError(f"the GPU search ran out of device memory: {error}") from error
-
-
-def _out_of_device_memory(error: Exception) -> bool:
+def out_of_device_memory(error: Exception) -> bool:
     """numba-cuda reports a failed allocation as a CudaAPIError naming CUDA_ERROR_OUT_OF_MEMORY."""
     return type(error).__name__ == "CudaAPIError" and "OUT_OF_MEMORY" in str(error)
 
 
-def _search(
-    hot: object, sources: np.ndarray, targets: np.ndarray, opts: SearchOptions, cfg: EngineConfig
+def run_search(
+    cache: DeviceCache,
+    key: int,
+    prepare: Callable[[], LevelOrder],
+    level: np.ndarray,
+    sources: np.ndarray,
+    targets: np.ndarray,
+    opts: SearchOptions,
 ) -> tuple[np.ndarray, SearchStats]:
+    """Answers on ``cache``'s device (current, and held by the caller) for the index cached under ``key``
+    (``prepare`` gives its level-order copy when the cache lacks it; ``level`` its DAG levels).
+
+    Raises MemoryError when the index or a pass of one status word does not fit: the caller searches on
+    the CPU."""
+    cfg = opts.config or EngineConfig.default()
     if cfg.block > BALANCED_BLOCK:
         raise ValueError(f"the GPU search runs blocks of at most {BALANCED_BLOCK} threads, not {cfg.block}")
+    if opts.mode not in MODES:
+        raise ValueError(f"unknown search mode {opts.mode!r}; choose one of {', '.join(MODES)}")
+    sources = np.ascontiguousarray(sources, dtype=np.int32)
+    targets = np.ascontiguousarray(targets, dtype=np.int32)
+    if sources.size == 0:
+        return np.zeros(0, dtype=np.bool_), SearchStats(mode=opts.mode)
     began = time.perf_counter()
-    index = cache.device_index(hot)
+    index = cache.index(key, prepare)
+    workspace = cache.workspace
     wanted = -(-sources.size // 64)
     # Buffers already allocated count as affordable: free memory no longer includes them.
+    affordable = workspace.words // max(1, index.num_nodes)
     words = opts.max_words or max(
-        index.capacity, words_for(sources.size, index.num_nodes, free_memory(), opts.memory_fraction)
+        affordable, words_for(sources.size, index.num_nodes, free_memory(), opts.memory_fraction)
     )
     # A level's work items (status words x out-edges) must fit the balanced counter's item field.
     words = max(1, min(words, wanted, ITEM_MASK // max(1, index.widest_level_edges)))
-    cache.status_buffers(index, words, opts.chunks, cfg)
+    mode = opts.mode
+    if mode == "auto":
+        mode = choose_mode(pass_spans(level, sources, targets, 64 * words))
     d_src = cuda.to_device(sources)
     d_tgt = cuda.to_device(targets)
-    cuda.synchronize()
     uploaded = time.perf_counter()
     restarts = 0
     while True:
-        status = cache.status_buffers(index, words, opts.chunks, cfg)
-        found, overflowed, passes = launch(
-            index.arrays, status, index.chunks, d_src, d_tgt, index.targets, index.levels, opts.max_registers, cfg
-        )
+        status, chunks, table = workspace.status(index, words, opts.chunks, cfg)
+        if mode == "frontier":
+            entries = workspace.entry_rows(index, opts.entries)
+            found, overflowed, rounds = launch_frontier(
+                index.arrays, status.reach, entries, d_src, d_tgt, table, opts.max_registers, cfg
+            )
+        else:
+            found, overflowed, rounds = launch(
+                index.arrays, status, chunks, d_src, d_tgt, table, index.levels, opts.max_registers, cfg
+            )
         if not overflowed:
             break
-        if words <= 64:
-            raise RuntimeError("a level outgrew the GPU search's chunks with one summary word a node")
-        cache.clear_status(index, cfg)
-        words = max(1, words // 2)
+        workspace.clear(cfg)
         restarts += 1
+        if words > 1 and (mode == "frontier" or words > 64):
+            words = max(1, words // 2)
+        elif mode == "frontier":
+            mode = "levels"  # one word's entries still overflow: the level sweep always fits
+        else:
+            raise RuntimeError("a level outgrew the GPU search's chunks with one summary word a node")
     # Bit j of word w is pair 64 w + j: the words' bytes in little-endian order, their bits low first.
     answers = np.unpackbits(found.reshape(-1).view(np.uint8), bitorder="little")[: sources.size].astype(np.bool_)
     return answers, SearchStats(
-        passes=passes,
+        mode=mode,
+        passes=int(rounds.size),
         words=words,
+        rounds=int(rounds.sum()),
+        longest=int(rounds.max()) if rounds.size else 0,
         restarts=restarts,
         upload_seconds=uploaded - began,
         search_seconds=time.perf_counter() - uploaded,
     )
+
+
+def with_mode(options: SearchOptions, mode: str) -> SearchOptions:
+    """``options`` with ``mode`` unless it is 'auto' (the options' own mode then stays)."""
+    return options if mode == "auto" else replace(options, mode=mode)

@@ -298,3 +298,119 @@ def expand(chunk, item, args):
             passed |= low
     if passed:
         mark(args.status, c, w, passed)
+
+
+# ---- frontier mode: a queue of (node, status word, new bits) entries per hop -----------------------------
+
+
+class Queue(NamedTuple):
+    """Where a hop's pushes go: the pass's entry rows (``CHUNK_*`` layout, one status word each) and
+    their first items, appended hop after hop; hop h's entries start at row ``base``, and its packed
+    counter (slots << ITEM_BITS | items) is ``counters[at]``."""
+
+    rows: Any  # (capacity, 4) uint64
+    starts: Any  # (capacity,) int64, relative to the hop's first item
+    counters: Any  # (3,) int64: the hop being read, the one being filled, the one being cleared
+    at: int
+    base: int
+    overflow: Any  # (1,) int32: the entries outgrew their rows
+
+
+@cuda.jit(device=True, inline=True)
+def push(queue, graph, c, w, bits):
+    """Appends (c, w, bits) to the hop's queue, unless c has no children: its items are c's out-edges."""
+    first_edge = graph.indptr[c]
+    degree = graph.indptr[c + 1] - first_edge
+    if degree == 0:
+        return
+    position = cuda.atomic.add(queue.counters, queue.at, (np.int64(1) << ITEM_BITS) + degree)
+    slot = queue.base + (position >> ITEM_BITS)
+    if slot >= queue.rows.shape[0]:
+        queue.overflow[0] = 1
+        return
+    queue.rows[slot, CHUNK_KEY] = np.uint64(c) | (np.uint64(w) << np.uint64(32))
+    queue.rows[slot, CHUNK_BITS] = bits
+    queue.rows[slot, CHUNK_EDGES] = first_edge
+    queue.rows[slot, CHUNK_DEGREE] = degree
+    queue.starts[slot] = position & ITEM_MASK
+
+
+@cuda.jit(device=True, inline=True)
+def reach_new(seen, graph, c, w, bits, queue):
+    """Marks ``bits`` as having reached c and queues the ones that had not: each search expands a node
+    once. A node without children is never expanded, so it is not marked (nothing to clear later)."""
+    if graph.indptr[c + 1] == graph.indptr[c]:
+        return
+    fresh = bits & ~cuda.atomic.or_(seen, (c, w), bits)
+    if fresh:
+        push(queue, graph, c, w, fresh)
+
+
+class SeedQueue(NamedTuple):
+    graph: IndexArrays
+    seen: Any  # (N, W) uint64: bits of the searches that reached each node in this pass
+    queue: Queue
+    targets: Any
+    sources: Any
+    destinations: Any
+    offset: int
+    found: Any
+
+
+@cuda.jit(device=True)
+def seed_queue(j, args):
+    """Frontier mode's seed: search j copies its target's record into the table, and its source, unless
+    the source's own record answers it, goes on hop 0's queue."""
+    graph = args.graph
+    targets = args.targets
+    t = graph.position[args.destinations[args.offset + j]]
+    for k in range(graph.rec.shape[1]):
+        targets[j, k] = graph.rec[t, k]
+    targets[j, graph.label_end] = t
+    s = graph.position[args.sources[args.offset + j]]
+    w = j // 64
+    bit = ONE << np.uint64(j % 64)
+    code = classify(graph, s, targets, j)
+    if code == YES:
+        cuda.atomic.or_(args.found, w, bit)
+    elif code == UNDECIDED:
+        reach_new(args.seen, graph, s, w, bit, args.queue)
+
+
+class Hop(NamedTuple):
+    rows: Any  # the hop's entry rows (a view from its first row)
+    graph: IndexArrays
+    targets: Any
+    found: Any
+    seen: Any
+    queue: Queue  # the next hop's
+
+
+@cuda.jit(device=True)
+def expand_entry(entry, item, args):
+    """One work item of a hop: the live searches of an entry, pushed over out-edge ``item`` of its node."""
+    rows = args.rows
+    w = np.int64(rows[entry, CHUNK_KEY] >> np.uint64(32))
+    live = rows[entry, CHUNK_BITS] & ~args.found[w]
+    if live == 0:
+        return
+    c = args.graph.indices[np.int64(rows[entry, CHUNK_EDGES]) + item]
+    passed = np.uint64(0)
+    while live:
+        low = live & (~live + ONE)
+        live ^= low
+        code = classify(args.graph, c, args.targets, w * 64 + cuda.popc(low - ONE))
+        if code == YES:
+            cuda.atomic.or_(args.found, w, low)
+        elif code == UNDECIDED:
+            passed |= low
+    if passed:
+        reach_new(args.seen, args.graph, c, w, passed, args.queue)
+
+
+@cuda.jit(device=True)
+def clear_entry(i, args):
+    """Zeroes the seen word of entry i of an ended pass."""
+    seen, rows = args
+    key = rows[i, CHUNK_KEY]
+    seen[np.int64(key & LOW_HALF), np.int64(key >> np.uint64(32))] = np.uint64(0)

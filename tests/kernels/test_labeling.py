@@ -7,7 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grail_core.backends import label_on_gpus
 from grail_core.labeling import label_all
+from kernels.device import Device
 from kernels.labeling import LabelingDeclined, LabelingOptions, build_labels
 
 from .graphs import diamond_stack, hub_graph, labeling_graph
@@ -84,3 +86,17 @@ def test_level_hint_declines_before_device_work() -> None:
     indptr, orders, root = labeling_graph(4, [(0, 1), (1, 2)])
     with pytest.raises(LabelingDeclined, match="in 40 levels"):
         build_labels(indptr, orders, root, LabelingOptions(max_levels=30), level_hint=40)
+
+
+def test_dimensions_dealt_over_two_devices_equal_the_cpu_labels() -> None:
+    """Three dimensions over two devices (two on the first, one on the second; here both the simulator's
+    one GPU): the labels of every dimension land in their place."""
+    n, edges = hub_graph(roots=5, fan_out=6)
+    indptr, orders, root = labeling_graph(n, edges, dims=3, seed=4)
+    expected = label_all(indptr, orders, root)
+    built = label_on_gpus(indptr, orders, root, [Device(0), Device(0)], options=FORCE_GPU)
+    assert built.backend == "cuda"
+    for name, want, got in zip(
+        ("post", "minpost", "tree_low"), expected, (built.post, built.minpost, built.tree_low), strict=True
+    ):
+        np.testing.assert_array_equal(got, want, err_msg=name)

@@ -1,0 +1,95 @@
+"""The search cost model's machine constants, fitted from runs of every engine on synthetic DAGs.
+
+Layered DAGs of tens, hundreds and thousands of levels, and a wide one of a few levels (whose levels
+sweep reads many nodes' flags), each with a batch of uniform pairs and one of short downward walks, at
+three sizes: the CPU search, the GPU's levels sweep and its frontier queue each answer every batch (after
+a warm-up run that compiles and uploads), and ``CostModel.fit`` takes the medians. Some seconds, once per
+process, where an index may search on a GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from .engines import CpuEngine, SearchEngine
+from .query import UNDECIDED, HotArrays, filter_pairs
+from .scheduler import GPU_MODES, BatchFeatures, CostModel, Scheduler
+from .synthetic import downward_walk_pairs, layered_dag
+
+__all__ = ["WORKLOADS", "calibrate"]
+
+log = logging.getLogger(__name__)
+
+# (nodes, levels) of the calibration DAGs, and pairs drawn per batch.
+WORKLOADS = ((60_000, 16), (60_000, 400), (60_000, 4_000), (600_000, 6))
+PAIRS = 200_000
+PROBE = 256  # pairs probed per batch: more than a user batch's, for steadier features
+RUNS = 3
+
+
+def calibrate(
+    model: CostModel, gpu_engine: Callable[[HotArrays], SearchEngine] | None = None, runs: int = RUNS
+) -> list[tuple[str, BatchFeatures, float]]:
+    """Runs every engine on the calibration batches and fits ``model``; returns the (kind, features,
+    seconds) samples. ``gpu_engine`` makes a GPU engine for an index (None: the CPU alone is fitted)."""
+    from .index import ReachabilityIndex
+
+    started = time.perf_counter()
+    samples: list[tuple[str, BatchFeatures, float]] = []
+    for nodes, levels in WORKLOADS:
+        indptr, indices = layered_dag(nodes, levels, seed=levels)
+        src = np.repeat(np.arange(nodes, dtype=np.int64), np.diff(indptr))
+        index = ReachabilityIndex.from_edges(src, indices.astype(np.int64), num_nodes=nodes, backend="cpu")
+        cpu = CpuEngine(index.hot)
+        gpu = gpu_engine(index.hot) if gpu_engine is not None else None
+        scheduler = Scheduler(index.hot, cpu, gpu, pass_pairs=getattr(gpu, "pass_pairs", None))
+        rng = np.random.default_rng(levels)
+        batches = (
+            rng.integers(0, nodes, size=(PAIRS, 2)),
+            np.stack(downward_walk_pairs(indptr, indices, PAIRS, seed=levels), axis=1),
+        )
+        try:
+            for pairs in batches:
+                comp = index.arrays.comp
+                undecided = np.flatnonzero(filter_pairs(index.hot, pairs) == UNDECIDED)
+                sources, targets = comp[pairs[undecided, 0]], comp[pairs[undecided, 1]]
+                for size in (sources.size, sources.size // 8, sources.size // 64):
+                    samples += _measure(scheduler, cpu, gpu, sources[:size], targets[:size], runs)
+        finally:
+            if gpu is not None:
+                gpu.release()
+    model.fit(samples)
+    log.info("search cost model fitted in %.1f s: %s", time.perf_counter() - started, model)
+    return samples
+
+
+def _measure(
+    scheduler: Scheduler, cpu: CpuEngine, gpu: Any, sources: np.ndarray, targets: np.ndarray, runs: int
+) -> list[tuple[str, BatchFeatures, float]]:
+    if sources.size < 2 * PROBE:
+        return []
+    _probed, features = scheduler.look(sources, targets, PROBE, budget=float("inf"))
+    kinds: list[tuple[str, Callable[[], Any]]] = [("cpu", lambda: cpu.answer(sources, targets))]
+    if gpu is not None:
+        kinds += [(mode, lambda mode=mode: gpu.answer(sources, targets, mode)) for mode in GPU_MODES]
+    measured = []
+    for kind, run in kinds:
+        first = run()  # compiles, uploads the index, sizes the buffers
+        seconds = statistics.median(_timed(run) for _ in range(runs))
+        # A frontier pass's hops: what the scheduler remembers of an index after its first frontier run.
+        hops = float(first.longest) if kind == "frontier" else features.hops
+        measured.append((kind, replace(features, hops=hops), seconds))
+    return measured
+
+
+def _timed(run: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start

@@ -1,0 +1,146 @@
+"""``CudaSearchEngine``: the GPU search of one index on one device, as a ``grail_core.engines.SearchEngine``."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+from grail_core.engines import SearchResult
+from grail_core.records import LEVEL
+
+from ..device import Device, devices, free_memory
+from .device_index import DeviceCache, LevelOrder, cache_for
+from .host import SearchOptions, SearchStats, out_of_device_memory, run_search, with_mode, words_for
+
+__all__ = ["CudaSearchEngine", "SharedLevelOrder", "search_pairs", "search_pairs_with_stats"]
+
+_keys = itertools.count(1)
+
+
+class SharedLevelOrder:
+    """An index's level-order host copy, computed once for the engines of all its devices and dropped
+    once ``users`` of them uploaded it (a device that evicted its copy later gets it computed again)."""
+
+    def __init__(self, hot: Any, users: int = 1) -> None:
+        self.hot = hot
+        self.users = users
+        self.level = np.ascontiguousarray(hot.rec_dag[:, LEVEL])
+        self._order: LevelOrder | None = None
+        self._uploads = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> LevelOrder:
+        with self._lock:
+            order = self._order or LevelOrder.of(self.hot)
+            self._uploads += 1
+            self._order = None if self._uploads >= self.users else order
+            return order
+
+
+class CudaSearchEngine:
+    """The GPU bitmask search of one index (``hot``, a ``HotArrays``) on one device.
+
+    The device copy of the index lives in the device's cache (several indexes share it; the least
+    recently used go out when memory runs short) until ``release`` or until the engine is collected.
+    Calls take the device one at a time.
+    """
+
+    def __init__(
+        self,
+        hot: Any,
+        device: Device | None = None,
+        options: SearchOptions | None = None,
+        order: SharedLevelOrder | None = None,
+    ) -> None:
+        if device is None:
+            found = devices()
+            device = found[0] if found else Device(0)
+        self.device = device
+        self.name = f"cuda:{device.ordinal}"
+        self.options = options or SearchOptions()
+        self._order = order or SharedLevelOrder(hot)
+        self._key = next(_keys)
+        self._cache: DeviceCache = cache_for(device)
+        self._words = 0  # status words a pass took in the latest call (0: none yet)
+        weakref.finalize(self, _drop, self._cache, self._key)
+
+    def answer(self, sources: np.ndarray, targets: np.ndarray, mode: str = "auto") -> SearchResult:
+        """Exact answers; raises MemoryError when the device cannot hold the index or one pass."""
+        answers, stats = self.answer_with_stats(sources, targets, mode)
+        return SearchResult(
+            answers=answers,
+            engine=self.name,
+            seconds=stats.upload_seconds + stats.search_seconds,
+            mode=stats.mode,
+            passes=stats.passes,
+            rounds=stats.rounds,
+            longest=stats.longest,
+            upload_seconds=stats.upload_seconds,
+        )
+
+    def answer_with_stats(
+        self, sources: np.ndarray, targets: np.ndarray, mode: str = "auto"
+    ) -> tuple[np.ndarray, SearchStats]:
+        options = with_mode(self.options, mode)
+        with self.device.lock, self.device.context():
+            try:
+                answers, stats = run_search(
+                    self._cache, self._key, self._order.take, self._order.level, sources, targets, options
+                )
+                if stats.passes > 1:  # a pass held as many searches as memory allowed
+                    self._words = stats.words
+                return answers, stats
+            except Exception as error:
+                if not out_of_device_memory(error):
+                    raise
+                self._cache.clear()
+                raise MemoryError(f"the GPU search ran out of device memory: {error}") from error
+
+    def release(self) -> None:
+        _drop(self._cache, self._key)
+
+    def pass_pairs(self) -> int:
+        """Searches one pass of this index takes on the device: as many as the latest call that needed
+        several passes held, else what free memory affords (asked of the device once)."""
+        if not self._words:
+            nodes = max(1, self._order.level.size)
+            with self.device.context():
+                free = free_memory()
+            held = self._cache.workspace.words // nodes  # buffers already allocated are affordable too
+            self._words = max(held, words_for(1 << 40, nodes, free, self.options.memory_fraction))
+        return 64 * self._words
+
+    @property
+    def resident(self) -> bool:
+        """Whether the device holds this index's copy now."""
+        return self._key in self._cache.entries
+
+
+def _drop(cache: DeviceCache, key: int) -> None:
+    with cache.device.lock:
+        cache.drop(key)
+
+
+def search_pairs_with_stats(
+    hot: Any, sources: np.ndarray, targets: np.ndarray, options: SearchOptions | None = None
+) -> tuple[np.ndarray, SearchStats]:
+    """One call of a throwaway engine (the index is copied to the device and dropped after): for tests
+    and one-off batches; an index keeps its engine (``grail_core.backends.search_engines``)."""
+    engine = CudaSearchEngine(hot, options=options)
+    try:
+        return engine.answer_with_stats(sources, targets)
+    finally:
+        engine.release()
+
+
+def search_pairs(
+    hot: Any, sources: np.ndarray, targets: np.ndarray, options: SearchOptions | None = None
+) -> np.ndarray:
+    """Exact answers (bool per pair) to 'DAG node sources[i] reaches DAG node targets[i]' (see
+    ``search_pairs_with_stats``). The pairs may be any DAG node ids: the seed step applies the label
+    filter to each pair first, so decided pairs cost nothing."""
+    return search_pairs_with_stats(hot, sources, targets, options)[0]
