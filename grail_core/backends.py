@@ -145,7 +145,8 @@ def label_on_gpus(
     for result in built:
         for phase, seconds in result.phase_seconds.items():
             phases[phase] = max(phases.get(phase, 0.0), seconds)
-    return LabelResult(*labels, "cuda", phases)
+    post, minpost, tree_low = labels
+    return LabelResult(post, minpost, tree_low, "cuda", phases)
 
 
 def search_scheduler(hot: HotArrays, backend: str) -> Scheduler:

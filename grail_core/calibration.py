@@ -14,6 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -78,7 +79,7 @@ def _measure(
     _probed, features = scheduler.look(sources, targets, PROBE, budget=float("inf"))
     kinds: list[tuple[str, Callable[[], Any]]] = [("cpu", lambda: cpu.answer(sources, targets))]
     if gpu is not None:
-        kinds += [(mode, lambda mode=mode: gpu.answer(sources, targets, mode)) for mode in GPU_MODES]
+        kinds += [(mode, partial(gpu.answer, sources, targets, mode)) for mode in GPU_MODES]
     measured = []
     for kind, run in kinds:
         first = run()  # compiles, uploads the index, sizes the buffers

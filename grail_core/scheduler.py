@@ -403,7 +403,7 @@ class Scheduler:
             self._cpu_pair = _blend_value(self._cpu_pair, per_pair)
 
     def _run(self, kind: str, sources: np.ndarray, targets: np.ndarray) -> SearchResult:
-        if kind == "cpu":
+        if kind == "cpu" or self.gpu is None:
             return self.cpu.answer(sources, targets)
         try:
             return self.gpu.answer(sources, targets, kind)
