@@ -52,7 +52,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         to_build = registry.recover()
         # Before the first request, so that none waits for the compiler (seconds, on a cold numba cache).
         gate = core_gate(await asyncio.to_thread(warm_up))
-        runner = BuildRunner(registry, metrics, settings.build_workers, gate, settings.max_graph_bytes)
+        runner = BuildRunner(
+            registry, metrics, settings.build_workers, gate, settings.max_graph_bytes, settings.max_name_bytes
+        )
         gpu = device_name() if settings.backend != "cpu" else None
         app.state.grail = ServiceState(settings, registry, runner, metrics, default_backend, gpu, gate)
         for record in to_build:

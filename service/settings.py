@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from grail_core.names import MAX_NAME_BYTES
+
 __all__ = ["Settings"]
 
 _BACKENDS = ("auto", "cpu", "cuda")
@@ -25,6 +27,7 @@ class Settings:
     max_graph_mb: int = 8192  # the graph's text after gzip decompression
     build_workers: int = 1
     max_get_pairs: int = 1000
+    max_name_bytes: int = MAX_NAME_BYTES  # longest node name (UTF-8) an upload may hold
     log_level: str = "info"
 
     @property
@@ -67,6 +70,9 @@ class Settings:
             "--build-workers", type=int, default=base.build_workers, help="indexes built at the same time"
         )
         parser.add_argument("--max-get-pairs", type=int, default=base.max_get_pairs, help="pairs allowed in one GET")
+        parser.add_argument(
+            "--max-name-bytes", type=int, default=base.max_name_bytes, help="longest node name in an upload (UTF-8)"
+        )
         parser.add_argument("--log-level", default=base.log_level, choices=("debug", "info", "warning", "error"))
         args = parser.parse_args(argv)
         settings = replace(base, **{name.replace("-", "_"): value for name, value in vars(args).items()})
@@ -77,7 +83,7 @@ class Settings:
         """Reject settings that would only fail later, inside a request."""
         if self.backend not in _BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}, not {self.backend!r}")
-        for name in ("max_upload_mb", "max_graph_mb", "build_workers", "max_get_pairs"):
+        for name in ("max_upload_mb", "max_graph_mb", "build_workers", "max_get_pairs", "max_name_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
 

@@ -1,9 +1,10 @@
 """Compile grail_core's query kernels at start-up instead of in the first user's request.
 
 numba compiles one specialization per argument layout: freshly built indexes and memory-mapped
-(read-only) loaded ones differ, and so do writable and read-only (zero-copy binary) pair arrays.
-Without this, the first query of each kind after a start waits seconds for the compiler; with a warm
-numba cache on disk this takes a few milliseconds.
+(read-only) loaded ones differ, and so do writable and read-only (zero-copy binary) pair arrays, and each
+kind of node names (the range, integers, strings) has its own lookups, from integers, from text and from
+JSON. Without this, the first query of each kind after a start waits seconds for the compiler; with a warm
+numba cache on disk this takes a fraction of a second.
 
 The warm-up is also numba's first parallel launch, which picks its threading layer for the process:
 TBB or OpenMP when installed (``tbb`` from pip, or the system's ``libgomp``), else "workqueue", which
@@ -13,6 +14,7 @@ a lock around every call into grail_core (correct, one call at a time) with a wa
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import threading
@@ -25,31 +27,48 @@ import numpy as np
 
 from grail_core import ReachabilityIndex
 
+from .codecs import decode_pairs
+
 __all__ = ["warm_up", "core_gate"]
 
 _THREAD_SAFE_LAYERS = ("tbb", "omp")
 
 log = logging.getLogger("grail.service.warmup")
 
-# A cycle, a tail and an isolated node: the filter, the search and the same-component cases all run.
-_EDGES = np.array([[0, 1], [1, 2], [2, 0], [2, 3], [3, 4], [1, 4]], dtype=np.int64)
-_PAIRS = np.array([[0, 4], [4, 0], [1, 3], [3, 3], [5, 0]], dtype=np.int64)
+# A cycle, a tail and an isolated node: the filter, the search and the same-component cases all run. The
+# same graph three times: names 0..5 (the range), sparse integers, and strings (one of them a number).
+_GRAPHS = {
+    "range": "0 1\n1 2\n2 0\n2 3\n3 4\n1 4\n5 5\n",
+    "int": "10 -1\n-1 2000\n2000 10\n2000 3\n3 44\n-1 44\n5 5\n",
+    "str": "a b\nb 7\n7 a\n7 d\nd é\nb é\nf f\n",
+}
+_PAIRS = {
+    "range": "0 4\n4 0\n1 3\n3 3\n5 0\n",
+    "int": "10 44\n44 10\n-1 3\n3 3\n5 10\n",
+    "str": "a é\né a\nb d\n7 7\nf a\n",
+}
 
 
 def warm_up() -> str:
     """Run every query path once; returns numba's threading layer."""
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="grail-warmup-") as tmp:
-        built = ReachabilityIndex.from_edges(_EDGES, num_nodes=6, backend="cpu")
-        built.save(Path(tmp) / "index")
-        loaded = ReachabilityIndex.load(Path(tmp) / "index", mmap=True)
-        read_only = np.frombuffer(_PAIRS.astype("<i8").tobytes(), dtype="<i8").reshape(-1, 2)
-        for index in (built, loaded):
-            index.reachable(0, 4)
-            index.reachable("4", "0")
-            index.query_batch_with_stats(_PAIRS)
-            index.query_batch_with_stats(read_only)
-            index.query_batch_with_stats(_PAIRS.astype(str))
+        for kind, edges in _GRAPHS.items():
+            built = ReachabilityIndex.from_bytes(edges.encode(), format="edgelist", backend="cpu")
+            built.save(Path(tmp) / kind)
+            loaded = ReachabilityIndex.load(Path(tmp) / kind, mmap=True)
+            text = _PAIRS[kind].encode()
+            names = np.array(text.decode().split()).reshape(-1, 2)
+            json_body = json.dumps({"pairs": names.tolist()}).encode()
+            for index in (built, loaded):
+                index.reachable(*names[0])
+                index.query_batch_with_stats(names)
+                index.query_batch_with_stats(decode_pairs(text, "text/plain"))
+                index.query_batch_with_stats(decode_pairs(json_body, "application/json"))
+                integers = names[3:4] if kind == "str" else names
+                binary = integers.astype("<i8").tobytes()
+                index.query_batch_with_stats(integers.astype(np.int64))
+                index.query_batch_with_stats(decode_pairs(binary, "application/octet-stream"))
     layer = str(numba.threading_layer())
     log.info("query kernels ready in %.2f s (numba threading layer %s)", time.perf_counter() - started, layer)
     return layer
