@@ -68,6 +68,7 @@ __all__ = [
     "NameInterner",
     "intern_integers",
     "intern_strings",
+    "parse_decimal",
 ]
 
 MAX_NAME_BYTES = 4096
@@ -207,8 +208,9 @@ def _probe_bytes(slots, h, names_data, names_offsets, data, start, end):
 
 
 @njit(inline="always")
-def _parse_decimal(data, start, end):
-    """(value, ok) of an optional sign and ASCII digits that fit int64; not ok for anything else."""
+def parse_decimal(data, start, end):
+    """(value, ok) of ``data[start:end]`` (numba, inlined): an optional sign and ASCII digits that fit int64;
+    not ok for anything else. The rule for integer names given as text, everywhere."""
     i = start
     negative = False
     if i < end and (data[i] == 45 or data[i] == 43):
@@ -346,7 +348,7 @@ def _lookup_decimal_tokens(slots, seed, data, starts, ends, out):
         keys = np.empty(end - first, dtype=np.int64)
         valid = np.empty(end - first, dtype=np.bool_)
         for i in range(first, end):
-            keys[i - first], valid[i - first] = _parse_decimal(data, starts[i], ends[i])
+            keys[i - first], valid[i - first] = parse_decimal(data, starts[i], ends[i])
             out[i] = _hash_int(keys[i - first], seed)
         for i in range(first, end):
             _prefetch_slot(slots, out, i, end)
@@ -359,7 +361,7 @@ def _lookup_decimal_tokens(slots, seed, data, starts, ends, out):
 def _range_decimal_tokens(size, data, starts, ends, out):
     missing = 0
     for i in prange(starts.size):
-        value, ok = _parse_decimal(data, starts[i], ends[i])
+        value, ok = parse_decimal(data, starts[i], ends[i])
         out[i] = value if ok and 0 <= value < size else _EMPTY
         missing += out[i] == _EMPTY
     return missing
@@ -444,17 +446,17 @@ def _find_one_bytes(slots, seed, names_data, names_offsets, data):
 
 
 @njit(nogil=True, cache=True)
-def _rehash(slots, bigger, seed, integer_keys):
-    """Move the slots into an empty table ``bigger``."""
-    mask = bigger.shape[0] - 1
+def _rehash(slots, other, seed, integer_keys):
+    """Move the slots into the empty table ``other``."""
+    mask = other.shape[0] - 1
     for k in range(slots.shape[0]):
         if slots[k, 1] != _EMPTY:
             key = slots[k, 0]
             j = (_hash_int(key, seed) if integer_keys else key) & mask
-            while bigger[j, 1] != _EMPTY:
+            while other[j, 1] != _EMPTY:
                 j = (j + 1) & mask
-            bigger[j, 0] = key
-            bigger[j, 1] = slots[k, 1]
+            other[j, 0] = key
+            other[j, 1] = slots[k, 1]
 
 
 @njit(inline="always")
@@ -1028,6 +1030,10 @@ class NameInterner:
         kind, self.kind = self.kind, "finished"
         if kind == "finished":
             raise ValueError("finish() was called before")
+        if _capacity(self.count) < self._slots.shape[0]:  # a small graph in the first table's many slots
+            smaller = _empty_table(_capacity(self.count))
+            _rehash(self._slots, smaller, self.seed, kind == "int")
+            self._slots = smaller
         if kind == "str":
             offsets = self._offsets[: self.count + 1].copy()
             names = NodeNames(

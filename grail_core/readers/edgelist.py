@@ -10,8 +10,8 @@ import numpy as np
 from numba import njit
 
 from ..errors import GraphFormatError
-from ..names import MAX_NAME_BYTES, NameTokens, intern_integers, intern_strings
-from ._numeric import CARRIAGE_RETURN, COMMA, NEWLINE, SPACE, TAB, grow, is_digit
+from ..names import MAX_NAME_BYTES, NameTokens, intern_integers, intern_strings, parse_decimal
+from ._numeric import CARRIAGE_RETURN, COMMA, NEWLINE, SPACE, TAB, grow
 from .graph_input import GraphInput
 
 HASH = 35
@@ -112,23 +112,12 @@ def _scan(buf):
 
 @njit(nogil=True, cache=True)
 def _integers(buf, starts, ends, values):
-    """Parse every span as a signed decimal integer; returns the index of the first that is not, or -1."""
+    """Parse every span as a signed decimal int64; returns the index of the first that is not, or -1."""
     for k in range(starts.size):
-        i = starts[k]
-        end = ends[k]
-        negative = False
-        if i < end and (buf[i] == MINUS or buf[i] == PLUS):
-            negative = buf[i] == MINUS
-            i += 1
-        if i >= end or end - i > 18:
+        value, ok = parse_decimal(buf, starts[k], ends[k])
+        if not ok:
             return k
-        value = 0
-        while i < end:
-            if not is_digit(buf[i]):
-                return k
-            value = value * 10 + (buf[i] - 48)
-            i += 1
-        values[k] = -value if negative else value
+        values[k] = value
     return -1
 
 
