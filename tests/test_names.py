@@ -237,3 +237,62 @@ def test_sorted_arrays_of_format_version_1_keep_their_ranks(array: np.ndarray) -
     names = NodeNames.from_sorted_array(size, np.sort(array))
     assert names.names_of(range(size)) == (np.sort(array).tolist() if array.size else list(range(size)))
     assert names.lookup(np.sort(array) if array.size else np.arange(size)).tolist() == list(range(size))
+
+
+# The kernels' byte-level helpers against Python: a wrong answer here would hide behind the 64-bit hashes.
+
+BYTES = st.binary(max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=BYTES, b=BYTES, pad_a=st.integers(0, 9), pad_b=st.integers(0, 9))
+def test_byte_comparison_and_hash_match_python(a: bytes, b: bytes, pad_a: int, pad_b: int) -> None:
+    from grail_core.names import _hash_bytes, _same_bytes
+
+    buffer_a = np.frombuffer(b"\xaa" * pad_a + a + b"\xbb" * 9, dtype=np.uint8)
+    buffer_b = np.frombuffer(b"\xcc" * pad_b + b + b"\xdd" * 9, dtype=np.uint8)
+    if len(a) == len(b):
+        assert _same_bytes(buffer_a, pad_a, buffer_b, pad_b, len(a)) == (a == b)
+    seed = np.uint64(12345)
+    hash_a = _hash_bytes(buffer_a, pad_a, pad_a + len(a), seed)
+    # The hash depends on the bytes alone, not on where they lie; equal bytes hash alike.
+    assert hash_a == _hash_bytes(np.frombuffer(a + b"\x00" * 8, dtype=np.uint8), 0, len(a), seed)
+    if a != b:
+        assert hash_a != _hash_bytes(buffer_b, pad_b, pad_b + len(b), seed)
+
+
+@settings(max_examples=500, deadline=None)
+@given(raw=st.one_of(st.binary(max_size=12), st.text(max_size=6).map(lambda t: t.encode())))
+def test_utf8_check_matches_python(raw: bytes) -> None:
+    tokens = NameTokens(np.frombuffer(b"x" + raw, dtype=np.uint8), np.array([0, 1]), np.array([1, 1 + len(raw)]))
+    try:
+        raw.decode("utf-8")
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    assert tokens.first_invalid() == (None if valid else 1)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.one_of(
+        st.from_regex(r"[+-]?[0-9]{1,22}", fullmatch=True),
+        st.text(alphabet="+-0123456789 _.x", max_size=8),
+        st.integers(-(2**64), 2**64).map(str),
+    ),
+    size=st.integers(1, 30),
+)
+def test_decimal_text_matches_python_int(text: str, size: int) -> None:
+    digits = text[1:] if text[:1] in "+-" else text
+    value = int(text) if digits.isdigit() and -(2**63) <= int(text) < 2**63 else None
+    for table in (intern_integers(np.array([value if value is not None else 1, 1]))[0], NodeNames.identity(size)):
+        tokens = NameTokens.from_strings([text])
+        known = value is not None and (table.kind == "int" or 0 <= value < table.size)
+        if known:
+            expected = 0 if table.kind == "int" else value
+            assert table.lookup(tokens).tolist() == [expected] and table.lookup_one(text) == expected
+        else:
+            with pytest.raises(UnknownNodeError):
+                table.lookup(tokens)
+            with pytest.raises(UnknownNodeError):
+                table.lookup_one(text)
