@@ -245,20 +245,26 @@ BYTES = st.binary(max_size=40)
 
 
 @settings(max_examples=300, deadline=None)
-@given(a=BYTES, b=BYTES, pad_a=st.integers(0, 9), pad_b=st.integers(0, 9))
-def test_byte_comparison_and_hash_match_python(a: bytes, b: bytes, pad_a: int, pad_b: int) -> None:
+@given(
+    a=BYTES,
+    change=st.none() | st.tuples(st.integers(0, 39), st.integers(1, 255)),
+    pads=st.tuples(*[st.integers(0, 9)] * 2),
+)
+def test_byte_comparison_and_hash_match_python(a: bytes, change: tuple[int, int] | None, pads: tuple[int, int]) -> None:
     from grail_core.names import _hash_bytes, _same_bytes
 
+    b = bytearray(a)
+    if change is not None and a:
+        b[change[0] % len(a)] ^= change[1]  # the same length, one byte different (or none)
+    pad_a, pad_b = pads
     buffer_a = np.frombuffer(b"\xaa" * pad_a + a + b"\xbb" * 9, dtype=np.uint8)
-    buffer_b = np.frombuffer(b"\xcc" * pad_b + b + b"\xdd" * 9, dtype=np.uint8)
-    if len(a) == len(b):
-        assert _same_bytes(buffer_a, pad_a, buffer_b, pad_b, len(a)) == (a == b)
+    buffer_b = np.frombuffer(b"\xcc" * pad_b + bytes(b) + b"\xdd" * 9, dtype=np.uint8)
+    assert _same_bytes(buffer_a, pad_a, buffer_b, pad_b, len(a)) == (a == b)
     seed = np.uint64(12345)
     hash_a = _hash_bytes(buffer_a, pad_a, pad_a + len(a), seed)
     # The hash depends on the bytes alone, not on where they lie; equal bytes hash alike.
     assert hash_a == _hash_bytes(np.frombuffer(a + b"\x00" * 8, dtype=np.uint8), 0, len(a), seed)
-    if a != b:
-        assert hash_a != _hash_bytes(buffer_b, pad_b, pad_b + len(b), seed)
+    assert (hash_a == _hash_bytes(buffer_b, pad_b, pad_b + len(a), seed)) == (a == b)
 
 
 @settings(max_examples=500, deadline=None)
