@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
@@ -52,6 +53,12 @@ class _Timer:
         self.done += dict(_PHASES)[name]
         if self.progress:
             self.progress(name, min(self.done, 1.0))
+
+
+def _all_pairs(pairs: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether every item is a list or a tuple of two (the common form of a batch of names, read without
+    building an object array)."""
+    return bool(pairs) and set(map(type, pairs)) <= {list, tuple} and set(map(len, pairs)) == {2}
 
 
 def _is_int(value: object) -> bool:
@@ -239,17 +246,20 @@ class ReachabilityIndex:
         if isinstance(pairs, NameTokens):
             if len(pairs) % 2:
                 raise InvalidParameterError(f"pairs need an even number of names, got {len(pairs)}")
-            array = pairs
-            shape = (len(pairs) // 2, 2)
+            shape: tuple[int, ...] = (len(pairs) // 2, 2)
+            lookup = self.names.lookup
+        elif isinstance(pairs, list | tuple) and _all_pairs(pairs):
+            pairs = list(itertools.chain.from_iterable(pairs))
+            shape, lookup = (len(pairs) // 2, 2), self.names.lookup_list
         else:
-            # Lists as objects, not np.asarray's common type: that would read [True, 1] as [1, 1].
-            array = pairs if isinstance(pairs, np.ndarray) else np.array(pairs, dtype=object)
-            shape = array.shape
+            # Other sequences as objects, not np.asarray's common type: that would read [True, 1] as [1, 1].
+            pairs = pairs if isinstance(pairs, np.ndarray) else np.array(pairs, dtype=object)
+            shape, lookup = pairs.shape, self.names.lookup
         if np.prod(shape) == 0:
             return np.zeros(0, dtype=np.bool_), QueryStats(0, 0, 0, 0, time.perf_counter() - start, "none")
         if len(shape) != 2 or shape[1] != 2:
             raise InvalidParameterError(f"pairs must have shape (M, 2), got {shape}")
-        return self.query_ids(self.names.lookup(array).reshape(shape), start)
+        return self.query_ids(lookup(pairs).reshape(shape), start)
 
     def query_ids(self, pairs: np.ndarray, start: float | None = None) -> tuple[np.ndarray, QueryStats]:
         """``query_batch_with_stats`` on an (M, 2) int64 array of internal node ids."""

@@ -69,6 +69,7 @@ __all__ = [
     "intern_integers",
     "intern_strings",
     "parse_decimal",
+    "utf8_size",
 ]
 
 MAX_NAME_BYTES = 4096
@@ -269,32 +270,44 @@ def _write_decimal(value, buffer):
 
 @njit(inline="always")
 def _utf8_valid(data, start, end):
-    """What Python's strict UTF-8 decoder accepts: no overlong forms, no surrogates, nothing past U+10FFFF."""
+    """Whether ``data[start:end]`` is UTF-8."""
     i = start
     while i < end:
-        c = data[i]
-        if c < 0x80:
+        if data[i] < 0x80:
             i += 1
             continue
-        if 0xC2 <= c <= 0xDF:
-            size, low, high = 2, 0x80, 0xBF
-        elif 0xE0 <= c <= 0xEF:
-            size = 3
-            low = 0xA0 if c == 0xE0 else 0x80
-            high = 0x9F if c == 0xED else 0xBF
-        elif 0xF0 <= c <= 0xF4:
-            size = 4
-            low = 0x90 if c == 0xF0 else 0x80
-            high = 0x8F if c == 0xF4 else 0xBF
-        else:
+        size = utf8_size(data, i, end)
+        if size == 0:
             return False
-        if i + size > end or not low <= data[i + 1] <= high:
-            return False
-        for j in range(2, size):
-            if not 0x80 <= data[i + j] <= 0xBF:
-                return False
         i += size
     return True
+
+
+@njit(inline="always")
+def utf8_size(data, i, end):
+    """The length of the UTF-8 sequence that starts at ``data[i]`` (numba, inlined) and ends by ``end``, or 0
+    where Python's strict decoder would fail: no overlong forms, no surrogates, nothing past U+10FFFF."""
+    c = data[i]
+    if c < 0x80:
+        return 1
+    if 0xC2 <= c <= 0xDF:
+        size, low, high = 2, 0x80, 0xBF
+    elif 0xE0 <= c <= 0xEF:
+        size = 3
+        low = 0xA0 if c == 0xE0 else 0x80
+        high = 0x9F if c == 0xED else 0xBF
+    elif 0xF0 <= c <= 0xF4:
+        size = 4
+        low = 0x90 if c == 0xF0 else 0x80
+        high = 0x8F if c == 0xF4 else 0xBF
+    else:
+        return 0
+    if i + size > end or not low <= data[i + 1] <= high:
+        return 0
+    for j in range(2, size):
+        if not 0x80 <= data[i + j] <= 0xBF:
+            return 0
+    return size
 
 
 # ---- batch lookups (numba, parallel) --------------------------------------------------------------
@@ -814,6 +827,11 @@ class NodeNames:
         else:  # booleans, bytes, dates ...: never node names
             ids = np.full(flat.size, _EMPTY, dtype=np.int64)
         return self._checked(ids, found_all, lambda i: _python_value(flat[i])).reshape(array.shape)
+
+    def lookup_list(self, names: list[Any]) -> np.ndarray:
+        """``lookup`` of a flat list of Python values, without an object array on the way."""
+        ids = self._lookup_objects(names)
+        return self._checked(ids, False, lambda i: _python_value(names[i]))
 
     def lookup_one(self, name: Any) -> int:
         """The id of one name (the single-pair path: no arrays, no threads)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from grail_core.names import NameTokens
+from grail_core.names import NameTokens, utf8_size
 
 __all__ = ["words", "json_pairs"]
 
@@ -31,9 +31,7 @@ def _is_space(c):
 
 
 @njit(nogil=True, cache=True)
-def _words(body):
-    starts = np.empty(body.size // 2 + 1, dtype=np.int64)
-    ends = np.empty_like(starts)
+def _words(body, starts, ends):
     count = 0
     i = 0
     while i < body.size:
@@ -46,14 +44,17 @@ def _words(body):
             i += 1
         ends[count] = i
         count += 1
-    return starts[:count], ends[:count]
+    return count
 
 
 def words(body: bytes) -> NameTokens:
     """The whitespace-separated names of a text body, as spans of the body (no copy)."""
     data = np.frombuffer(body, dtype=np.uint8)
-    starts, ends = _words(data)
-    return NameTokens(data, starts, ends)
+    # Allocated here, not in numba: numpy gives large arrays huge pages, and only the pages used are touched.
+    starts = np.empty(data.size // 2 + 1, dtype=np.int64)
+    ends = np.empty_like(starts)
+    count = _words(data, starts, ends)
+    return NameTokens(data, starts[:count], ends[:count])
 
 
 @njit(inline="always")
@@ -109,7 +110,7 @@ def _put_utf8(out, k, code):
 @njit(inline="always")
 def _string(body, i, out, k, escapes):
     """Unescape the JSON string whose opening quote is at i into out[k:]; (next i, next k), i = -1 when it
-    is not a valid string. Raw bytes are copied as they are: their UTF-8 is checked afterwards."""
+    is not a valid string or not UTF-8."""
     i += 1
     while i < body.size:
         c = body[i]
@@ -117,6 +118,15 @@ def _string(body, i, out, k, escapes):
             return i + 1, k
         if c < 0x20:
             return -1, k
+        if c >= 0x80:
+            size = utf8_size(body, i, body.size)
+            if size == 0:
+                return -1, k
+            for j in range(size):
+                out[k + j] = body[i + j]
+            k += size
+            i += size
+            continue
         if c != _BACKSLASH:
             out[k] = c
             k += 1
@@ -167,53 +177,49 @@ def _integer(body, i, out, k):
 
 
 @njit(nogil=True, cache=True)
-def _json_pairs(body, key, escapes):
-    """(out, starts, ends, raw, count, ok): the names of a {"pairs": [[u, v], ...]} document unescaped into
-    out, and where each name is written in the body (raw: starts, ends), or ok False."""
-    out = np.empty(body.size, dtype=np.uint8)
-    starts = np.empty(body.size // 2 + 2, dtype=np.int64)
-    ends = np.empty_like(starts)
-    raw = np.empty((2, starts.size), dtype=np.int64)
+def _json_pairs(body, key, escapes, out, starts, ends):
+    """(count, ok): the names of a {"pairs": [[u, v], ...]} document unescaped into out, name i being
+    out[starts[i]:ends[i]]; ok False for any other document."""
     count = 0
     k = 0
     i = _skip_space(body, 0)
     if i >= body.size or body[i] != _OPEN_OBJECT:
-        return out, starts, ends, raw, 0, False
+        return 0, False
     i = _skip_space(body, i + 1)
     if i + key.size > body.size:
-        return out, starts, ends, raw, 0, False
+        return 0, False
     for j in range(key.size):
         if body[i + j] != key[j]:
-            return out, starts, ends, raw, 0, False
+            return 0, False
     i = _skip_space(body, i + key.size)
     if i >= body.size or body[i] != _COLON:
-        return out, starts, ends, raw, 0, False
+        return 0, False
     i = _skip_space(body, i + 1)
     if i >= body.size or body[i] != _OPEN_ARRAY:
-        return out, starts, ends, raw, 0, False
+        return 0, False
     i = _skip_space(body, i + 1)
     if i < body.size and body[i] == _CLOSE_ARRAY:
         i += 1
     else:
         while True:
             if i >= body.size or body[i] != _OPEN_ARRAY:
-                return out, starts, ends, raw, 0, False
+                return 0, False
             for position in range(2):
                 i = _skip_space(body, i + 1)
+                if count == starts.size:
+                    return 0, False
                 starts[count] = k
-                raw[0, count] = i
                 if i < body.size and body[i] == _QUOTE:
                     i, k = _string(body, i, out, k, escapes)
                 else:
                     i, k = _integer(body, i, out, k)
                 if i < 0:
-                    return out, starts, ends, raw, 0, False
+                    return 0, False
                 ends[count] = k
-                raw[1, count] = i
                 count += 1
                 i = _skip_space(body, i)
                 if i >= body.size or body[i] != (_COMMA if position == 0 else _CLOSE_ARRAY):
-                    return out, starts, ends, raw, 0, False
+                    return 0, False
             i = _skip_space(body, i + 1)
             if i < body.size and body[i] == _COMMA:
                 i = _skip_space(body, i + 1)
@@ -221,11 +227,11 @@ def _json_pairs(body, key, escapes):
             if i < body.size and body[i] == _CLOSE_ARRAY:
                 i += 1
                 break
-            return out, starts, ends, raw, 0, False
+            return 0, False
     i = _skip_space(body, i)
     if i >= body.size or body[i] != _CLOSE_OBJECT:
-        return out, starts, ends, raw, 0, False
-    return out, starts, ends, raw, count, _skip_space(body, i + 1) == body.size
+        return 0, False
+    return count, _skip_space(body, i + 1) == body.size
 
 
 def json_pairs(body: bytes) -> NameTokens | None:
@@ -233,9 +239,12 @@ def json_pairs(body: bytes) -> NameTokens | None:
     document (other keys, floats, booleans, null, invalid UTF-8, malformed JSON), for ``json.loads`` to read
     exactly or to word the error."""
     data = np.frombuffer(body, dtype=np.uint8)
-    out, starts, ends, raw, count, ok = _json_pairs(data, _PAIRS_KEY, _ESCAPES)
-    # The raw bytes of the strings were copied unchecked (escapes are ASCII, and write valid UTF-8 or, for a
-    # lone surrogate, its three bytes, which no name matches): a body that is not UTF-8 is json.loads' to refuse.
-    if not ok or NameTokens(data, raw[0, :count], raw[1, :count]).first_invalid() is not None:
+    # Every pair opens a bracket: twice their number bounds the names. Allocated by numpy (huge pages).
+    bound = 2 * bytes(body).count(b"[")
+    out = np.empty(data.size, dtype=np.uint8)
+    starts = np.empty(bound, dtype=np.int64)
+    ends = np.empty_like(starts)
+    count, ok = _json_pairs(data, _PAIRS_KEY, _ESCAPES, out, starts, ends)
+    if not ok:
         return None
     return NameTokens(out[: ends[count - 1] if count else 0], starts[:count], ends[:count])

@@ -178,3 +178,16 @@ def test_the_name_limit_is_a_setting(tmp_path) -> None:
             assert caught.value.status == 422 and caught.value.body["line"] == 2
     finally:
         server.stop()
+
+
+def test_names_with_whitespace_and_commas_from_a_json_upload(client: GrailClient) -> None:
+    """Names an edge list cannot hold: the client sends such pairs as JSON instead of text."""
+    names = ["new york", "a,b", "tab\there", "line\nbreak", "plain", " lead", "trail "]
+    edges = [[names[i], names[i + 1]] for i in range(len(names) - 1)]
+    record = client.upload(json.dumps({"edges": edges}).encode(), content_type="application/json", wait=True)
+    graph_id = record["id"]
+    pairs = [[u, v] for u in names for v in names]
+    expected = [names.index(u) <= names.index(v) for u, v in pairs]
+    assert client.query_batch(graph_id, pairs).tolist() == expected
+    assert client.query_batch(graph_id, [["plain", "trail "]]).tolist() == [True]
+    assert client.reachable(graph_id, "new york", "line\nbreak")

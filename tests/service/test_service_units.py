@@ -180,3 +180,18 @@ def test_json_pairs_other_documents_take_the_json_module() -> None:
         with pytest.raises(ServiceError) as info:
             decode_pairs(broken, "application/json")
         assert info.value.status == 422
+
+
+def test_client_sends_string_pairs_as_text_only_where_text_keeps_them_apart() -> None:
+    from service.client import _batch
+
+    text = _batch([["a", "b"], ("東京", "x\0")], None)
+    assert text.headers["Content-Type"] == "text/plain" and text.body == "a b 東京 x\0\n".encode()
+    assert texts(decode_pairs(text.body, "text/plain")) == ["a", "b", "東京", "x\0"]
+    assert _batch(np.array([["a", "b"]]), None).headers["Content-Type"] == "text/plain"
+    for pairs in ([["a b", "c"]], [["a", ""]], [["", "a"]], [["a\tb", "c"]], [["a\nb", "c"]], [["a\u00a0", "\ud801"]]):
+        batch = _batch(pairs, None)
+        assert batch.headers["Content-Type"] == "application/json" and json.loads(batch.body)["pairs"] == pairs
+    with pytest.raises(ValueError):  # not pairs: numpy refuses the ragged list, as before
+        _batch([["a", "b", "c"], ["d"]], None)
+    assert _batch([[1, "b"]], None).headers["Content-Type"] == "application/json"
