@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from grail_core.names import NameTokens
+from grail_core.names import NameTokens, utf8_error
 
 from .errors import ServiceError
 from .textscan import json_pairs, words
@@ -83,7 +83,7 @@ def decode_pairs(body: bytes | np.ndarray, content_type: str) -> np.ndarray | Na
         if tokens is not None:
             return tokens
         try:
-            data = json.loads(body)
+            data = json.loads(body.tobytes() if isinstance(body, np.ndarray) else body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ServiceError(422, "BadJSON", f"the body is not valid JSON: {exc}") from None
         pairs = data.get("pairs") if isinstance(data, dict) else None
@@ -91,9 +91,10 @@ def decode_pairs(body: bytes | np.ndarray, content_type: str) -> np.ndarray | Na
             raise ServiceError(422, "BadPairs", 'the body must be {"pairs": [[source, target], ...]}')
         return pairs
     tokens = words(body)
-    bad = tokens.first_invalid()
+    bad = utf8_error(tokens.data)  # whitespace is ASCII: the names are UTF-8 when the whole body is
     if bad is not None:
-        raise ServiceError(422, "BadText", f"the body is not UTF-8 text: name {bad + 1} ({tokens.text(bad)!r})")
+        name = int(np.searchsorted(tokens.starts, bad, side="right")) - 1
+        raise ServiceError(422, "BadText", f"the body is not UTF-8 text: name {name + 1} ({tokens.text(name)!r})")
     if len(tokens) % 2:
         raise ServiceError(422, "BadPairs", f"the body has {len(tokens)} names; it needs 'source target' lines")
     return tokens

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grail_core import GraphFormatError, IndexFileError, UnknownNodeError
-from grail_core.names import NameInterner, NameTokens, NodeNames, intern_integers, intern_strings
+from grail_core.names import NameInterner, NameTokens, NodeNames, intern_integers, intern_strings, utf8_error
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -181,7 +181,7 @@ def test_lone_surrogates_and_invalid_utf8_are_unknown_names() -> None:
     with pytest.raises(UnknownNodeError) as caught:
         table.lookup(raw)
     assert caught.value.name == "\ufffd"  # reported readably; it did not match the name U+FFFD
-    assert raw.first_invalid() == 1
+    assert utf8_error(raw.data) == 1
 
 
 def test_interning_refuses_long_and_invalid_names_naming_the_line() -> None:
@@ -270,13 +270,13 @@ def test_byte_comparison_and_hash_match_python(a: bytes, change: tuple[int, int]
 @settings(max_examples=500, deadline=None)
 @given(raw=st.one_of(st.binary(max_size=12), st.text(max_size=6).map(lambda t: t.encode())))
 def test_utf8_check_matches_python(raw: bytes) -> None:
-    tokens = NameTokens(np.frombuffer(b"x" + raw, dtype=np.uint8), np.array([0, 1]), np.array([1, 1 + len(raw)]))
+    data = b"ascii text, then " + raw + b" and more"
     try:
-        raw.decode("utf-8")
-        valid = True
-    except UnicodeDecodeError:
-        valid = False
-    assert tokens.first_invalid() == (None if valid else 1)
+        data.decode("utf-8")
+        error = None
+    except UnicodeDecodeError as caught:
+        error = caught.start
+    assert utf8_error(np.frombuffer(data, dtype=np.uint8)) == error
 
 
 @settings(max_examples=500, deadline=None)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..byteops import parse_decimal
 from ..errors import GraphFormatError
-from ..names import MAX_NAME_BYTES, NameTokens, intern_integers, intern_strings, parse_decimal
+from ..names import MAX_NAME_BYTES, NameTokens, intern_integers, intern_strings
 from ._numeric import CARRIAGE_RETURN, COMMA, NEWLINE, SPACE, TAB, grow
 from .graph_input import GraphInput
 

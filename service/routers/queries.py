@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Depends, Request, Response
 
-from ..bodies import read_array, read_bytes
+from ..bodies import read_array
 from ..codecs import BINARY, answer_type, decode_pairs, encode_answers, pair_format, parse_get_pairs
 from ..deps import ServiceState, get_state
 from ..errors import ServiceError
@@ -141,10 +141,10 @@ async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceS
     index = state.registry.ready_index(graph_id)
     content_type = request.headers.get("content-type") or "application/json"
     # Both formats are checked before the body is read: a refused request costs no transfer.
-    binary = pair_format(content_type)[1] is not None
+    pair_format(content_type)
     out_type = answer_type(request.headers.get("accept"))
-    limit = state.settings.max_upload_bytes
-    body = await (read_array(request, limit) if binary else read_bytes(request, limit))
+    # Every format into one numpy buffer: text and JSON bodies are scanned in place as binary ones are read.
+    body = await read_array(request, state.settings.max_upload_bytes)
 
     def run() -> bytes | memoryview:
         # Decoding, the query and encoding together in a worker thread: a million pairs must not stall the loop.
