@@ -57,21 +57,27 @@ def warm_up() -> str:
             built = ReachabilityIndex.from_bytes(edges.encode(), format="edgelist", backend="cpu")
             built.save(Path(tmp) / kind)
             loaded = ReachabilityIndex.load(Path(tmp) / kind, mmap=True)
-            text = _PAIRS[kind].encode()
-            names = np.array(text.decode().split()).reshape(-1, 2)
-            json_body = json.dumps({"pairs": names.tolist()}).encode()
+            text = _body(_PAIRS[kind].encode())
+            names = np.array(_PAIRS[kind].split()).reshape(-1, 2)
+            json_body = _body(json.dumps({"pairs": names.tolist()}).encode())
             for index in (built, loaded):
                 index.reachable(*names[0])
                 index.query_batch_with_stats(names)
+                index.query_batch_with_stats(names.tolist())  # ?pairs=
                 index.query_batch_with_stats(decode_pairs(text, "text/plain"))
                 index.query_batch_with_stats(decode_pairs(json_body, "application/json"))
                 integers = names[3:4] if kind == "str" else names
-                binary = integers.astype("<i8").tobytes()
+                binary = _body(integers.astype("<i8").tobytes())
                 index.query_batch_with_stats(integers.astype(np.int64))
                 index.query_batch_with_stats(decode_pairs(binary, "application/octet-stream"))
     layer = str(numba.threading_layer())
     log.info("query kernels ready in %.2f s (numba threading layer %s)", time.perf_counter() - started, layer)
     return layer
+
+
+def _body(data: bytes) -> np.ndarray:
+    """A request body as the queries route reads it (service.bodies.read_array): a writable uint8 array."""
+    return np.frombuffer(data, dtype=np.uint8).copy()
 
 
 def core_gate(layer: str) -> AbstractContextManager[object]:
