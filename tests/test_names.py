@@ -279,7 +279,7 @@ def test_utf8_check_matches_python(raw: bytes) -> None:
     assert utf8_error(np.frombuffer(data, dtype=np.uint8)) == error
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     text=st.one_of(
         st.from_regex(r"[+-]?[0-9]{1,22}", fullmatch=True),
