@@ -13,6 +13,7 @@ from ..codecs import BINARY, answer_type, decode_pairs, encode_answers, pair_for
 from ..deps import ServiceState, get_state
 from ..errors import ServiceError
 from ..models import BatchOut, ErrorOut, PairOut, PairsIn, PairsOut
+from ..wire import json_answers
 
 __all__ = ["router", "reachable", "REACHABLE_PATH", "REACHABLE_OPENAPI"]
 
@@ -154,7 +155,7 @@ async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceS
         _count(state, stats)
         if out_type != "application/json":
             return encode_answers(answers, out_type)
-        return json.dumps({"reachable": answers.tolist(), "stats": stats.to_dict()}, separators=(",", ":")).encode()
+        return json_answers(answers, stats.to_dict())
 
     content = await anyio.to_thread.run_sync(run)
     return Response(content, media_type=out_type)

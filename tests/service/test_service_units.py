@@ -17,7 +17,7 @@ from service.errors import ServiceError
 from service.formats import format_for
 from service.settings import Settings
 from service.textscan import json_pairs
-from service.wire import media_type, narrowest_width, pack_answers, unpack_answers
+from service.wire import json_answers, media_type, narrowest_width, pack_answers, unpack_answers
 
 
 def test_settings_precedence() -> None:
@@ -118,6 +118,10 @@ def test_wire_helpers() -> None:
             assert np.array_equal(unpack_answers(packed, count, width), answers)
     with pytest.raises(ValueError):
         unpack_answers(b"\x00\x00", 7, 1)
+    for count in (0, 1, 2, 1001):
+        answers = rng.random(count) < 0.5
+        body = json.loads(json_answers(answers, {"pairs": count}))
+        assert body == {"reachable": answers.tolist(), "stats": {"pairs": count}}
 
 
 def texts(tokens: NameTokens) -> list[str]:
