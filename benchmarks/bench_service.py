@@ -1,16 +1,19 @@
-"""Load benchmark of the HTTP service on the CPU backend (issue 5).
+"""Load benchmark of the HTTP service on the CPU backend (issue 5), for dataset graphs and named graphs.
 
-Starts ``grail-serve --backend cpu`` on a free loopback port (or uses ``--url``), uploads a dataset,
-then measures with httpx async clients:
+Starts ``grail-serve --backend cpu`` on a free loopback port (or uses ``--url``), uploads a dataset (or, with
+``--graph packages`` or ``--graph rmat``, a generated edge list with string or sparse integer names, see
+benchmarks/generate.py), then measures with httpx async clients:
 - single-pair ``GET /graphs/{id}/reachable`` requests per second, p50 and p99 latency, errors and wrong
   answers, at 1, 16 and 64 concurrent clients (spread over ``--client-procs`` processes, since one
   Python client process saturates a core before the server does);
 - a 1M-pair batch end to end (client encode, transfer, query, answers back) in each encoding, beside the
-  same batch through the library directly (``ReachabilityIndex.query_batch`` on the same int64 array),
-  all paths taken in turns; the table gives the best and the median run of each.
-Writes a markdown table and a PNG chart under ``benchmarks/results/``.
+  same batch through the library directly, by name (``ReachabilityIndex.query_batch``: int64 names, or
+  string names as UTF-8 + offsets) and by internal id (``query_ids``), all paths taken in turns; the
+  table gives the best and the median run of each, and each against the library by name.
+Writes a markdown table and a PNG chart under ``benchmarks/results/`` (service_bench for datasets,
+service_bench-<graph> for named graphs).
 
-    .venv/bin/python benchmarks/bench_service.py [--graph kegg_dag_uniq] [--seconds 5]
+    .venv/bin/python benchmarks/bench_service.py [--graph kegg_dag_uniq|packages|rmat] [--seconds 5]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import numpy as np
@@ -37,7 +41,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.generate import NAMED_GRAPHS  # noqa: E402
 from grail_core import ReachabilityIndex  # noqa: E402
+from grail_core.names import NameTokens  # noqa: E402
 from service.client import GrailClient  # noqa: E402
 from service.wire import narrowest_width  # noqa: E402
 
@@ -102,7 +108,7 @@ async def _get_load(
     chosen = [(start + i) % len(pairs) for i in range(count)]
     requests = [
         httpx.Request(
-            "GET", f"{url}/graphs/{graph_id}/reachable", params={"source": int(pairs[j][0]), "target": int(pairs[j][1])}
+            "GET", f"{url}/graphs/{graph_id}/reachable", params={"source": pairs[j][0], "target": pairs[j][1]}
         )
         for j in chosen
     ]
@@ -200,7 +206,9 @@ def wrk_benchmark(
     if shutil.which("wrk") is None:
         return None
     script = workdir / "pairs.lua"
-    paths = ",\n".join(f'"/graphs/{graph_id}/reachable?source={u}&target={v}"' for u, v in pairs[:20000].tolist())
+    paths = ",\n".join(
+        f'"/graphs/{graph_id}/reachable?{urlencode({"source": u, "target": v})}"' for u, v in pairs[:20000]
+    )
     script.write_text(
         "local paths = {\n" + paths + "\n}\nlocal i = 0\nrequest = function()\n  i = i + 1\n"
         '  return wrk.format("GET", paths[(i % #paths) + 1])\nend\n'
@@ -241,13 +249,21 @@ def wrk_benchmark(
 
 
 def batch_benchmark(
-    url: str, graph_id: str, index: ReachabilityIndex, pairs: np.ndarray, repeats: int
+    url: str, graph_id: str, index: ReachabilityIndex, ids: np.ndarray, repeats: int
 ) -> list[dict[str, object]]:
-    """Each path ``repeats`` times, taken in turns (library, then each HTTP path, then again) so that load
-    from elsewhere on the machine falls on all of them alike; every answer is checked."""
-    expected = index.query_batch(pairs)
-    text_body = "".join(f"{u} {v}\n" for u, v in pairs.tolist()).encode()
-    auto_width = narrowest_width(pairs)
+    """Each path ``repeats`` times, taken in turns (the library, then each HTTP path, then again) so that load
+    from elsewhere on the machine falls on all of them alike; every answer is checked. ``ids``: the pairs
+    as internal ids; every other path sends the same pairs by name."""
+    expected = index.query_ids(ids)[0]
+    flat = index.names.names_of(ids.ravel())
+    as_list = [flat[k : k + 2] for k in range(0, len(flat), 2)]
+    text_body = "".join(f"{u} {v}\n" for u, v in as_list).encode()
+    if index.names.are_integers:
+        by_name: object = np.array(flat, dtype=np.int64).reshape(-1, 2)
+        library = "library by name: index.query_batch(int64 array)"
+    else:
+        by_name = NameTokens.from_strings(flat)
+        library = "library by name: index.query_batch(UTF-8 + offsets)"
 
     with GrailClient(url, timeout=300) as client:
 
@@ -260,35 +276,56 @@ def batch_benchmark(
             response.raise_for_status()
             return np.frombuffer(response.content, dtype=np.uint8)[0::2] == ord("1")
 
-        def as_json() -> np.ndarray:
-            body = json.dumps({"pairs": pairs.tolist()}).encode()
+        def as_json(body: bytes | None = None) -> np.ndarray:
+            body = body or json.dumps({"pairs": as_list}).encode()
             response = client.http.post(
                 f"/graphs/{graph_id}/queries", content=body, headers={"Content-Type": "application/json"}
             )
             response.raise_for_status()
             return np.array(response.json()["reachable"], dtype=bool)
 
+        json_body = json.dumps({"pairs": as_list}).encode()
         paths = [
-            ("library: index.query_batch(int64 array)", lambda: index.query_batch(pairs)),
-            (
-                f"HTTP binary, narrowest width (int{auto_width} here), bit answers (GrailClient.query_batch)",
-                lambda: client.query_batch(graph_id, pairs),
-            ),
-            (
-                "HTTP binary int32, bit answers (query_batch width=32)",
-                lambda: client.query_batch(graph_id, pairs, width=32),
-            ),
-            (
-                "HTTP binary int64, bit answers (query_batch width=64)",
-                lambda: client.query_batch(graph_id, pairs, width=64),
-            ),
-            (
-                "text lines parsed by the client, sent binary (grail query)",
-                lambda: np.frombuffer(client.query_lines(graph_id, text_body), dtype=np.uint8)[0::2] == ord("1"),
-            ),
-            ("HTTP text lines in, 0/1 lines out (parsed by the server)", text_lines),
-            ("HTTP JSON in, JSON out", as_json),
+            (library, lambda: index.query_batch(by_name)),
+            ("library by internal id: index.query_ids(int64 array)", lambda: index.query_ids(ids)[0]),
+            ("library from the Python list: index.query_batch(list of pairs)", lambda: index.query_batch(as_list)),
         ]
+        if index.names.are_integers:
+            auto_width = narrowest_width(by_name)
+            paths.append(
+                (
+                    f"HTTP binary, narrowest width (int{auto_width} here), bit answers (GrailClient.query_batch)",
+                    lambda: client.query_batch(graph_id, by_name),
+                )
+            )
+            paths += [
+                (
+                    f"HTTP binary int{width}, bit answers (query_batch width={width})",
+                    lambda width=width: client.query_batch(graph_id, by_name, width=width),
+                )
+                for width in (32, 64)
+                if width > auto_width
+            ]
+            paths.append(
+                (
+                    "text lines parsed by the client, sent binary (grail query)",
+                    lambda: np.frombuffer(client.query_lines(graph_id, text_body), dtype=np.uint8)[0::2] == ord("1"),
+                )
+            )
+        else:
+            paths.append(
+                (
+                    "HTTP text built from the list at the client, bit answers (GrailClient.query_batch)",
+                    lambda: client.query_batch(graph_id, as_list),
+                )
+            )
+        paths += [
+            ("HTTP text lines in (body ready), 0/1 lines out (parsed by the server)", text_lines),
+            ("HTTP JSON in (body ready), JSON out", lambda: as_json(json_body)),
+            ("HTTP JSON in (json.dumps of the list at the client), JSON out", as_json),
+        ]
+        for _, run in paths:  # once untimed: connections, thread pools and caches warm
+            run()
         times: dict[str, list[float]] = {label: [] for label, _ in paths}
         for _ in range(repeats):
             for label, run in paths:
@@ -296,14 +333,14 @@ def batch_benchmark(
                 answers = run()
                 times[label].append(time.perf_counter() - started)
                 assert np.array_equal(answers, expected), f"{label}: wrong answers"
-    library = times[paths[0][0]]
+    reference = times[library]
     return [
         {
             "path": label,
             "best": min(seconds),
             "median": float(np.median(seconds)),
-            "ratio_best": min(seconds) / min(library),
-            "ratio_median": float(np.median(seconds)) / float(np.median(library)),
+            "ratio_best": min(seconds) / min(reference),
+            "ratio_median": float(np.median(seconds)) / float(np.median(reference)),
         }
         for label, seconds in times.items()
     ]
@@ -311,6 +348,7 @@ def batch_benchmark(
 
 def write_results(
     out: Path,
+    stem: str,
     meta: dict[str, object],
     gets: list[dict[str, float]],
     wrks: list[dict[str, object]],
@@ -322,8 +360,7 @@ def write_results(
         "",
         f"- command: `{meta['command']}`",
         f"- machine: {meta['machine']}",
-        f"- graph: {meta['graph']} ({meta['nodes']} nodes, {meta['edges']} edges); single GETs cycle through its "
-        f".que and .pos.que pairs and every answer is checked against the .ans files",
+        f"- graph: {meta['graph']} ({meta['nodes']} nodes, {meta['edges']} edges); every answer is checked",
         f"- date: {meta['date']}; load average before the run (other work on the machine): {meta['load']}",
         "",
         "## Single-pair GET /graphs/{id}/reachable, httpx async clients",
@@ -355,14 +392,14 @@ def write_results(
         f"## One batch of {meta['batch_pairs']:,} pairs, end to end at the client ({meta['repeats']} runs of "
         "each path, taken in turns)",
         "",
-        "| path | best s | median s | x library (best) | x library (median) |",
+        "| path | best s | median s | x library by name (best) | x library by name (median) |",
         "|---|---:|---:|---:|---:|",
     ]
     for b in batches:
         lines.append(
             f"| {b['path']} | {b['best']:.3f} | {b['median']:.3f} | {b['ratio_best']:.2f} | {b['ratio_median']:.2f} |"
         )
-    (out / "service_bench.md").write_text("\n".join(lines) + "\n")
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
 
     import matplotlib
 
@@ -399,18 +436,21 @@ def write_results(
     left.set_ylim(0, 1.25 * max([float(g["rps"]) for g in gets] + [float(w["rps"]) for w in wrks] + [2000.0]))
     names = [str(b["path"]).split(" (")[0].split(":")[0] for b in batches]
     right.barh(names[::-1], [float(b["median"]) for b in batches][::-1], color="#55a868")
-    right.axvline(2 * float(batches[0]["median"]), color="#c44e52", linestyle="--", label="2x library")
+    target = float(meta["target"])  # issue 5's 2x for integer pairs, issue 12's 3x for string names
+    right.axvline(target * float(batches[0]["median"]), color="#c44e52", linestyle="--", label=f"{target:g}x library")
     right.set_xscale("log")
     right.set_xlabel("median seconds (log scale)")
     right.set_title(f"{meta['batch_pairs']:,}-pair batch, end to end")
     right.legend(loc="lower right")
     fig.tight_layout()
-    fig.savefig(out / "service_bench.png", dpi=120)
+    fig.savefig(out / f"{stem}.png", dpi=120)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--graph", default="kegg_dag_uniq", help="dataset stem in GRAIL_DATASETS")
+    parser.add_argument(
+        "--graph", default="kegg_dag_uniq", help=f"dataset stem in GRAIL_DATASETS, or one of {', '.join(NAMED_GRAPHS)}"
+    )
     parser.add_argument("--url", help="an already running server (default: start one)")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each GET run")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
@@ -420,14 +460,31 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    graph_file = DATASETS / f"{args.graph}.gra"
-    if not graph_file.is_file():
-        print(f"dataset {graph_file} is absent (set GRAIL_DATASETS)", file=sys.stderr)
-        return 2
-    que = [np.loadtxt(DATASETS / f"{args.graph}{k}.que", dtype=np.int64, ndmin=2) for k in ("", ".pos")]
-    ans = [np.loadtxt(DATASETS / f"{args.graph}{k}.ans", dtype=np.int64).astype(bool) for k in ("", ".pos")]
-    pairs, answers = np.concatenate(que), np.concatenate(ans)
-
+    rng = np.random.default_rng(0)
+    if args.graph in NAMED_GRAPHS:
+        title, make_edge_list = NAMED_GRAPHS[args.graph]
+        upload: Path | bytes = make_edge_list()
+        index = ReachabilityIndex.from_bytes(upload, format="edgelist", backend="cpu")
+        sample = rng.integers(0, index.names.size, (20_000, 2))
+        flat = index.names.names_of(sample.ravel())
+        pairs = [flat[k : k + 2] for k in range(0, len(flat), 2)]
+        answers = index.query_ids(sample)[0]
+        batch = rng.integers(0, index.names.size, (args.batch_pairs, 2))
+        stem = f"service_bench-{args.graph}"
+        about = f"{title}, generated (benchmarks/generate.py); single GETs and batches of uniform random pairs by name"
+    else:
+        upload = DATASETS / f"{args.graph}.gra"
+        if not upload.is_file():
+            print(f"dataset {upload} is absent (set GRAIL_DATASETS)", file=sys.stderr)
+            return 2
+        que = [np.loadtxt(DATASETS / f"{args.graph}{k}.que", dtype=np.int64, ndmin=2) for k in ("", ".pos")]
+        ans = [np.loadtxt(DATASETS / f"{args.graph}{k}.ans", dtype=np.int64).astype(bool) for k in ("", ".pos")]
+        ids, answers = np.concatenate(que), np.concatenate(ans)
+        pairs = ids.tolist()
+        index = ReachabilityIndex.from_file(upload, backend="cpu")
+        batch = ids[rng.integers(0, len(ids), args.batch_pairs)]
+        stem = "service_bench"
+        about = f"{args.graph}; single GETs cycle through its .que and .pos.que pairs"
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="grail-bench-") as tmp:
         proc = None
@@ -437,7 +494,13 @@ def main() -> int:
         server_pid = proc.pid if proc is not None else None
         try:
             with GrailClient(url, timeout=300) as client:
-                record = client.upload(graph_file, name=args.graph, backend="cpu", wait=True)
+                record = client.upload(
+                    upload,
+                    name=args.graph,
+                    backend="cpu",
+                    wait=True,
+                    content_type=None if isinstance(upload, Path) else "text/plain",
+                )
             graph_id = record["id"]
             gets = []
             for clients in args.clients:
@@ -461,9 +524,6 @@ def main() -> int:
                         f"  p99 {result['p99_ms']:.2f} ms  errors {result['errors']}",
                         flush=True,
                     )
-            index = ReachabilityIndex.from_file(graph_file, backend="cpu")
-            rng = np.random.default_rng(0)
-            batch = pairs[rng.integers(0, len(pairs), args.batch_pairs)]
             batches = batch_benchmark(url, graph_id, index, np.ascontiguousarray(batch), args.repeats)
             for b in batches:
                 print(
@@ -480,16 +540,17 @@ def main() -> int:
         "command": " ".join(["python", os.path.relpath(Path(sys.argv[0]).resolve(), REPO), *sys.argv[1:]]),
         "machine": f"{platform.node()}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
         f"Python {platform.python_version()}",
-        "graph": args.graph,
+        "graph": about,
         "nodes": record["stats"]["nodes"],
         "edges": record["stats"]["edges"],
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "batch_pairs": args.batch_pairs,
         "repeats": args.repeats,
         "load": load,
+        "target": 3 if args.graph in NAMED_GRAPHS else 2,
     }
-    write_results(args.out, meta, gets, wrks, batches)
-    print(f"wrote {args.out / 'service_bench.md'} and {args.out / 'service_bench.png'}")
+    write_results(args.out, stem, meta, gets, wrks, batches)
+    print(f"wrote {args.out / stem}.md and .png")
     return 0
 
 

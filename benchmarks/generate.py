@@ -12,11 +12,19 @@
 Edges are de-duplicated and rows sorted; the child orders of a benchmark come from
 ``grail_core.labeling.make_child_orders`` as for real graphs. Pair batches: ``downward_walk_pairs``
 (80% pairs from short random walks, so reachable, the rest uniform) and uniform pairs.
+``grail_core.labeling.make_child_orders`` as for real graphs.
+
+Named graphs, for the name lookups (edge lists, as users upload them):
+
+* ``package_graph``: ~60k nodes named like Debian packages (``libfoo-bar2-dev``, ``python3-baz``, ...),
+  dependencies drawn towards popular packages, a few of them circular.
+* ``rmat_edges`` with ``sparse_names``: an R-MAT graph whose nodes are named by random 40-bit integers.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +42,14 @@ __all__ = [
     "layered_dag",
     "rmat",
     "uniprot_like",
+    "package_names",
+    "package_graph",
+    "rmat_edges",
+    "sparse_names",
+    "edge_list_text",
+    "package_edge_list",
+    "rmat_edge_list",
+    "NAMED_GRAPHS",
 ]
 
 
@@ -135,6 +151,101 @@ def generate(name: str, scale: float = 1.0, cache: Path | None = None) -> tuple[
         np.save(files[0], indptr)
         np.save(files[1], indices)
     return indptr, indices
+
+
+_SYLLABLES = (
+    "ab ac ad al am an ap ar as at av ba be bi bo bu ca ce ci co cu da de di do du el em en er es ex fa fe fi fo ga "
+    "ge gi go gu ha he hi ho id il im in ir is ja jo ka ke ki ko la le li lo lu ma me mi mo mu na ne ni no nu ob "
+    "od ol om on op or os ot pa pe pi po pu qu ra re ri ro ru sa se si so su ta te ti to tu ul um un ur us va ve "
+    "vi vo wa we wi xa xe ya yo za ze zi zo"
+).split()
+_PREFIXES = ("", "", "", "lib", "lib", "python3-", "r-cran-", "golang-github-", "node-", "ruby-", "fonts-", "gir1.2-")
+_SUFFIXES = ("", "", "", "", "-dev", "-doc", "-common", "-data", "-bin", "-utils", "-dbg", "-tools")
+
+
+def package_names(count: int, seed: int = 0) -> list[str]:
+    """``count`` distinct names shaped like Debian package names (5 to ~60 bytes, ASCII)."""
+    rng = np.random.default_rng(seed)
+    names: dict[str, None] = {}
+    while len(names) < count:
+        todo = 2 * (count - len(names))
+        syllables = rng.integers(0, len(_SYLLABLES), size=(todo, 6))
+        lengths = rng.integers(2, 7, size=todo)
+        parts = rng.integers(1, 4, size=todo)
+        prefixes = rng.integers(0, len(_PREFIXES), size=todo)
+        suffixes = rng.integers(0, len(_SUFFIXES), size=todo)
+        versions = rng.integers(-8, 10, size=todo)
+        for k in range(todo):
+            word = "".join(_SYLLABLES[s] for s in syllables[k, : lengths[k]])
+            if parts[k] > 1:  # a second word, as in libxml-parser or python3-foo-bar
+                cut = 2 * (lengths[k] // parts[k])
+                word = word[:cut] + "-" + word[cut:] if 0 < cut < len(word) else word
+            version = str(versions[k]) if versions[k] > 0 else ""
+            names[f"{_PREFIXES[prefixes[k]]}{word}{version}{_SUFFIXES[suffixes[k]]}"] = None
+    return list(names)[:count]
+
+
+def package_graph(nodes: int = 60_000, edges: int = 250_000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Dependencies among ``nodes`` packages: each depends on a few packages drawn by a power law over a
+    popularity order (libc-like packages are depended on by thousands); 1% of the edges point the other
+    way, so that some packages depend on each other in cycles. Node ids index ``package_names``."""
+    rng = np.random.default_rng(seed)
+    popularity = rng.permutation(nodes)
+    src = rng.integers(0, nodes, size=edges)
+    rank = np.minimum((nodes * rng.random(edges) ** 3).astype(np.int64), nodes - 1)
+    dst = popularity[rank]
+    flip = rng.random(edges) < 0.01
+    src, dst = np.where(flip, dst, src), np.where(flip, src, dst)
+    keep = src != dst
+    return src[keep], dst[keep]
+
+
+def rmat_edges(scale: int, edges: int, seed: int = 0, abc: tuple[float, float, float] = (0.57, 0.19, 0.19)):
+    """An R-MAT graph over 2**scale node ids (many of them unused): each edge picks a quadrant per bit."""
+    rng = np.random.default_rng(seed)
+    src = np.zeros(edges, dtype=np.int64)
+    dst = np.zeros(edges, dtype=np.int64)
+    a, b, c = abc
+    for bit in range(scale):
+        r = rng.random(edges)
+        src |= (r >= a + b).astype(np.int64) << bit
+        dst |= (((r >= a) & (r < a + b)) | (r >= a + b + c)).astype(np.int64) << bit
+    return src, dst
+
+
+def sparse_names(count: int, seed: int = 0, bits: int = 40) -> np.ndarray:
+    """``count`` distinct random non-negative integers below 2**bits, in random order (database-like ids)."""
+    rng = np.random.default_rng(seed)
+    names = np.unique(rng.integers(0, 2**bits, size=count + count // 8 + 16))
+    while names.size < count:
+        names = np.unique(np.concatenate([names, rng.integers(0, 2**bits, size=count)]))
+    return rng.permutation(names)[:count]
+
+
+def edge_list_text(src_names: Sequence[object], dst_names: Sequence[object]) -> bytes:
+    """'u v' lines."""
+    return "".join(f"{u} {v}\n" for u, v in zip(src_names, dst_names, strict=True)).encode()
+
+
+def package_edge_list(nodes: int = 60_000, edges: int = 250_000, seed: int = 0) -> bytes:
+    """``package_graph`` as an edge list of its names."""
+    names = np.array(package_names(nodes, seed), dtype=object)
+    src, dst = package_graph(nodes, edges, seed)
+    return edge_list_text(names[src], names[dst])
+
+
+def rmat_edge_list(scale: int = 21, edges: int = 2_000_000, seed: int = 0) -> bytes:
+    """``rmat_edges`` as an edge list of sparse 40-bit integer names."""
+    src, dst = rmat_edges(scale, edges, seed)
+    names = sparse_names(2**scale, seed)
+    return edge_list_text(names[src], names[dst])
+
+
+# Edge lists with node names, as users upload them.
+NAMED_GRAPHS = {
+    "packages": ("packages (string names)", package_edge_list),
+    "rmat": ("R-MAT 2M edges (sparse integer names)", rmat_edge_list),
+}
 
 
 def main() -> None:

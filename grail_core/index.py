@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
@@ -16,7 +17,7 @@ from .condensation import condense
 from .errors import IndexFileError, InvalidParameterError
 from .graph import Digraph
 from .labeling import make_child_orders, with_virtual_root
-from .names import NodeNames
+from .names import MAX_NAME_BYTES, NameTokens, NodeNames
 from .query import UNDECIDED, YES, QueryArrays, SearchBuffers, answer_pair, filter_pairs, pack
 from .readers import GraphInput, GraphSource, read_graph
 from .stats import IndexStats, QueryStats
@@ -52,6 +53,12 @@ class _Timer:
         self.done += dict(_PHASES)[name]
         if self.progress:
             self.progress(name, min(self.done, 1.0))
+
+
+def _all_pairs(pairs: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether every item is a list or a tuple of two (the common form of a batch of names, read without
+    building an object array)."""
+    return bool(pairs) and set(map(type, pairs)) <= {list, tuple} and set(map(len, pairs)) == {2}
 
 
 def _is_int(value: object) -> bool:
@@ -197,14 +204,23 @@ class ReachabilityIndex:
         return cls.build(graph, **build)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], format: str | None = None, **build: Any) -> ReachabilityIndex:
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        format: str | None = None,
+        *,
+        max_name_bytes: int = MAX_NAME_BYTES,
+        **build: Any,
+    ) -> ReachabilityIndex:
         """Read a graph file (``.gra``, edge list or JSON, optionally gzip) and index it."""
-        return cls.build(read_graph(path, format), **build)
+        return cls.build(read_graph(path, format, max_name_bytes=max_name_bytes), **build)
 
     @classmethod
-    def from_bytes(cls, data: GraphSource, format: str | None = None, **build: Any) -> ReachabilityIndex:
+    def from_bytes(
+        cls, data: GraphSource, format: str | None = None, *, max_name_bytes: int = MAX_NAME_BYTES, **build: Any
+    ) -> ReachabilityIndex:
         """Parse graph bytes and index them."""
-        return cls.build(read_graph(data, format), **build)
+        return cls.build(read_graph(data, format, max_name_bytes=max_name_bytes), **build)
 
     # Queries ------------------------------------------------------------------------------------
 
@@ -223,22 +239,34 @@ class ReachabilityIndex:
 
     def query_pair(self, source: Any, target: Any) -> tuple[bool, bool]:
         """(reachable, whether the labels left the pair to a search), for one pair of names."""
-        ids = self.names.lookup([source, target])
-        return answer_pair(self.hot, self._buffers, int(ids[0]), int(ids[1]))
+        u, v = self.names.lookup_one(source), self.names.lookup_one(target)
+        return answer_pair(self.hot, self._buffers, u, v)
 
     def query_batch(self, pairs: Any) -> np.ndarray:
-        """Answers (bool array) for an (M, 2) array-like of (source, target) names."""
+        """Answers (bool array) for an (M, 2) array-like of (source, target) names, or for ``NameTokens`` of
+        2M names (source, target, source, target ...)."""
         return self.query_batch_with_stats(pairs)[0]
 
     def query_batch_with_stats(self, pairs: Any) -> tuple[np.ndarray, QueryStats]:
         """Answers and what they cost: the label filter first, then a search for the undecided pairs."""
         start = time.perf_counter()
-        array = np.asarray(pairs)
-        if array.size == 0:
+        if isinstance(pairs, NameTokens):
+            if len(pairs) % 2:
+                raise InvalidParameterError(f"pairs need an even number of names, got {len(pairs)}")
+            shape: tuple[int, ...] = (len(pairs) // 2, 2)
+            lookup = self.names.lookup
+        elif isinstance(pairs, list | tuple) and _all_pairs(pairs):
+            pairs = list(itertools.chain.from_iterable(pairs))
+            shape, lookup = (len(pairs) // 2, 2), self.names.lookup_list
+        else:
+            # Other sequences as objects, not np.asarray's common type: that would read [True, 1] as [1, 1].
+            pairs = pairs if isinstance(pairs, np.ndarray) else np.array(pairs, dtype=object)
+            shape, lookup = pairs.shape, self.names.lookup
+        if np.prod(shape) == 0:
             return np.zeros(0, dtype=np.bool_), QueryStats(0, 0, 0, 0, time.perf_counter() - start, "none")
-        if array.ndim != 2 or array.shape[1] != 2:
-            raise InvalidParameterError(f"pairs must have shape (M, 2), got {array.shape}")
-        return self.query_ids(self.names.lookup(array), start)
+        if len(shape) != 2 or shape[1] != 2:
+            raise InvalidParameterError(f"pairs must have shape (M, 2), got {shape}")
+        return self.query_ids(lookup(pairs).reshape(shape), start)
 
     def query_ids(self, pairs: np.ndarray, start: float | None = None) -> tuple[np.ndarray, QueryStats]:
         """``query_batch_with_stats`` on an (M, 2) int64 array of internal node ids."""
@@ -281,9 +309,9 @@ class ReachabilityIndex:
         arrays |= {
             "graph_out_indptr": self._graph_csr[0],
             "graph_out_indices": self._graph_csr[1],
-            "names": self.names.to_array(),
         }
-        metadata = {"stats": self.stats.to_dict(), "num_nodes": self.names.size}
+        arrays |= self.names.to_arrays()
+        metadata = {"stats": self.stats.to_dict(), "num_nodes": self.names.size, "names": self.names.metadata()}
         write_index_dir(directory, arrays, metadata, overwrite=overwrite)
 
     @classmethod
@@ -299,7 +327,11 @@ class ReachabilityIndex:
         try:
             query = QueryArrays(**{name: arrays[f"query_{name}"] for name in QueryArrays._fields})
             graph_csr = (arrays["graph_out_indptr"], arrays["graph_out_indices"])
-            names = NodeNames.from_array(int(metadata["num_nodes"]), np.asarray(arrays["names"]))
+            size = int(metadata["num_nodes"])
+            if "names" in metadata:
+                names = NodeNames.from_arrays(size, metadata["names"], arrays)
+            else:  # format version 1: sorted names; the table is built now
+                names = NodeNames.from_sorted_array(size, np.asarray(arrays["names"]))
             stats = IndexStats.from_dict(metadata["stats"])
         except (KeyError, TypeError) as error:
             raise IndexFileError(f"{directory} is incomplete: {error}") from None

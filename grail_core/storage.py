@@ -18,10 +18,12 @@ import numpy as np
 
 from .errors import IndexFileError
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "write_index_dir", "read_index_dir"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READABLE_VERSIONS", "write_index_dir", "read_index_dir"]
 
 FORMAT_NAME = "grail-index"
-FORMAT_VERSION = 1
+# Version 2 stores node names as a hash table (grail_core.names); version 1 stored them sorted, and still loads.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 22
 
@@ -97,10 +99,10 @@ def read_index_dir(
         raise IndexFileError(f"{root / MANIFEST} is unreadable: {error}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise IndexFileError(f"{root / MANIFEST} does not describe a {FORMAT_NAME}")
-    if manifest.get("version") != FORMAT_VERSION:
+    if manifest.get("version") not in READABLE_VERSIONS:
         raise IndexFileError(
             f"index format version {manifest.get('version')!r} is not supported "
-            f"(this build reads version {FORMAT_VERSION})"
+            f"(this build reads versions {', '.join(map(str, READABLE_VERSIONS))})"
         )
     arrays: dict[str, np.ndarray] = {}
     try:

@@ -64,7 +64,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # In the background: /health answers at once; requests that need a kernel meanwhile wait at the gate
         # (seconds on a cold numba cache, well under one on a warm one); /ready says when it is done.
         start_warm_up(warm_up, gate, readiness)
-        runner = BuildRunner(registry, metrics, settings.build_workers, gate, settings.max_graph_bytes)
+        runner = BuildRunner(
+            registry, metrics, settings.build_workers, gate, settings.max_graph_bytes, settings.max_name_bytes
+        )
         gpu = device_name() if settings.backend != "cpu" else None
         app.state.grail = ServiceState(settings, registry, runner, metrics, default_backend, gpu, gate, readiness)
         for record in to_build:

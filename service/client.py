@@ -2,13 +2,15 @@
 
 Both share the request building and answer parsing below, so they differ only in how they wait.
 Integer pairs travel as binary integers of the narrowest width that holds them (service.wire: no JSON for a
-million pairs, and int16 or int32 where the names fit); others as JSON. Answers come back one bit each.
+million pairs, and int16 or int32 where the names fit); string pairs as 'u v' text lines where no name holds
+whitespace, others as JSON. Answers come back one bit each.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import itertools
 import json
 import os
 import time
@@ -46,6 +48,8 @@ DEFAULT_URL = os.environ.get("GRAIL_URL", "http://127.0.0.1:8000")
 _CHUNK = 1 << 20
 _PACKED_ANSWERS = f"{BINARY}; width=1"
 _TEXT_HEADERS = {"Content-Type": "text/plain", "Accept": "text/plain"}
+# The rest of the ASCII whitespace that the server splits text at (single bytes: found at memchr speed).
+_SPLIT_ELSEWHERE = (b"\t", b"\r", b"\x0b", b"\x0c")
 
 _SUFFIX_TYPES = {
     ".gra": "text/x-grail-gra",
@@ -160,6 +164,10 @@ class _Batch:
 
 
 def _batch(pairs: Any, width: int | None) -> _Batch:
+    if width is None:
+        lines = _text_lines(pairs.tolist() if isinstance(pairs, np.ndarray) and pairs.dtype.kind == "U" else pairs)
+        if lines is not None:
+            return _Batch(len(pairs), {"Content-Type": "text/plain", "Accept": _PACKED_ANSWERS}, lines)
     array = pairs if isinstance(pairs, np.ndarray) else np.asarray(pairs)
     integers = array.dtype.kind in "iu" and array.ndim == 2 and array.shape[1] == 2
     fits = narrowest_width(array) if integers else None
@@ -178,6 +186,26 @@ def _batch(pairs: Any, width: int | None) -> _Batch:
         "Content-Length": str(data.nbytes),
     }
     return _Batch(len(data), headers, data)
+
+
+def _text_lines(pairs: Any) -> bytes | None:
+    """The names of pairs of string names as text, separated by single spaces (the server reads any ASCII
+    whitespace between names), when no name is empty or holds ASCII whitespace; None otherwise. Half the
+    time of json.dumps for a million pairs, and smaller."""
+    if isinstance(pairs, np.ndarray) or not pairs:
+        return None
+    try:
+        if set(map(len, pairs)) != {2}:
+            return None
+        names = list(itertools.chain.from_iterable(pairs))
+        if not all(names):  # an empty name
+            return None
+        text = " ".join(names).encode("utf-8") + b"\n"
+    except (TypeError, UnicodeEncodeError):  # a name that is not a string, or a lone surrogate (JSON carries it)
+        return None
+    if text.count(b" ") != len(names) - 1 or text.count(b"\n") != 1 or any(s in text for s in _SPLIT_ELSEWHERE):
+        return None
+    return text
 
 
 def _check_width(width: int, fits: int | None) -> None:

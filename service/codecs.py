@@ -1,6 +1,7 @@
 """Query pairs in and answers out, in the encodings the queries routes speak (JSON, text lines, binary).
 
-Only the shape is checked here; whether the names exist is the index's business (UnknownNodeError).
+Only the shape is checked here; whether the names exist is the index's business (UnknownNodeError). Names in
+text and JSON bodies become ``NameTokens`` (service.textscan), which the index looks up in one pass.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from grail_core.names import NameTokens, utf8_error
+
 from .errors import ServiceError
+from .textscan import json_pairs, words
 from .wire import (
     ANSWER_WIDTHS,
     BINARY,
@@ -22,14 +26,9 @@ from .wire import (
     media_type,
     pack_answers,
     pair_dtype,
-    text_integers,
 )
 
 __all__ = ["BINARY", "parse_get_pairs", "pair_format", "decode_pairs", "answer_type", "encode_answers"]
-
-_NUMBER_AND_SPACE = b"0123456789- \t\r\n"
-_JSON_HEAD, _JSON_TAIL = b'{"pairs":[', b"]}"
-_BRACKETS_TO_SPACE = bytes.maketrans(b"[],", b"   ")
 
 
 def parse_get_pairs(text: str, limit: int) -> list[tuple[str, str]]:
@@ -64,9 +63,10 @@ def pair_format(content_type: str) -> tuple[str, int | None]:
     )
 
 
-def decode_pairs(body: bytes | np.ndarray, content_type: str) -> Any:
-    """The pairs of a POST body (Content-Type header as sent): an (M, 2) array or a list of pairs, whatever
-    the index accepts. A binary body is read in place, without a copy."""
+def decode_pairs(body: bytes | np.ndarray, content_type: str) -> np.ndarray | NameTokens | list[Any]:
+    """The pairs of a POST body (Content-Type header as sent), in a form the index accepts: an (M, 2) integer
+    array (binary, read in place without a copy), NameTokens of 2M names (text, and JSON whose names are
+    strings and integers), or a list of pairs (any other JSON)."""
     media, width = pair_format(content_type)
     if width is not None:
         pair_bytes = 2 * width // 8
@@ -78,52 +78,26 @@ def decode_pairs(body: bytes | np.ndarray, content_type: str) -> Any:
                 f"a multiple of {pair_bytes}",
             )
         return np.frombuffer(body, dtype=pair_dtype(width)).reshape(-1, 2)
-    text = body if isinstance(body, bytes) else body.tobytes()  # the routes read text bodies as bytes
     if media == "application/json":
-        fast = _json_integer_pairs(text)
-        if fast is not None:
-            return fast
+        tokens = json_pairs(body)
+        if tokens is not None:
+            return tokens
         try:
-            data = json.loads(text)
+            data = json.loads(body.tobytes() if isinstance(body, np.ndarray) else body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ServiceError(422, "BadJSON", f"the body is not valid JSON: {exc}") from None
         pairs = data.get("pairs") if isinstance(data, dict) else None
         if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
             raise ServiceError(422, "BadPairs", 'the body must be {"pairs": [[source, target], ...]}')
         return pairs
-    numbers = text_integers(text)
-    if numbers is not None:
-        if numbers.size % 2:
-            raise ServiceError(422, "BadPairs", f"the body has {numbers.size} names; it needs 'source target' lines")
-        return numbers.reshape(-1, 2)
-    try:
-        tokens = text.decode("utf-8").split()
-    except UnicodeDecodeError as exc:
-        raise ServiceError(422, "BadText", f"the body is not UTF-8 text: {exc}") from None
+    tokens = words(body)
+    bad = utf8_error(tokens.data)  # whitespace is ASCII: the names are UTF-8 when the whole body is
+    if bad is not None:
+        name = int(np.searchsorted(tokens.starts, bad, side="right")) - 1
+        raise ServiceError(422, "BadText", f"the body is not UTF-8 text: name {name + 1} ({tokens.text(name)!r})")
     if len(tokens) % 2:
         raise ServiceError(422, "BadPairs", f"the body has {len(tokens)} names; it needs 'source target' lines")
-    return np.array(tokens, dtype=str).reshape(-1, 2)
-
-
-def _json_integer_pairs(body: bytes) -> np.ndarray | None:
-    """``{"pairs": [[int, int], ...]}`` parsed in C, ten times faster than json.loads for a million pairs;
-    None for any other shape or content (strings, floats, extra keys), which takes the exact general path.
-
-    Once digits, signs and whitespace are deleted, such a body is exactly ``{"pairs":[[,],[,],...,[,]]}``;
-    with that structure and two integers per pair, the numbers can be read in order ignoring the brackets.
-    """
-    structure = body.translate(None, _NUMBER_AND_SPACE)
-    if not structure.startswith(_JSON_HEAD) or not structure.endswith(_JSON_TAIL):
-        return None
-    count = structure.count(b"[,]")
-    if count == 0 or len(structure) != len(_JSON_HEAD) + len(_JSON_TAIL) + 4 * count - 1:
-        return None
-    if structure[len(_JSON_HEAD) : -len(_JSON_TAIL)] != b",".join([b"[,]"] * count):
-        return None
-    numbers = text_integers(body[body.index(b"[") :].translate(_BRACKETS_TO_SPACE).rstrip(b"}\t\r\n "))
-    if numbers is None or numbers.size != 2 * count:
-        return None
-    return numbers.reshape(-1, 2)
+    return tokens
 
 
 def answer_type(accept: str | None) -> str:

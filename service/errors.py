@@ -36,7 +36,7 @@ class ServiceError(Exception):
 
 
 def error_response(status: int, kind: str, detail: str, **extra: Any) -> JSONResponse:
-    body: dict[str, Any] = {"detail": detail, "error": kind}
+    body: dict[str, Any] = {"detail": _utf8_safe(detail), "error": kind}
     body.update({k: v for k, v in extra.items() if v is not None})
     return JSONResponse(body, status_code=status)
 
@@ -87,7 +87,14 @@ def _jsonable(name: object) -> object:
         name = name.item()
     if isinstance(name, bytes):
         return name.decode("utf-8", "replace")
-    return name if isinstance(name, int | str) else str(name)
+    if isinstance(name, str):
+        return _utf8_safe(name)
+    return name if isinstance(name, int) else str(name)
+
+
+def _utf8_safe(text: str) -> str:
+    """Text that encodes as UTF-8: a lone surrogate (JSON may name one, "\\ud801") is written as its escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def install_error_handlers(app: FastAPI) -> None:

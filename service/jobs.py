@@ -28,9 +28,11 @@ class BuildRunner:
         workers: int,
         core_gate: CoreGate,
         max_graph_bytes: int,
+        max_name_bytes: int,
     ) -> None:
         self._registry = registry
         self._max_graph_bytes = max_graph_bytes
+        self._max_name_bytes = max_name_bytes
         self._core_gate = core_gate
         self._metrics = metrics
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grail-build")
@@ -55,7 +57,10 @@ class BuildRunner:
             progress("read", 0.0)
             with self._core_gate:
                 graph = read_graph(
-                    self._registry.upload_path(graph_id), format=params.format, max_bytes=self._max_graph_bytes
+                    self._registry.upload_path(graph_id),
+                    format=params.format,
+                    max_bytes=self._max_graph_bytes,
+                    max_name_bytes=self._max_name_bytes,
                 )
                 index = ReachabilityIndex.build(
                     graph, dims=params.dims, seed=params.seed, backend=params.backend, progress=progress

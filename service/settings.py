@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from grail_core.backend_names import DEFAULT_BACKEND, BackendName
+from grail_core.names import MAX_NAME_BYTES
 
 __all__ = ["Settings", "SettingsError", "ENV_PREFIX", "ENV_FILE"]
 
@@ -41,6 +42,7 @@ class Settings(BaseSettings):
     max_graph_mb: int = Field(8192, ge=1, description="largest graph text after gzip decompression, MiB")
     build_workers: int = Field(1, ge=1, description="indexes built at the same time")
     max_get_pairs: int = Field(1000, ge=1, description="pairs allowed in one GET")
+    max_name_bytes: int = Field(MAX_NAME_BYTES, ge=1, description="longest node name in an upload, UTF-8 bytes")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log threshold")
     log_format: Literal["text", "json"] = Field("text", description="log lines as text or as JSON objects")
 

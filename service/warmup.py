@@ -1,8 +1,9 @@
 """Compile grail_core's query kernels at start-up instead of in the first user's request, in the background.
 
 numba compiles one specialization per argument layout: freshly built indexes and memory-mapped
-(read-only) loaded ones differ, and so do writable and read-only (zero-copy binary) pair arrays.
-Without this, the first query of each kind after a start waits seconds for the compiler; with a warm
+(read-only) loaded ones differ, and so do writable and read-only (zero-copy binary) pair arrays, and each
+kind of node names (the range, integers, strings) has its own lookups, from integers, from text and from
+JSON. Without this, the first query of each kind after a start waits seconds for the compiler; with a warm
 numba cache on disk (NUMBA_CACHE_DIR, see service.main) this takes well under a second. The server
 answers ``/health`` while it runs; ``/ready`` says when it is done (``Readiness``).
 
@@ -14,6 +15,7 @@ into grail_core to one at a time until the layer is known, and for good where it
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import threading
@@ -29,6 +31,8 @@ import numpy as np
 
 from grail_core import ReachabilityIndex
 
+from .codecs import decode_pairs
+
 __all__ = ["warm_up", "CoreGate", "Readiness", "KernelState", "start_warm_up"]
 
 _THREAD_SAFE_LAYERS = ("tbb", "omp")
@@ -37,28 +41,49 @@ KernelState = Literal["compiling", "ready", "failed"]
 
 log = logging.getLogger("grail.service.warmup")
 
-# A cycle, a tail and an isolated node: the filter, the search and the same-component cases all run.
-_EDGES = np.array([[0, 1], [1, 2], [2, 0], [2, 3], [3, 4], [1, 4]], dtype=np.int64)
-_PAIRS = np.array([[0, 4], [4, 0], [1, 3], [3, 3], [5, 0]], dtype=np.int64)
+# A cycle, a tail and an isolated node: the filter, the search and the same-component cases all run. The
+# same graph three times: names 0..5 (the range), sparse integers, and strings (one of them a number).
+_GRAPHS = {
+    "range": "0 1\n1 2\n2 0\n2 3\n3 4\n1 4\n5 5\n",
+    "int": "10 -1\n-1 2000\n2000 10\n2000 3\n3 44\n-1 44\n5 5\n",
+    "str": "a b\nb 7\n7 a\n7 d\nd é\nb é\nf f\n",
+}
+_PAIRS = {
+    "range": "0 4\n4 0\n1 3\n3 3\n5 0\n",
+    "int": "10 44\n44 10\n-1 3\n3 3\n5 10\n",
+    "str": "a é\né a\nb d\n7 7\nf a\n",
+}
 
 
 def warm_up() -> str:
     """Run every query path once; returns numba's threading layer."""
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="grail-warmup-") as tmp:
-        built = ReachabilityIndex.from_edges(_EDGES, num_nodes=6, backend="cpu")
-        built.save(Path(tmp) / "index")
-        loaded = ReachabilityIndex.load(Path(tmp) / "index", mmap=True)
-        read_only = np.frombuffer(_PAIRS.astype("<i8").tobytes(), dtype="<i8").reshape(-1, 2)
-        for index in (built, loaded):
-            index.reachable(0, 4)
-            index.reachable("4", "0")
-            index.query_batch_with_stats(_PAIRS)
-            index.query_batch_with_stats(read_only)
-            index.query_batch_with_stats(_PAIRS.astype(str))
+        for kind, edges in _GRAPHS.items():
+            built = ReachabilityIndex.from_bytes(edges.encode(), format="edgelist", backend="cpu")
+            built.save(Path(tmp) / kind)
+            loaded = ReachabilityIndex.load(Path(tmp) / kind, mmap=True)
+            text = _body(_PAIRS[kind].encode())
+            names = np.array(_PAIRS[kind].split()).reshape(-1, 2)
+            json_body = _body(json.dumps({"pairs": names.tolist()}).encode())
+            for index in (built, loaded):
+                index.reachable(*names[0])
+                index.query_batch_with_stats(names)
+                index.query_batch_with_stats(names.tolist())  # ?pairs=
+                index.query_batch_with_stats(decode_pairs(text, "text/plain"))
+                index.query_batch_with_stats(decode_pairs(json_body, "application/json"))
+                integers = names[3:4] if kind == "str" else names
+                binary = _body(integers.astype("<i8").tobytes())
+                index.query_batch_with_stats(integers.astype(np.int64))
+                index.query_batch_with_stats(decode_pairs(binary, "application/octet-stream"))
     layer = str(numba.threading_layer())
     log.info("query kernels ready in %.2f s (numba threading layer %s)", time.perf_counter() - started, layer)
     return layer
+
+
+def _body(data: bytes) -> np.ndarray:
+    """A request body as the queries route reads it (service.bodies.read_array): a writable uint8 array."""
+    return np.frombuffer(data, dtype=np.uint8).copy()
 
 
 class CoreGate:

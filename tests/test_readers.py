@@ -7,9 +7,14 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from grail_core import GraphFormatError, InvalidParameterError, ReachabilityIndex, UnknownNodeError, read_graph
+from grail_core.names import NameTokens
 from grail_core.readers import guess_format
+from tests.reference import reachability_matrix
+from tests.strategies import digraphs
 
 GRA = b"graph_for_greach\n4\n0: 2 1 1 #\n1: 3 #\n2: #\n3: 3 #\n"
 
@@ -108,7 +113,7 @@ def test_empty_inputs_are_rejected() -> None:
 
 def test_json_with_isolated_nodes() -> None:
     graph = read_graph(json.dumps({"edges": [[1, 2], [2, 3]], "nodes": [9]}).encode())
-    assert graph.num_nodes == 4 and graph.names.names_of(range(4)) == [1, 2, 3, 9]
+    assert graph.num_nodes == 4 and sorted(graph.names.names_of(range(4))) == [1, 2, 3, 9]
     index = ReachabilityIndex.build(graph, backend="cpu")
     assert index.reachable(1, 3) and not index.reachable(9, 1) and index.reachable(9, 9)
 
@@ -162,7 +167,7 @@ def test_json_integer_fast_path_agrees_with_the_json_module() -> None:
     )
     assert scanned[-1], "an all-integer document must take the array scanner"
     assert edges_of(fast) == {(1, 2), (2, -4), (7, 7)}
-    assert fast.names.names_of(range(fast.num_nodes)) == [-4, 1, 2, 7, 100]
+    assert sorted(fast.names.names_of(range(fast.num_nodes))) == [-4, 1, 2, 7, 100]
     # A document the scanner declines (an extra key) still parses, through the json module.
     slow = read_graph(json.dumps(document | {"directed": True}).encode(), "json")
     assert edges_of(slow) == edges_of(fast) and slow.num_nodes == fast.num_nodes
@@ -177,3 +182,102 @@ def test_size_limit_applies_after_decompression() -> None:
         read_graph(gzip.compress(text), max_bytes=len(text) - 1)
     with pytest.raises(InputTooLargeError):
         read_graph(text, max_bytes=100)
+
+
+# Named graphs against brute force: every format's names map to the same graph, answered by name.
+
+NAME_ALPHABET = st.characters(blacklist_categories=("Cs", "Zs", "Cc"), blacklist_characters="#%,\"'")
+STRING_NAMES = st.text(NAME_ALPHABET, min_size=1, max_size=8).map(lambda s: s + "\0" if s.endswith("0") else s)
+SPARSE_INTS = st.one_of(st.integers(-(2**63), 2**63 - 1), st.sampled_from([-(2**63), 2**63 - 1, -1, 0]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph=digraphs(max_nodes=25), data=st.data())
+def test_named_graphs_in_every_format_match_bfs(graph: tuple[int, list[tuple[int, int]]], data: st.DataObject) -> None:
+    n, edges = graph
+    strings = data.draw(st.booleans())
+    names = data.draw(st.lists(STRING_NAMES if strings else SPARSE_INTS, min_size=n, max_size=n, unique=True))
+    truth = reachability_matrix(n, edges)
+    edge_list = "".join(f"{names[u]} {names[v]}\n" for u, v in edges).encode()
+    document = json.dumps({"edges": [[names[u], names[v]] for u, v in edges], "nodes": names}).encode()
+    present = sorted({u for edge in edges for u in edge})
+    for data_bytes, format_name, nodes in ((edge_list, "edgelist", present), (document, "json", range(n))):
+        if not nodes:
+            continue
+        index = ReachabilityIndex.build(read_graph(data_bytes, format_name, header=False), backend="cpu")
+        assert index.names.kind in (("str",) if strings else ("int", "range"))
+        assert sorted(index.names.names_of(range(index.names.size)), key=str) == sorted(
+            (names[u] for u in nodes), key=str
+        )
+        pairs = [[names[u], names[v]] for u in nodes for v in nodes]
+        expected = [bool(truth[u, v]) for u in nodes for v in nodes]
+        assert index.query_batch(pairs).tolist() == expected
+        assert index.query_batch(np.array(pairs, dtype=object)).tolist() == expected
+        tokens = NameTokens.from_strings([str(name) for pair in pairs for name in pair])
+        assert index.query_batch(tokens).tolist() == expected
+        u, v = nodes[0], nodes[-1]
+        assert index.reachable(names[u], names[v]) == truth[u, v]
+
+
+def test_names_differing_by_a_trailing_nul_are_two_nodes() -> None:
+    graph = read_graph(b"a a\0\na\0 b\n", "edgelist")
+    assert graph.num_nodes == 3 and edges_of(graph) == {("a", "a\0"), ("a\0", "b")}
+    document = json.dumps({"edges": [["a", "a\u0000"]], "nodes": ["a\u0000\u0000"]}).encode()
+    assert sorted(read_graph(document, "json").names.names_of(range(3))) == ["a", "a\0", "a\0\0"]
+
+
+def test_long_names_are_refused_naming_the_line_unless_allowed() -> None:
+    long_name = "n" * 5000
+    text = f"a b\nb c\nc {long_name}\n".encode()
+    with pytest.raises(GraphFormatError, match="5000 bytes") as caught:
+        read_graph(text, "edgelist")
+    assert caught.value.line == 3
+    graph = read_graph(text, "edgelist", max_name_bytes=5000)
+    assert long_name in graph.names.names_of(range(graph.num_nodes))
+    with pytest.raises(GraphFormatError) as caught:
+        read_graph(b"source target\n" + text, "edgelist")  # the header line counts
+    assert caught.value.line == 4
+    document = json.dumps({"edges": [["a", "b"], ["b", long_name]]}, indent=1).encode()
+    with pytest.raises(GraphFormatError, match=r"edge 1 \(target\).*longer than the limit of 4096") as caught:
+        read_graph(document, "json")
+    assert caught.value.line == 9
+    assert read_graph(document, "json", max_name_bytes=5000).num_nodes == 3
+    with pytest.raises(InvalidParameterError):
+        read_graph(text, "edgelist", max_name_bytes=0)
+
+
+def test_a_megabyte_name_takes_megabytes_not_gigabytes() -> None:
+    """Names are stored as bytes and offsets: one long name among short ones costs its own length."""
+    names = [f"n{i}" for i in range(1000)] + ["x" * (1 << 20)]
+    text = "".join(f"{names[i]} {names[i + 1]}\n" for i in range(1000)).encode()
+    graph = read_graph(text, "edgelist", max_name_bytes=1 << 20)
+    assert graph.num_nodes == 1001 and graph.names.nbytes < (1 << 20) + 100_000
+
+
+@pytest.mark.parametrize(
+    ("data", "line", "words"),
+    [
+        (b'a b\n"" c\n', 2, "empty node name"),
+        (b"a b\nb \xff\xfe\n", 2, "not valid UTF-8"),
+        (b"a b\nb \xed\xa0\x81\n", 2, "not valid UTF-8"),  # an encoded surrogate
+    ],
+)
+def test_edge_list_name_errors_name_the_line(data: bytes, line: int, words: str) -> None:
+    with pytest.raises(GraphFormatError, match=words) as caught:
+        read_graph(data, "edgelist")
+    assert caught.value.line == line
+
+
+@pytest.mark.parametrize(
+    ("document", "line", "words"),
+    [
+        ('{"edges": [\n["a", "b"],\n["\\ud801", "c"]\n]}', 3, "lone surrogate"),
+        ('{"edges": [["a", ""]]}', 1, "edge 0 \\(target\\) is empty"),
+        ('{"edges": [[1, 2]], "nodes": [\n9223372036854775808]}', None, "outside the range of 64-bit"),
+        ('{"edges": [[1, true]]}', None, "integers or strings"),
+    ],
+)
+def test_json_name_errors(document: str, line: int | None, words: str) -> None:
+    with pytest.raises(GraphFormatError, match=words) as caught:
+        read_graph(document.encode(), "json")
+    assert caught.value.line == line

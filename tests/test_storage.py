@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -104,3 +105,53 @@ def test_failed_write_leaves_nothing(tmp_path: Path, index: ReachabilityIndex, m
     with pytest.raises(OSError):
         index.save(tmp_path / "idx")
     assert list(tmp_path.iterdir()) == []
+
+
+def _memory_mapped(array: object) -> bool:
+    while array is not None:
+        if isinstance(array, (np.memmap, mmap.mmap)):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+V1_GRAPHS = {
+    # Written by the release before the name tables (index format version 1: sorted names), from these edges.
+    "strings": "zürich bern\nbern 東京\n東京 zürich\nbern basel\nbasel lugano\ngenf lugano\n",
+    "integers": "1000000 -7\n-7 42\n42 1000000\n42 9000000000\n9000000000 5\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(V1_GRAPHS))
+def test_format_version_1_still_loads_and_saves_as_version_2(tmp_path: Path, name: str) -> None:
+    folder = Path(__file__).parent / "data" / f"index-v1-{name}"
+    assert json.loads((folder / "manifest.json").read_text())["version"] == 1
+    old = ReachabilityIndex.load(folder)
+    new = ReachabilityIndex.from_bytes(V1_GRAPHS[name].encode(), format="edgelist", backend="cpu")
+    names = new.names.names_of(range(new.names.size))
+    assert sorted(old.names.names_of(range(old.names.size)), key=str) == sorted(names, key=str)
+    pairs = [[u, v] for u in names for v in names]
+    assert old.query_batch(pairs).tolist() == new.query_batch(pairs).tolist()
+    assert old.query_batch(pairs).sum() > len(names)  # some pairs reach, some do not
+    old.save(tmp_path / "again")
+    assert json.loads((tmp_path / "again" / "manifest.json").read_text())["version"] == 2
+    again = ReachabilityIndex.load(tmp_path / "again")
+    assert again.query_batch(pairs).tolist() == new.query_batch(pairs).tolist()
+
+
+def test_name_tables_are_saved_checksummed_and_memory_mapped(tmp_path: Path) -> None:
+    index = ReachabilityIndex.from_bytes("a b\nb c\né a\n".encode(), backend="cpu")
+    index.save(tmp_path / "idx")
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert {"names_slots", "names_data", "names_offsets"} <= set(manifest["arrays"])
+    assert all(entry["sha256"] for entry in manifest["arrays"].values())
+    loaded = ReachabilityIndex.load(tmp_path / "idx", mmap=True)
+    for array in (loaded.names.slots, loaded.names.data, loaded.names.offsets):
+        assert _memory_mapped(array)
+    assert loaded.reachable("é", "c") and not loaded.reachable("c", "é")
+    path = tmp_path / "idx" / "names_data.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexFileError, match="corrupted"):
+        ReachabilityIndex.load(tmp_path / "idx")

@@ -9,6 +9,7 @@ import zlib
 from typing import BinaryIO
 
 from ..errors import GraphFormatError, InputTooLargeError, InvalidParameterError
+from ..names import MAX_NAME_BYTES
 from .edgelist import parse_edgelist
 from .gra import parse_gra
 from .graph_input import GraphInput
@@ -71,15 +72,23 @@ def guess_format(data: bytes, filename: str | None = None) -> str:
 
 
 def read_graph(
-    source: GraphSource, format: str | None = None, *, header: bool | None = None, max_bytes: int | None = None
+    source: GraphSource,
+    format: str | None = None,
+    *,
+    header: bool | None = None,
+    max_bytes: int | None = None,
+    max_name_bytes: int = MAX_NAME_BYTES,
 ) -> GraphInput:
     """Read a graph from a path, bytes or a binary file object; gzip input is recognised by its magic bytes.
 
     ``format`` is one of ``FORMATS`` or None to guess; ``header`` applies to edge lists (None: detect);
-    ``max_bytes`` caps the size of the (decompressed) text, raising InputTooLargeError beyond it.
+    ``max_bytes`` caps the size of the (decompressed) text, raising InputTooLargeError beyond it;
+    a node name longer than ``max_name_bytes`` (UTF-8) is a GraphFormatError naming its line.
     """
     if format is not None and format not in FORMATS:
         raise InvalidParameterError(f"unknown graph format {format!r}; choose one of {', '.join(FORMATS)}")
+    if isinstance(max_name_bytes, bool) or not isinstance(max_name_bytes, int) or max_name_bytes < 1:
+        raise InvalidParameterError(f"max_name_bytes must be a positive integer, got {max_name_bytes!r}")
     raw, filename = _load(source)
     data = _decompress(raw, max_bytes)
     if max_bytes is not None and len(data) > max_bytes:
@@ -90,5 +99,5 @@ def read_graph(
     if chosen == "gra":
         return parse_gra(data)
     if chosen == "json":
-        return parse_json(data)
-    return parse_edgelist(data, header=header)
+        return parse_json(data, max_name_bytes)
+    return parse_edgelist(data, header=header, max_name_bytes=max_name_bytes)

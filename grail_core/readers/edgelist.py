@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..byteops import parse_decimal
 from ..errors import GraphFormatError
-from ..names import NodeNames, sorted_unique_ids
-from ._numeric import CARRIAGE_RETURN, COMMA, NEWLINE, SPACE, TAB, grow, is_digit
+from ..names import MAX_NAME_BYTES, NameTokens, intern_integers, intern_strings
+from ._numeric import CARRIAGE_RETURN, COMMA, NEWLINE, SPACE, TAB, grow
 from .graph_input import GraphInput
 
 HASH = 35
@@ -112,46 +113,31 @@ def _scan(buf):
 
 @njit(nogil=True, cache=True)
 def _integers(buf, starts, ends, values):
-    """Parse every span as a signed decimal integer; returns the index of the first that is not, or -1."""
+    """Parse every span as a signed decimal int64; returns the index of the first that is not, or -1."""
     for k in range(starts.size):
-        i = starts[k]
-        end = ends[k]
-        negative = False
-        if i < end and (buf[i] == MINUS or buf[i] == PLUS):
-            negative = buf[i] == MINUS
-            i += 1
-        if i >= end or end - i > 18:
+        value, ok = parse_decimal(buf, starts[k], ends[k])
+        if not ok:
             return k
-        value = 0
-        while i < end:
-            if not is_digit(buf[i]):
-                return k
-            value = value * 10 + (buf[i] - 48)
-            i += 1
-        values[k] = -value if negative else value
+        values[k] = value
     return -1
-
-
-@njit(nogil=True, cache=True)
-def _gather(buf, starts, ends, width, out):
-    for k in range(starts.size):
-        for j in range(ends[k] - starts[k]):
-            out[k, j] = buf[starts[k] + j]
 
 
 def _token(buf: np.ndarray, start: int, end: int) -> str:
     return bytes(buf[start:end]).decode("utf-8", errors="replace")
 
 
-def parse_edgelist(data: bytes | memoryview, header: bool | None = None) -> GraphInput:
-    """Parse an edge list; ``header`` None recognises a header line by itself."""
+def parse_edgelist(
+    data: bytes | memoryview, header: bool | None = None, max_name_bytes: int = MAX_NAME_BYTES
+) -> GraphInput:
+    """Parse an edge list; ``header`` None recognises a header line by itself; string names longer than
+    ``max_name_bytes`` are refused."""
     buf = np.frombuffer(data, dtype=np.uint8)
     spans, lines, count, bad_line = _scan(buf)
     if bad_line:
         raise GraphFormatError("malformed line: expected two node names (source and target)", line=int(bad_line))
     if count == 0:
         raise GraphFormatError("empty graph: the edge list has no edges")
-    spans = spans[:count]
+    spans, lines = spans[:count], lines[:count]
     starts = np.concatenate([spans[:, 0], spans[:, 2]])
     ends = np.concatenate([spans[:, 1], spans[:, 3]])
     values = np.empty(starts.size, dtype=np.int64)
@@ -178,27 +164,20 @@ def parse_edgelist(data: bytes | memoryview, header: bool | None = None) -> Grap
             raise GraphFormatError("empty graph: the edge list has a header but no edges")
         keep = np.ones(starts.size, dtype=np.bool_)
         keep[[0, count]] = False
-        starts, ends, values = starts[keep], ends[keep], values[keep]
+        starts, ends, values, lines = starts[keep], ends[keep], values[keep], lines[1:]
         count -= 1
         first_bad = _integers(buf, starts, ends, values)
     if first_bad < 0:
-        names, ids = sorted_unique_ids(values)
+        names, ids = intern_integers(values)
     else:
-        width = int((ends - starts).max())
-        if width == 0:
-            raise GraphFormatError("malformed line: empty node name", line=int(lines[int(first_bad) % count]))
-        table = np.zeros((starts.size, width), dtype=np.uint8)
-        _gather(buf, starts, ends, width, table)
-        unique, inverse = np.unique(table.view(f"S{width}").ravel(), return_inverse=True)
-        try:
-            names = np.strings.decode(unique, "utf-8")
-        except UnicodeDecodeError as error:
-            raise GraphFormatError(f"node names are not valid UTF-8: {error}") from None
-        ids = inverse.reshape(-1).astype(np.int64)
+        # Sources first, then targets: token k is on the line of edge k % count.
+        names, ids = intern_strings(
+            NameTokens(buf, starts, ends), lines=lambda k: int(lines[k % count]), max_name_bytes=max_name_bytes
+        )
     return GraphInput(
-        num_nodes=int(names.size),
+        num_nodes=names.size,
         src=ids[:count],
         dst=ids[count:],
-        names=NodeNames.from_sorted(names),
+        names=names,
         format="edgelist",
     )

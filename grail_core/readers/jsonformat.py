@@ -7,13 +7,14 @@ anything else goes through the ``json`` module, which also words the errors.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
 from numba import njit
 
 from ..errors import GraphFormatError
-from ..names import NodeNames, sorted_unique_ids
+from ..names import MAX_NAME_BYTES, NameTokens, NodeNames, intern_integers, intern_strings
 from ._numeric import CARRIAGE_RETURN, COMMA, NEWLINE, SPACE, TAB, grow, is_digit
 from .graph_input import GraphInput
 
@@ -145,24 +146,56 @@ def _name_kind(value: Any) -> str | None:
     return None
 
 
-def _graph(values: np.ndarray, num_edges: int) -> GraphInput:
-    names, ids = sorted_unique_ids(values)
+def _graph(names: NodeNames, ids: np.ndarray, num_edges: int) -> GraphInput:
     return GraphInput(
-        num_nodes=int(names.size),
-        src=ids[0 : 2 * num_edges : 2],
-        dst=ids[1 : 2 * num_edges : 2],
-        names=NodeNames.from_sorted(names),
-        format="json",
+        num_nodes=names.size, src=ids[0 : 2 * num_edges : 2], dst=ids[1 : 2 * num_edges : 2], names=names, format="json"
     )
 
 
-def parse_json(data: bytes | memoryview) -> GraphInput:
+# A JSON string token as written: quotes around anything but quotes and backslashes, or escapes.
+_STRING_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+def _line_of_name(data: bytes | memoryview, name: str) -> int | None:
+    """The line of the first string token that decodes to ``name`` (for messages; the error path only). A
+    token is never shorter than its UTF-8, so only tokens that long are decoded."""
+    raw = bytes(data)
+    size = len(name.encode("utf-8", "surrogatepass"))
+    for match in _STRING_TOKEN.finditer(raw):
+        if match.end() - match.start() - 2 >= size and json.loads(match.group()) == name:
+            return raw.count(b"\n", 0, match.start()) + 1
+    return None
+
+
+def _where(position: int, num_edges: int) -> str:
+    if position < 2 * num_edges:
+        return f"edge {position // 2} ({'source' if position % 2 == 0 else 'target'})"
+    return f"nodes[{position - 2 * num_edges}]"
+
+
+def _check_names(data: bytes | memoryview, flat: list[str], num_edges: int, max_name_bytes: int) -> None:
+    """What the interner would refuse, worded with the edge and the line: empty, too long, not Unicode."""
+    for position, name in enumerate(flat):
+        if name.isascii() and 0 < len(name) <= max_name_bytes:
+            continue
+        try:
+            size = len(name.encode("utf-8"))
+        except UnicodeEncodeError:
+            problem = f"{name[:40]!r} is not valid Unicode (it holds a lone surrogate)"
+        else:
+            if size and size <= max_name_bytes:
+                continue
+            problem = "is empty" if not size else f"{name[:40]!r}... is longer than the limit of {max_name_bytes} bytes"
+        raise GraphFormatError(f"the name of {_where(position, num_edges)} {problem}", line=_line_of_name(data, name))
+
+
+def parse_json(data: bytes | memoryview, max_name_bytes: int = MAX_NAME_BYTES) -> GraphInput:
     """Parse a JSON graph document; names must be all integers or all strings."""
     ends, count, nodes, node_count, ok = _scan_integer_document(
         np.frombuffer(data, dtype=np.uint8), EDGES_KEY, NODES_KEY
     )
     if ok:
-        return _graph(np.concatenate([ends[:count], nodes[:node_count]]), count // 2)
+        return _graph(*intern_integers(np.concatenate([ends[:count], nodes[:node_count]])), count // 2)
     try:
         document = json.loads(bytes(data))
     except json.JSONDecodeError as error:
@@ -191,4 +224,11 @@ def parse_json(data: bytes | memoryview) -> GraphInput:
         raise GraphFormatError("node names must be all integers or all strings, not a mix")
     if not flat:
         raise GraphFormatError("empty graph: no edges and no nodes")
-    return _graph(np.array(flat, dtype=np.int64 if kinds == {"int"} else str), len(edges))
+    if kinds == {"str"}:
+        _check_names(data, flat, len(edges), max_name_bytes)
+        names, ids = intern_strings(NameTokens.from_strings(flat), max_name_bytes=max_name_bytes)
+        return _graph(names, ids, len(edges))
+    outside = next((value for value in flat if not -(2**63) <= value < 2**63), None)
+    if outside is not None:
+        raise GraphFormatError(f"node name {outside} is outside the range of 64-bit integers")
+    return _graph(*intern_integers(np.array(flat, dtype=np.int64)), len(edges))

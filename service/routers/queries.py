@@ -8,11 +8,12 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Depends, Request, Response
 
-from ..bodies import read_array, read_bytes
+from ..bodies import read_array
 from ..codecs import BINARY, answer_type, decode_pairs, encode_answers, pair_format, parse_get_pairs
 from ..deps import ServiceState, get_state
 from ..errors import ServiceError
 from ..models import BatchOut, ErrorOut, PairOut, PairsIn, PairsOut
+from ..wire import json_answers
 
 __all__ = ["router", "reachable", "REACHABLE_PATH", "REACHABLE_OPENAPI"]
 
@@ -141,10 +142,10 @@ async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceS
     index = state.registry.ready_index(graph_id)
     content_type = request.headers.get("content-type") or "application/json"
     # Both formats are checked before the body is read: a refused request costs no transfer.
-    binary = pair_format(content_type)[1] is not None
+    pair_format(content_type)
     out_type = answer_type(request.headers.get("accept"))
-    limit = state.settings.max_upload_bytes
-    body = await (read_array(request, limit) if binary else read_bytes(request, limit))
+    # Every format into one numpy buffer: text and JSON bodies are scanned in place as binary ones are read.
+    body = await read_array(request, state.settings.max_upload_bytes)
 
     def run() -> bytes | memoryview:
         # Decoding, the query and encoding together in a worker thread: a million pairs must not stall the loop.
@@ -154,7 +155,7 @@ async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceS
         _count(state, stats)
         if out_type != "application/json":
             return encode_answers(answers, out_type)
-        return json.dumps({"reachable": answers.tolist(), "stats": stats.to_dict()}, separators=(",", ":")).encode()
+        return json_answers(answers, stats.to_dict())
 
     content = await anyio.to_thread.run_sync(run)
     return Response(content, media_type=out_type)

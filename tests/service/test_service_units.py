@@ -10,13 +10,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from grail_core.names import NameTokens
 from service.client import content_type_for
 from service.codecs import answer_type, decode_pairs, encode_answers, parse_get_pairs
 from service.errors import ServiceError
 from service.formats import format_for
 from service.settings import Settings, SettingsError
-from service.wire import media_type, narrowest_width, pack_answers, unpack_answers
+from service.textscan import json_pairs
+from service.wire import json_answers, media_type, narrowest_width, pack_answers, unpack_answers
 
 
 def test_settings_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -93,8 +97,8 @@ def test_pairs_codecs() -> None:
         parse_get_pairs("1,2;3,4", 1)
     pairs = np.array([[1, 2], [3, 4]], dtype="<i8")
     assert np.array_equal(decode_pairs(pairs.tobytes(), "application/octet-stream"), pairs)
-    assert decode_pairs(b'{"pairs": [[1, "x"]]}', "application/json") == [[1, "x"]]
-    assert decode_pairs(b"1 2\n x\ty \n", "text/plain").tolist() == [["1", "2"], ["x", "y"]]
+    assert texts(decode_pairs(b'{"pairs": [[1, "x"]]}', "application/json")) == ["1", "x"]
+    assert texts(decode_pairs(b"1 2\n x\ty \n", "text/plain")) == ["1", "2", "x", "y"]
     answers = np.array([True, False, True])
     assert encode_answers(answers, "text/plain") == b"1\n0\n1\n"
     assert encode_answers(answers, "application/octet-stream") == b"\x01\x00\x01"
@@ -148,27 +152,84 @@ def test_wire_helpers() -> None:
             assert np.array_equal(unpack_answers(packed, count, width), answers)
     with pytest.raises(ValueError):
         unpack_answers(b"\x00\x00", 7, 1)
+    for count in (0, 1, 2, 1001):
+        answers = rng.random(count) < 0.5
+        body = json.loads(json_answers(answers, {"pairs": count}))
+        assert body == {"reachable": answers.tolist(), "stats": {"pairs": count}}
 
 
-def test_text_pairs_fast_and_general_paths_agree() -> None:
-    assert decode_pairs(b" 1\t2\r\n3 4\n\n", "text/plain").tolist() == [[1, 2], [3, 4]]
-    assert decode_pairs(b"-1 5\n", "text/plain").tolist() == [[-1, 5]]
-    # Not plain integers: kept as names, for the index to resolve or reject.
-    assert decode_pairs(b"1.5 2\n0x10 a\n", "text/plain").tolist() == [["1.5", "2"], ["0x10", "a"]]
-    assert decode_pairs(b"99999999999999999999 1\n", "text/plain").tolist() == [["99999999999999999999", "1"]]
+def texts(tokens: NameTokens) -> list[str]:
+    return [tokens.text(i) for i in range(len(tokens))]
+
+
+def test_text_pairs_are_split_at_ascii_whitespace() -> None:
+    assert texts(decode_pairs(b" 1\t2\r\n3 4\n\n", "text/plain")) == ["1", "2", "3", "4"]
+    # Names as written: the index reads them (decimal integers on integer graphs) or reports them unknown.
+    body = "1.5 2\n0x10 a\u00a0b\n99999999999999999999 \x001\n".encode()
+    assert texts(decode_pairs(body, "text/plain")) == ["1.5", "2", "0x10", "a\u00a0b", "99999999999999999999", "\x001"]
     for odd in (b"1 2\n3\n", b"a b\nc\n"):
-        with pytest.raises(ServiceError):
+        with pytest.raises(ServiceError) as info:
             decode_pairs(odd, "text/plain")
+        assert info.value.status == 422 and "3 names" in info.value.detail
+    with pytest.raises(ServiceError) as info:
+        decode_pairs(b"ok \xe9t\xe9\n", "text/plain")
+    assert info.value.status == 422 and info.value.kind == "BadText" and "name 2" in info.value.detail
 
 
-def test_json_pairs_fast_path_only_for_plain_integer_pairs() -> None:
-    pairs = np.array([[1, 2], [-3, 40], [5, 6]])
-    body = json.dumps({"pairs": pairs.tolist()}, indent=2).encode()
-    decoded = decode_pairs(body, "application/json")
-    assert isinstance(decoded, np.ndarray) and np.array_equal(decoded, pairs)
-    # Anything else takes json.loads and comes back as Python lists, exactly as sent.
-    for other in ([[1, "a"]], [[1.5, 2]], [[1e20, 2]], [], [[1, 2], ["x", "y"]]):
-        assert decode_pairs(json.dumps({"pairs": other}).encode(), "application/json") == other
+JSON_NAMES = st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=6), st.sampled_from(["\0", "\\", '"', "\ud801"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(JSON_NAMES, JSON_NAMES), max_size=6),
+    indent=st.sampled_from([None, 0, 2]),
+    ensure_ascii=st.booleans(),
+)
+def test_json_pairs_scanner_agrees_with_the_json_module(pairs: list, indent: int | None, ensure_ascii: bool) -> None:
+    body = json.dumps({"pairs": pairs}, indent=indent, ensure_ascii=ensure_ascii).encode("utf-8", "surrogatepass")
+    tokens = json_pairs(body)
+    if not ensure_ascii and any("\ud801" in str(name) for pair in pairs for name in pair):
+        assert tokens is None  # a raw surrogate is not UTF-8: json.loads refuses the body
+        return
+    assert tokens is not None
+    # Integers as their decimal text; strings exactly, lone surrogates included.
+    assert texts(tokens) == [str(name) for pair in pairs for name in pair]
+    assert texts(decode_pairs(body, "application/json")) == texts(tokens)
+
+
+def test_json_pairs_other_documents_take_the_json_module() -> None:
+    for other in ([[1, "a"], [2.5, 3]], [[1e20, 2]], [[True, 1]], [[None, 1]], [[[1], 2]]):
+        body = json.dumps({"pairs": other}).encode()
+        assert json_pairs(body) is None and decode_pairs(body, "application/json") == json.loads(body)["pairs"]
+    assert json_pairs(b'{"pairs": [[-0, 1]]}') is None  # read by json.loads as 0
+    for body in (b'{"pairs": [[1, 2]], "x": 1}', b'{"x": 1, "pairs": [[1, 2]]}', b'\xef\xbb\xbf{"pairs": []}'):
+        assert json_pairs(body) is None
+    assert len(json_pairs(b' { "pairs" : [ ] } ')) == 0
     for bad in (b'{"pairs": [[1, 2, 3]]}', b'{"pairs": [[1], [2, 3]]}', b'{"pairs": [[[1, 2]]]}', b'{"x": 1}'):
         with pytest.raises(ServiceError):
             decode_pairs(bad, "application/json")
+    for broken in (
+        b'{"pairs": [["a\xff", "b"]]}',
+        b'{"pairs": [["a\x01", "b"]]}',
+        b'{"pairs": [["a", "b"]]',
+        b'{"pairs": [["\\x", "b"]]}',
+    ):
+        assert json_pairs(broken) is None
+        with pytest.raises(ServiceError) as info:
+            decode_pairs(broken, "application/json")
+        assert info.value.status == 422
+
+
+def test_client_sends_string_pairs_as_text_only_where_text_keeps_them_apart() -> None:
+    from service.client import _batch
+
+    text = _batch([["a", "b"], ("東京", "x\0")], None)
+    assert text.headers["Content-Type"] == "text/plain" and text.body == "a b 東京 x\0\n".encode()
+    assert texts(decode_pairs(text.body, "text/plain")) == ["a", "b", "東京", "x\0"]
+    assert _batch(np.array([["a", "b"]]), None).headers["Content-Type"] == "text/plain"
+    for pairs in ([["a b", "c"]], [["a", ""]], [["", "a"]], [["a\tb", "c"]], [["a\nb", "c"]], [["a\u00a0", "\ud801"]]):
+        batch = _batch(pairs, None)
+        assert batch.headers["Content-Type"] == "application/json" and json.loads(batch.body)["pairs"] == pairs
+    with pytest.raises(ValueError):  # not pairs: numpy refuses the ragged list, as before
+        _batch([["a", "b", "c"], ["d"]], None)
+    assert _batch([[1, "b"]], None).headers["Content-Type"] == "application/json"
