@@ -5,6 +5,9 @@
   attachment through a citation-copying model): 4M nodes, 17M edges.
 * ``chain``: a path of 1M nodes (1M levels, the deep-graph extreme).
 
+``rmat_edges`` gives raw edge arrays instead (cycles, self loops and duplicate edges included), for the
+build benchmark.
+
 Edges are de-duplicated and rows sorted; the child orders of a benchmark come from
 ``grail_core.labeling.make_child_orders`` as for real graphs.
 """
@@ -15,8 +18,18 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+from numba import njit, prange
 
-__all__ = ["DEFAULT_SIZES", "GENERATORS", "chain", "citation_like", "generate", "positive_heavy_pairs", "uniprot_like"]
+__all__ = [
+    "DEFAULT_SIZES",
+    "GENERATORS",
+    "chain",
+    "citation_like",
+    "generate",
+    "positive_heavy_pairs",
+    "rmat_edges",
+    "uniprot_like",
+]
 
 
 def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -80,6 +93,57 @@ def chain(nodes: int = 1_000_000) -> tuple[np.ndarray, np.ndarray]:
     """0 -> 1 -> ... -> nodes-1."""
     indptr = np.minimum(np.arange(nodes + 1, dtype=np.int64), nodes - 1)
     return indptr, np.arange(1, nodes, dtype=np.int32)
+
+
+@njit(inline="always")
+def _mix(z):
+    # splitmix64's finalizer: one independent 64-bit draw per (edge, level).
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(parallel=True, cache=True)
+def _rmat(scale, edges, seed, a, ab, abc, permutation, src, dst):
+    # A quadrant per level from 16 bits of a 64-bit draw: four levels a draw.
+    for i in prange(edges):
+        u = 0
+        v = 0
+        base = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(i) * np.uint64(scale)
+        bits = np.uint64(0)
+        for level in range(scale):
+            if level % 4 == 0:
+                bits = _mix(base + np.uint64(level))
+            draw = np.int64(bits & np.uint64(0xFFFF))
+            bits >>= np.uint64(16)
+            u <<= 1
+            v <<= 1
+            if draw >= a:
+                if draw < ab:
+                    v += 1
+                elif draw < abc:
+                    u += 1
+                else:
+                    u += 1
+                    v += 1
+        src[i] = permutation[u]
+        dst[i] = permutation[v]
+
+
+def rmat_edges(
+    scale: int, edges: int, seed: int = 0, probabilities: tuple[float, float, float] = (0.57, 0.19, 0.19)
+) -> tuple[np.ndarray, np.ndarray]:
+    """R-MAT edges (Chakrabarti et al.; Graph500's a, b, c) over 2**scale nodes, ids randomly permuted.
+
+    Directed, so the graph has a giant strongly connected component, many small ones and many nodes
+    with no edge at all; self loops and duplicate edges are kept. int32 ids.
+    """
+    a, b, c = (round(float(p) * 65536) for p in np.cumsum(probabilities))
+    permutation = np.random.default_rng(seed).permutation(1 << scale).astype(np.int32)
+    src = np.empty(edges, dtype=np.int32)
+    dst = np.empty(edges, dtype=np.int32)
+    _rmat(scale, edges, seed, a, b, c, permutation, src, dst)
+    return src, dst
 
 
 GENERATORS = {"uniprot_like": uniprot_like, "citation_like": citation_like, "chain": chain}

@@ -26,6 +26,7 @@ __all__ = [
     "device_name",
     "resolve_backend",
     "search_pairs",
+    "warm_up_device",
 ]
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,13 @@ def compute_labels(
             log.info("GPU labeling declined (%s); labeling %d nodes on the CPU", reason, indptr.size - 1)
     post, minpost, tree_low = label_all(indptr, child_orders, root)
     return LabelResult(post, minpost, tree_low, "cpu")
+
+
+def warm_up_device() -> None:
+    """Compile the GPU build kernels on tiny graphs (numba cannot cache the frontier engine's closures)."""
+    from kernels.build import warm_up
+
+    warm_up()
 
 
 def search_pairs(

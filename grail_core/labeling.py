@@ -11,7 +11,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["make_child_orders", "dfs_labels", "label_all", "with_virtual_root", "label_dtype"]
+__all__ = [
+    "make_child_orders",
+    "dimension_seeds",
+    "shuffle_row",
+    "dfs_labels",
+    "label_all",
+    "with_virtual_root",
+    "label_dtype",
+]
 
 
 def label_dtype(num_nodes: int) -> type[np.integer]:
@@ -41,17 +49,31 @@ def _next_random(state):
     return state, z ^ (z >> np.uint64(31))
 
 
-@njit(nogil=True, cache=True)
-def _shuffle_rows(indptr, indices, seed):
-    state = np.uint64(seed)
-    out = indices.copy()
-    for row in range(indptr.size - 1):
+# Every row has a generator of its own, seeded from the dimension's seed and the row: rows are shuffled
+# in parallel, and the GPU build draws the very same orders.
+ROW_SEED_STEP = np.uint64(0xD1B54A32D192ED03)
+
+
+@njit(nogil=True, inline="always")
+def shuffle_row(row, start, stop, seed, out):
+    """Fisher-Yates of ``out[start:stop]`` with row ``row``'s generator of ``seed``."""
+    state = np.uint64(seed) + np.uint64(row) * ROW_SEED_STEP
+    for i in range(stop - 1, start, -1):
+        state, draw = _next_random(state)
+        j = start + np.int64(draw % np.uint64(i - start + 1))
+        out[i], out[j] = out[j], out[i]
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _shuffle_rows(indptr, indices, seeds, orders):
+    dims = seeds.size
+    for row in prange(indptr.size - 1):
         start = indptr[row]
-        for i in range(indptr[row + 1] - 1, start, -1):
-            state, draw = _next_random(state)
-            j = start + np.int64(draw % np.uint64(i - start + 1))
-            out[i], out[j] = out[j], out[i]
-    return out
+        stop = indptr[row + 1]
+        for k in range(dims):
+            for e in range(start, stop):
+                orders[k, e] = indices[e]
+            shuffle_row(row, start, stop, seeds[k], orders[k])
 
 
 def make_child_orders(indptr: np.ndarray, indices: np.ndarray, dims: int, seed: int) -> np.ndarray:
@@ -59,11 +81,15 @@ def make_child_orders(indptr: np.ndarray, indices: np.ndarray, dims: int, seed: 
 
     Returns an array of shape (dims, m); row k is the child order the DFS of dimension k follows.
     """
-    seeds = np.random.SeedSequence(seed).generate_state(dims, dtype=np.uint64)
+    seeds = dimension_seeds(dims, seed)
     orders = np.empty((dims, indices.size), dtype=indices.dtype)
-    for k in range(dims):
-        orders[k] = _shuffle_rows(indptr, indices, seeds[k])
+    _shuffle_rows(indptr, indices, seeds, orders)
     return orders
+
+
+def dimension_seeds(dims: int, seed: int) -> np.ndarray:
+    """The generator seed of each dimension (uint64) from the build's seed."""
+    return np.random.SeedSequence(seed).generate_state(dims, dtype=np.uint64)
 
 
 @njit(nogil=True, cache=True)

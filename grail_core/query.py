@@ -90,9 +90,37 @@ SERIAL_BATCH = 1024
 
 
 def _aligned_rows(rows: int, words: int) -> np.ndarray:
-    buffer = np.zeros(rows * words + _CACHE_LINE_WORDS, dtype=np.uint32)
+    """Rows starting on cache lines; not cleared (the packing kernels write every word)."""
+    buffer = np.empty(rows * words + _CACHE_LINE_WORDS, dtype=np.uint32)
     offset = (-buffer.ctypes.data % 64) // 4
     return buffer[offset : offset + rows * words].reshape(rows, words)
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _dag_records(level, fwd, bwd, lo, hi, tree_lo, rec):
+    low = np.uint64(0xFFFFFFFF)
+    for v in prange(rec.shape[0]):
+        for w in range(rec.shape[1]):
+            rec[v, w] = 0
+        rec[v, 0] = v
+        rec[v, 1] = level[v]
+        rec[v, 2] = fwd[v] & low
+        rec[v, 3] = fwd[v] >> np.uint64(32)
+        rec[v, 4] = bwd[v] & low
+        rec[v, 5] = bwd[v] >> np.uint64(32)
+        for k in range(lo.shape[1]):
+            base = _HEADER_WORDS + 3 * k
+            rec[v, base] = lo[v, k]
+            rec[v, base + 1] = hi[v, k]
+            rec[v, base + 2] = tree_lo[v, k]
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _node_records(rec_dag, comp, columns, rec_node):
+    for v in prange(comp.size):
+        row = comp[v]
+        for j in range(columns.size):
+            rec_node[v, j] = rec_dag[row, columns[j]]
 
 
 def pack(arrays: QueryArrays, compact: bool | None = None) -> HotArrays:
@@ -103,21 +131,12 @@ def pack(arrays: QueryArrays, compact: bool | None = None) -> HotArrays:
     label_end = _HEADER_WORDS + 3 * dims
     words = -(-label_end // _CACHE_LINE_WORDS) * _CACHE_LINE_WORDS
     rec_dag = _aligned_rows(n_dag, words)
-    rec_dag[:, 0] = np.arange(n_dag)
-    rec_dag[:, 1] = arrays.level
-    for column, mask in ((2, arrays.fwd), (4, arrays.bwd)):
-        rec_dag[:, column] = mask & np.uint64(0xFFFFFFFF)
-        rec_dag[:, column + 1] = mask >> np.uint64(32)
-    for k in range(dims):
-        base = _HEADER_WORDS + 3 * k
-        rec_dag[:, base] = arrays.lo[:, k]
-        rec_dag[:, base + 1] = arrays.hi[:, k]
-        rec_dag[:, base + 2] = arrays.tree_lo[:, k]
+    _dag_records(arrays.level, arrays.fwd, arrays.bwd, arrays.lo, arrays.hi, arrays.tree_lo, rec_dag)
     if compact is None:
         compact = (arrays.comp.size + n_dag) * words * 4 > COMPACT_ABOVE_BYTES
-    columns = [0, 1, _HEADER_WORDS, _HEADER_WORDS + 1] if compact else slice(None)
-    rec_node = _aligned_rows(arrays.comp.size, _NODE_WORDS if compact else words)
-    np.take(rec_dag[:, columns], arrays.comp, axis=0, out=rec_node)
+    columns = np.array([0, 1, _HEADER_WORDS, _HEADER_WORDS + 1]) if compact else np.arange(words)
+    rec_node = _aligned_rows(arrays.comp.size, columns.size)
+    _node_records(rec_dag, arrays.comp, columns, rec_node)
     return HotArrays(
         rec_node, rec_dag, np.asarray(arrays.out_indptr), np.asarray(arrays.out_indices), label_end, compact
     )

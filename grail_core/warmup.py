@@ -1,0 +1,68 @@
+"""Compile every kernel of a build and of the queries before the first real one needs it.
+
+numba compiles a kernel at its first call with a new argument layout; with ``cache=True`` it keeps
+the machine code on disk (``NUMBA_CACHE_DIR``) and a later process only loads it (milliseconds).
+``warm_up`` runs a small build and every query path on tiny graphs so that each kernel is compiled or
+loaded once, with the layouts real requests use: edge arrays of int64 (the readers) and int32 (arrays
+passed to ``from_edges``), freshly built and memory-mapped (read-only) indexes, writable and read-only
+pair arrays. The thresholds that send small frontiers to a serial loop are lowered here so that the
+parallel branches and the coloring rounds of the SCC run too; on 'cuda' the GPU build and search
+kernels are compiled as well (they are closures of the frontier engine, which numba cannot cache: the
+warm-up is what keeps them off the request path).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import backends
+from .graph import Digraph
+from .index import ReachabilityIndex
+from .scc import SccOptions, strongly_connected_components
+
+__all__ = ["warm_up"]
+
+log = logging.getLogger(__name__)
+
+# A cycle, a tail and an isolated node: the filter, the search and the same-component cases all run.
+_EDGES = np.array([[0, 1], [1, 2], [2, 0], [2, 3], [3, 4], [1, 4]], dtype=np.int64)
+_PAIRS = np.array([[0, 4], [4, 0], [1, 3], [3, 3], [5, 0]], dtype=np.int64)
+# Several cycles in a row, each reached from the one before, and a self loop: every SCC step has work.
+_CYCLES = np.array([[i, i + 1] for i in range(11)] + [[3, 0], [7, 4], [11, 8], [5, 5]], dtype=np.int64)
+_EVERY_BRANCH = SccOptions(parallel_min_nodes=1, serial_below=0, min_round_share=0.0)
+
+
+def _queries(index: ReachabilityIndex) -> None:
+    read_only = np.frombuffer(_PAIRS.astype("<i8").tobytes(), dtype="<i8").reshape(-1, 2)
+    index.reachable(0, 4)
+    index.reachable("4", "0")
+    index.query_batch_with_stats(_PAIRS)
+    index.query_batch_with_stats(read_only)
+    index.query_batch_with_stats(_PAIRS.astype(str))
+
+
+def warm_up(backend: str = "auto") -> float:
+    """Compile (or load from numba's cache) the build and query kernels of ``backend``; returns seconds."""
+    started = time.perf_counter()
+    resolved = backends.resolve_backend(backend)
+    for dtype in (np.int32, np.int64):
+        edges = _CYCLES.astype(dtype)
+        graph = Digraph.from_edges(12, edges[:, 0], edges[:, 1])
+        strongly_connected_components(graph, _EVERY_BRANCH)
+        ReachabilityIndex.from_edges(edges, num_nodes=13, backend="cpu", dims=2)
+    if resolved == "cuda":
+        backends.warm_up_device()
+    with tempfile.TemporaryDirectory(prefix="grail-warmup-") as tmp:
+        built = ReachabilityIndex.from_edges(_EDGES, num_nodes=6, backend=resolved)
+        built.save(Path(tmp) / "index")
+        loaded = ReachabilityIndex.load(Path(tmp) / "index", mmap=True, backend=resolved)
+        for index in (built, loaded):
+            _queries(index)
+    seconds = time.perf_counter() - started
+    log.info("build and query kernels (%s) ready in %.2f s", resolved, seconds)
+    return seconds
