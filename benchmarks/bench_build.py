@@ -6,10 +6,12 @@ Usage: python benchmarks/bench_build.py [--graphs rmat-10M,rmat-50M,...] [--back
 Graphs: ``rmat-<edges>`` (R-MAT with cycles, self loops and duplicates, ~6 edges a node;
 ``benchmarks.generate.rmat_edges``), ``uniprot_like`` and ``citation_like`` (``benchmarks.generate``,
 ``@<scale>`` for a fraction of their size, edges in random order), ``chain-<nodes>`` and ``cycle-<nodes>``.
-Every build runs in a fresh process that loads the edge arrays, compiles nothing (it warms the kernels up
-from numba's cache first) and times ``ReachabilityIndex.from_edges`` to a ready index; its peak RSS is its
-own (``ru_maxrss``). In the same run, in turns with the builds, another fresh process times numpy's sort of
-the same edges as int64 keys (``src * n + dst``): the reference the targets are stated against.
+Each graph's builds on one backend run in a fresh process that loads the edge arrays, warms the kernels
+up (``grail_core.warmup``: numba's cache for the CPU kernels; the GPU's engine kernels are compiled, which
+numba cannot cache) and times ``ReachabilityIndex.from_edges`` to a ready index ``--runs`` times; its peak
+RSS (``ru_maxrss``) is the builds' own (the same build repeated, its memory freed in between). In the same
+run, in turns with the builds (per graph: the sort, the CPU, the GPU), another fresh process times numpy's
+sort of the same edges as int64 keys (``src * n + dst``): the reference the targets are stated against.
 Writes ``build-<tag>.md`` / ``.csv`` and ``build-<tag>.png`` under ``--out``.
 """
 
@@ -54,7 +56,9 @@ def make_graph(name: str) -> tuple[int, np.ndarray, np.ndarray]:
     if kind in ("chain", "cycle"):
         n = _count(size)
         nodes = np.arange(n, dtype=np.int32)
-        return n, nodes[:-1].copy(), nodes[1:].copy() if kind == "chain" else np.roll(nodes, -1)
+        if kind == "chain":
+            return n, nodes[:-1].copy(), nodes[1:].copy()
+        return n, nodes, np.roll(nodes, -1)
     base, _, scale = name.partition("@")
     indptr, indices = generate(base, float(scale or 1.0))
     n = indptr.size - 1
@@ -81,39 +85,47 @@ def _load(folder: Path) -> tuple[int, np.ndarray, np.ndarray]:
     return int((folder / "nodes.txt").read_text()), np.load(folder / "src.npy"), np.load(folder / "dst.npy")
 
 
-def child(folder: Path, mode: str, dims: int) -> dict[str, object]:
-    """One measurement in this (fresh) process: the numpy sort, or a build on ``mode``'s backend."""
+def child(folder: Path, mode: str, dims: int, runs: int) -> list[dict[str, object]]:
+    """``runs`` measurements in this (fresh) process: the numpy sort, or builds on ``mode``'s backend."""
     n, src, dst = _load(folder)
     if mode == SORT:
         keys = src.astype(np.int64) * n + dst
-        start = time.perf_counter()
-        np.sort(keys)
-        return {"seconds": time.perf_counter() - start}
+        results = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            np.sort(keys)
+            results.append({"seconds": time.perf_counter() - start})
+        return results
     from grail_core import ReachabilityIndex
     from grail_core.warmup import warm_up
 
     warm_seconds = warm_up(mode)
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    start = time.perf_counter()
-    index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend=mode, dims=dims)
-    seconds = time.perf_counter() - start
-    stats = index.stats
-    return {
-        "seconds": seconds,
-        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "rss_before": rss_before,
-        "warm_up": warm_seconds,
-        "phases": {k: v for k, v in stats.phase_seconds.items() if "." not in k},
-        "backends": dict(stats.phase_backends),
-        "edges": stats.edges,
-        "dag_nodes": stats.dag_nodes,
-        "dag_edges": stats.dag_edges,
-        "levels": stats.levels,
-    }
+    results = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend=mode, dims=dims)
+        seconds = time.perf_counter() - start
+        stats = index.stats
+        del index
+        results.append(
+            {
+                "seconds": seconds,
+                "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                "warm_up": warm_seconds,
+                "phases": {k: v for k, v in stats.phase_seconds.items() if "." not in k},
+                "parts": {k: v for k, v in stats.phase_seconds.items() if "." in k},
+                "backends": dict(stats.phase_backends),
+                "edges": stats.edges,
+                "dag_nodes": stats.dag_nodes,
+                "dag_edges": stats.dag_edges,
+                "levels": stats.levels,
+            }
+        )
+    return results
 
 
-def run_child(folder: Path, mode: str, dims: int) -> dict[str, object]:
-    command = [sys.executable, __file__, "--child", str(folder), mode, "--dims", str(dims)]
+def run_child(folder: Path, mode: str, dims: int, runs: int) -> list[dict[str, object]]:
+    command = [sys.executable, __file__, "--child", str(folder), mode, "--dims", str(dims), "--runs", str(runs)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{folder.name} {mode} failed:\n{done.stdout}\n{done.stderr}")
@@ -160,7 +172,7 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, metavar=("FOLDER", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(Path(args.child[0]), args.child[1], args.dims)), flush=True)
+        print(json.dumps(child(Path(args.child[0]), args.child[1], args.dims, args.runs)), flush=True)
         return
 
     from grail_core import cuda_available, device_name
@@ -173,17 +185,16 @@ def main() -> None:
     rows = []
     for name in filter(None, args.graphs.split(",")):
         folder = cached_graph(name, args.cache)
-        modes = [SORT, *backends]
-        results: dict[str, list[dict[str, object]]] = {mode: [] for mode in modes}
-        for run in range(args.runs):
-            for mode in modes:  # in turns, so that drift weighs on all alike
-                results[mode].append(run_child(folder, mode, args.dims))
-                print(f"{name} run {run} {mode}: {results[mode][-1]['seconds']:.3f} s", flush=True)
+        results: dict[str, list[dict[str, object]]] = {}
+        for mode in [SORT, *backends]:
+            results[mode] = run_child(folder, mode, args.dims, args.runs)
+            print(f"{name} {mode}: " + " ".join(f"{r['seconds']:.3f}" for r in results[mode]) + " s", flush=True)
         sort = statistics.median(r["seconds"] for r in results[SORT])
         for backend in backends:
             runs = results[backend]
             last = runs[-1]
             phases = {p: statistics.median(r["phases"].get(p, 0.0) for r in runs) for p in last["phases"]}
+            parts = {p: statistics.median(r["parts"].get(p, 0.0) for r in runs) for p in last["parts"]}
             seconds = statistics.median(r["seconds"] for r in runs)
             peak = statistics.median(r["peak_rss"] for r in runs)
             rows.append(
@@ -199,6 +210,7 @@ def main() -> None:
                     "runs": [round(float(r["seconds"]), 3) for r in runs],
                     "sort": sort,
                     "phases": phases,
+                    "parts": parts,
                     "backends": last["backends"],
                     "peak_rss": peak,
                     "bytes_per_edge": peak / max(1, int(np.load(folder / "src.npy", mmap_mode="r").size)),
@@ -224,6 +236,7 @@ def main() -> None:
         "bytes/edge",
         "backend per phase",
         "warm-up s",
+        "parts s",
     ]
     table = [
         [
@@ -243,13 +256,15 @@ def main() -> None:
             r["bytes_per_edge"],
             " ".join(f"{p}:{b}" for p, b in r["backends"].items()),
             r["warm_up"],
+            " ".join(f"{p}={v:.3g}" for p, v in r["parts"].items()),
         ]
         for r in rows
     ]
     title = f"Index builds from edge arrays, {threads} CPU threads, GPU: {device}, dims={args.dims}"
     text = (
-        f"# {title}\n\nMedian of {args.runs} runs, each build in a fresh process (peak RSS its own), the numpy "
-        f"sort of the same int64 edge keys taken in turns in the same run. Load average at the start: "
+        f"# {title}\n\nMedian of {args.runs} runs; each graph's builds on a backend in a fresh process (peak RSS "
+        f"the builds' own), the numpy sort of the same int64 edge keys in turns in the same run (module "
+        f"docstring of benchmarks/bench_build.py). Load average at the start: "
         f"{load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}.\n\n" + markdown_table(header, table) + "\n"
     )
     print(text)

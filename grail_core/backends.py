@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,8 @@ __all__ = [
     "device_name",
     "resolve_backend",
     "search_pairs",
+    "DeviceBuildUnavailable",
+    "device_build",
     "warm_up_device",
 ]
 
@@ -102,8 +105,26 @@ def compute_labels(
     return LabelResult(post, minpost, tree_low, "cpu")
 
 
+class DeviceBuildUnavailable(RuntimeError):
+    """The GPU build cannot run here (no CuPy, graph too large for the device): build on the CPU."""
+
+
+def device_build(num_nodes: int, num_edges: int) -> Any:
+    """A ``kernels.build.DeviceBuild`` for a graph of this size; ``DeviceBuildUnavailable`` when the GPU
+    build cannot take it (the reason is the message)."""
+    try:
+        from kernels.arrays import DeviceArraysUnavailable
+        from kernels.build import DeviceBuild
+    except ImportError as error:
+        raise DeviceBuildUnavailable(str(error)) from None
+    try:
+        return DeviceBuild(num_nodes, num_edges)
+    except (DeviceArraysUnavailable, MemoryError) as error:
+        raise DeviceBuildUnavailable(str(error)) from None
+
+
 def warm_up_device() -> None:
-    """Compile the GPU build kernels on tiny graphs (numba cannot cache the frontier engine's closures)."""
+    """Compiles the GPU build's kernels (``kernels.build.warm_up``); the search's compile with its first call."""
     from kernels.build import warm_up
 
     warm_up()

@@ -14,7 +14,7 @@ from numba import njit, prange
 __all__ = [
     "make_child_orders",
     "dimension_seeds",
-    "shuffle_row",
+    "order_key",
     "dfs_labels",
     "label_all",
     "with_virtual_root",
@@ -40,50 +40,58 @@ def with_virtual_root(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarr
 
 
 @njit(nogil=True, inline="always")
-def _next_random(state):
-    # splitmix64: a fast, well-mixed, seedable generator; numba's np.random costs ~10x more per draw.
-    state = state + np.uint64(0x9E3779B97F4A7C15)
-    z = state
+def order_key(seed, position):
+    """The random sort key (32 bits) of the edge at ``position`` in one dimension's child order.
+
+    splitmix64's output function of the dimension's seed plus the position times its increment: one
+    independent draw per edge, computed where it is needed (the GPU build draws the very same keys).
+    """
+    z = np.uint64(seed) + (np.uint64(position) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return state, z ^ (z >> np.uint64(31))
-
-
-# Every row has a generator of its own, seeded from the dimension's seed and the row: rows are shuffled
-# in parallel, and the GPU build draws the very same orders.
-ROW_SEED_STEP = np.uint64(0xD1B54A32D192ED03)
-
-
-@njit(nogil=True, inline="always")
-def shuffle_row(row, start, stop, seed, out):
-    """Fisher-Yates of ``out[start:stop]`` with row ``row``'s generator of ``seed``."""
-    state = np.uint64(seed) + np.uint64(row) * ROW_SEED_STEP
-    for i in range(stop - 1, start, -1):
-        state, draw = _next_random(state)
-        j = start + np.int64(draw % np.uint64(i - start + 1))
-        out[i], out[j] = out[j], out[i]
+    return np.uint32((z ^ (z >> np.uint64(31))) >> np.uint64(32))
 
 
 @njit(nogil=True, parallel=True, cache=True)
-def _shuffle_rows(indptr, indices, seeds, orders):
+def _order_rows(indptr, indices, seeds, orders):
+    """Each row's children sorted by their edges' keys (ties: by position): a uniform random order."""
     dims = seeds.size
     for row in prange(indptr.size - 1):
         start = indptr[row]
         stop = indptr[row + 1]
+        size = stop - start
+        keys = np.empty(size, dtype=np.uint32)
         for k in range(dims):
-            for e in range(start, stop):
-                orders[k, e] = indices[e]
-            shuffle_row(row, start, stop, seeds[k], orders[k])
+            for i in range(size):
+                keys[i] = order_key(seeds[k], start + i)
+            if size > 16:
+                ranked = np.argsort(keys, kind="mergesort")
+                for i in range(size):
+                    orders[k, start + i] = indices[start + ranked[i]]
+                continue
+            # Insertion sort of (key, child): stable, and short rows are the common case.
+            for i in range(size):
+                key = keys[i]
+                child = indices[start + i]
+                j = i - 1
+                while j >= 0 and keys[j] > key:
+                    keys[j + 1] = keys[j]
+                    orders[k, start + j + 1] = orders[k, start + j]
+                    j -= 1
+                keys[j + 1] = key
+                orders[k, start + j + 1] = child
 
 
 def make_child_orders(indptr: np.ndarray, indices: np.ndarray, dims: int, seed: int) -> np.ndarray:
-    """One shuffled copy of ``indices`` per dimension (rows permuted independently), seeded.
+    """One randomly ordered copy of ``indices`` per dimension (rows permuted independently), seeded.
 
-    Returns an array of shape (dims, m); row k is the child order the DFS of dimension k follows.
+    Returns an array of shape (dims, m); row k is the child order the DFS of dimension k follows. Row r
+    of dimension k holds the row's children sorted by ``order_key(dimension_seeds(dims, seed)[k], e)``
+    of their positions e (ties by position), which the GPU build computes with one sort.
     """
     seeds = dimension_seeds(dims, seed)
     orders = np.empty((dims, indices.size), dtype=indices.dtype)
-    _shuffle_rows(indptr, indices, seeds, orders)
+    _order_rows(indptr, indices, seeds, orders)
     return orders
 
 

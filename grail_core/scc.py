@@ -40,7 +40,7 @@ from .parallel import (
     queue_push,
 )
 
-__all__ = ["SccOptions", "strongly_connected_components", "tarjan_components"]
+__all__ = ["LIVE", "SccOptions", "finish_components", "strongly_connected_components", "tarjan_components"]
 
 LIVE = -1  # label of a node not yet placed in a component
 
@@ -502,18 +502,20 @@ def _adopt(label, ids, sub_label):
 class _Components:
     """The state of one run of the schedule: labels, live degrees, the frontier queue and marks."""
 
-    def __init__(self, graph: Digraph, options: SccOptions, report: WorkCallback | None) -> None:
+    def __init__(
+        self, graph: Digraph, options: SccOptions, report: WorkCallback | None, label: np.ndarray | None
+    ) -> None:
         n = graph.num_nodes
         dtype = graph.out_indices.dtype
         self.graph, self.options, self.report = graph, options, report
         self.chunks = chunk_count(n)
-        self.label = np.full(n, LIVE, dtype=dtype)
+        self.label = np.full(n, LIVE, dtype=dtype) if label is None else label.astype(dtype)
         self.indeg = np.empty(n, dtype=dtype)
         self.outdeg = np.empty(n, dtype=dtype)
         self.queue = np.empty(2 * n, dtype=dtype)
         self.tail = np.zeros(1, dtype=np.int64)
         self.mark = np.zeros(n, dtype=np.int8)
-        self.live = n
+        self.live = n if label is None else int(np.count_nonzero(self.label == LIVE))
 
     def _placed(self, count: int) -> None:
         self.live -= int(count)
@@ -571,15 +573,19 @@ class _Components:
         self._placed(ids.size)
 
 
-def strongly_connected_components(
-    graph: Digraph, options: SccOptions | None = None, report: WorkCallback | None = None
-) -> tuple[np.ndarray, int]:
-    """Component id of every node (components numbered by their smallest node id) and their number.
+def finish_components(
+    graph: Digraph,
+    label: np.ndarray | None = None,
+    options: SccOptions | None = None,
+    report: WorkCallback | None = None,
+) -> np.ndarray:
+    """Every node's component label (the id of one of its members), from ``label`` where some nodes are
+    already placed (``LIVE`` for the others; the GPU build hands over what its schedule left) or none.
 
-    ``report`` gets the nodes placed in a component as they are placed (n in all).
+    ``report`` gets the nodes placed in a component as they are placed.
     """
     opts = options or SccOptions()
-    state = _Components(graph, opts, report)
+    state = _Components(graph, opts, report, label)
     state.trim()
     if state.live:
         state.forward_backward()
@@ -595,6 +601,14 @@ def strongly_connected_components(
                 break
     if state.live:
         state.remainder()
-    label = state.label
-    del state
-    return _numbered(label)
+    return state.label
+
+
+def strongly_connected_components(
+    graph: Digraph, options: SccOptions | None = None, report: WorkCallback | None = None
+) -> tuple[np.ndarray, int]:
+    """Component id of every node (components numbered by their smallest node id) and their number.
+
+    ``report`` gets the nodes placed in a component as they are placed (n in all).
+    """
+    return _numbered(finish_components(graph, None, options, report))

@@ -7,8 +7,8 @@ loaded once, with the layouts real requests use: edge arrays of int64 (the reade
 passed to ``from_edges``), freshly built and memory-mapped (read-only) indexes, writable and read-only
 pair arrays. The thresholds that send small frontiers to a serial loop are lowered here so that the
 parallel branches and the coloring rounds of the SCC run too; on 'cuda' the GPU build and search
-kernels are compiled as well (they are closures of the frontier engine, which numba cannot cache: the
-warm-up is what keeps them off the request path).
+kernels are compiled as well (closures of the frontier engine, which numba cannot cache, so they are
+compiled in every process: the warm-up is what keeps that off the request path).
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ def warm_up(backend: str = "auto") -> float:
         loaded = ReachabilityIndex.load(Path(tmp) / "index", mmap=True, backend=resolved)
         for index in (built, loaded):
             _queries(index)
+            if resolved == "cuda":
+                comp = index.arrays.comp
+                backends.search_pairs("cuda", index.arrays, index.hot, comp[_PAIRS[:, 0]], comp[_PAIRS[:, 1]])
     seconds = time.perf_counter() - started
     log.info("build and query kernels (%s) ready in %.2f s", resolved, seconds)
     return seconds

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from grail_core import ReachabilityIndex
 from grail_core.condensation import condense, longest_path_levels
 from grail_core.graph import Digraph, build_csr, mapped_csr
-from grail_core.labeling import make_child_orders
+from grail_core.labeling import dimension_seeds, make_child_orders, order_key
 from grail_core.parallel import stable_order
 from grail_core.scc import SccOptions, strongly_connected_components, tarjan_components
 from grail_core.supportive import choose_hubs, hub_reach_masks
@@ -205,6 +205,20 @@ def test_stable_order_is_a_stable_sort(keys: list[int]) -> None:
     order, starts = stable_order(array, 10)
     np.testing.assert_array_equal(order, np.argsort(array, kind="stable"))
     np.testing.assert_array_equal(starts, np.searchsorted(np.sort(array), np.arange(11)))
+
+
+def test_child_orders_sort_each_row_by_its_keys() -> None:
+    rng = np.random.default_rng(2)
+    indptr, indices = build_csr(
+        400, rng.integers(0, 400, 6000), np.concatenate([rng.integers(0, 400, 5900), np.arange(100)])
+    )
+    orders = make_child_orders(indptr, indices, 3, seed=4)
+    seeds = dimension_seeds(3, 4)
+    for k in range(3):
+        keys = np.array([order_key(seeds[k], e) for e in range(indices.size)], dtype=np.int64)
+        rows = np.repeat(np.arange(400), np.diff(indptr))
+        want = indices[np.lexsort((np.arange(indices.size), keys, rows))]
+        np.testing.assert_array_equal(orders[k], want)
 
 
 def test_child_orders_do_not_depend_on_the_thread_count() -> None:
