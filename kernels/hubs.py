@@ -54,9 +54,7 @@ def choose_hubs(out_indptr: Any, in_indptr: Any, count: int) -> Any:
     return xp.sort(xp.concatenate([above, tied]))
 
 
-def hub_reach_masks(
-    lq: LevelQueues, indptr: Any, children: Any, hubs: Any, config: EngineConfig
-) -> tuple[Any, Any]:
+def hub_reach_masks(lq: LevelQueues, indptr: Any, children: Any, hubs: Any, config: EngineConfig) -> tuple[Any, Any]:
     """(fwd, bwd) uint64 masks of every node of the labeling graph whose levels are ``lq`` (CSR
     ``indptr``/``children``, virtual root included; its own masks are meaningless)."""
     xp = device_arrays()
