@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from .parallel import chunk_count, chunk_range, exclusive_scan
 
-__all__ = ["Digraph", "index_dtype", "build_csr", "edge_id_range", "mapped_csr", "WorkCallback"]
+__all__ = ["Digraph", "index_dtype", "build_csr", "edge_id_range", "mapped_csr", "row_chunks", "WorkCallback"]
 
 # Reports units of work done (edges or nodes processed), for progress within a phase.
 WorkCallback = Callable[[int], None]
@@ -70,12 +70,6 @@ def _mapped(mapping, v):
 
 
 @njit(nogil=True, inline="always")
-def _first_row(indptr, position):
-    """The row that holds edge ``position`` (the last row starting at or before it)."""
-    return np.searchsorted(indptr, position, side="right") - 1
-
-
-@njit(nogil=True, inline="always")
 def _csr_edge(indptr, indices, mapping, transpose, u, e):
     a = _mapped(mapping, u)
     b = _mapped(mapping, indices[e])
@@ -113,37 +107,37 @@ def _scatter_arrays(src, dst, shift, cursors, local_rows, columns):
 
 
 @njit(nogil=True, parallel=True, cache=True)
-def _count_csr(indptr, indices, mapping, transpose, shift, counts):
-    chunks = counts.shape[0]
-    for chunk in prange(chunks):
-        start, stop = chunk_range(chunk, chunks, indices.size)
+def _count_csr(indptr, indices, mapping, transpose, shift, bounds, counts):
+    for chunk in prange(bounds.size - 1):
         row = counts[chunk]
-        u = _first_row(indptr, start)
-        for e in range(start, stop):
-            while indptr[u + 1] <= e:
-                u += 1
-            a, b = _csr_edge(indptr, indices, mapping, transpose, u, e)
-            if a != b:
-                row[a >> shift] += 1
+        for u in range(bounds[chunk], bounds[chunk + 1]):
+            for e in range(indptr[u], indptr[u + 1]):
+                a, b = _csr_edge(indptr, indices, mapping, transpose, u, e)
+                if a != b:
+                    row[a >> shift] += 1
 
 
 @njit(nogil=True, parallel=True, cache=True)
-def _scatter_csr(indptr, indices, mapping, transpose, shift, cursors, local_rows, columns):
-    chunks = cursors.shape[0]
+def _scatter_csr(indptr, indices, mapping, transpose, shift, bounds, cursors, local_rows, columns):
     mask = (1 << shift) - 1
-    for chunk in prange(chunks):
-        start, stop = chunk_range(chunk, chunks, indices.size)
+    for chunk in prange(bounds.size - 1):
         cursor = cursors[chunk]
-        u = _first_row(indptr, start)
-        for e in range(start, stop):
-            while indptr[u + 1] <= e:
-                u += 1
-            a, b = _csr_edge(indptr, indices, mapping, transpose, u, e)
-            if a != b:
-                at = cursor[a >> shift]
-                cursor[a >> shift] = at + 1
-                local_rows[at] = a & mask
-                columns[at] = b
+        for u in range(bounds[chunk], bounds[chunk + 1]):
+            for e in range(indptr[u], indptr[u + 1]):
+                a, b = _csr_edge(indptr, indices, mapping, transpose, u, e)
+                if a != b:
+                    at = cursor[a >> shift]
+                    cursor[a >> shift] = at + 1
+                    local_rows[at] = a & mask
+                    columns[at] = b
+
+
+def row_chunks(indptr: np.ndarray, chunks: int) -> np.ndarray:
+    """Row boundaries of ``chunks`` runs of consecutive rows with about equal numbers of edges."""
+    edges = int(indptr[-1])
+    bounds = np.searchsorted(indptr, np.linspace(0, edges, chunks + 1).astype(np.int64), side="right") - 1
+    bounds[0], bounds[-1] = 0, indptr.size - 1
+    return np.maximum.accumulate(bounds)
 
 
 @njit(nogil=True, cache=True)
@@ -287,13 +281,14 @@ def mapped_csr(
     """
     dtype = index_dtype(num_nodes, indices.size)
     shift = _bucket_shift(num_nodes)
-    counts = np.zeros((chunk_count(indices.size), ((num_nodes - 1) >> shift) + 1), dtype=np.int64)
-    _count_csr(indptr, indices, mapping, transpose, shift, counts)
+    bounds = row_chunks(indptr, chunk_count(indices.size))
+    counts = np.zeros((bounds.size - 1, ((num_nodes - 1) >> shift) + 1), dtype=np.int64)
+    _count_csr(indptr, indices, mapping, transpose, shift, bounds, counts)
     if report:
         report(indices.size)
 
     def scatter(cursors: np.ndarray, local_rows: np.ndarray, columns: np.ndarray) -> None:
-        _scatter_csr(indptr, indices, mapping, transpose, shift, cursors, local_rows, columns)
+        _scatter_csr(indptr, indices, mapping, transpose, shift, bounds, cursors, local_rows, columns)
 
     return _finish(num_nodes, shift, counts, scatter, dtype, report, indices.size)
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .graph import row_chunks
+from .parallel import chunk_count, chunk_range, key_cursors
+
 __all__ = [
     "make_child_orders",
     "dimension_seeds",
@@ -52,34 +55,94 @@ def order_key(seed, position):
     return np.uint32((z ^ (z >> np.uint64(31))) >> np.uint64(32))
 
 
+# Rows longer than this are ordered by parallel radix passes over their keys, not inside the loop over
+# rows, where one thread would sort a hub row (the virtual root has one child per DAG root: millions) alone.
+LONG_ROW = 1 << 14
+_RADIX_BITS = 8
+_DIGIT_MASK = (1 << _RADIX_BITS) - 1
+
+
+@njit(nogil=True, inline="always")
+def _insertion_order(keys, size, indices, start, out, k):
+    """out[k, start:start+size] = the row's children by key, ties by position (short rows)."""
+    for i in range(size):
+        key = keys[i]
+        child = indices[start + i]
+        j = i - 1
+        while j >= 0 and keys[j] > key:
+            keys[j + 1] = keys[j]
+            out[k, start + j + 1] = out[k, start + j]
+            j -= 1
+        keys[j + 1] = key
+        out[k, start + j + 1] = child
+
+
 @njit(nogil=True, parallel=True, cache=True)
-def _order_rows(indptr, indices, seeds, orders):
-    """Each row's children sorted by their edges' keys (ties: by position): a uniform random order."""
-    dims = seeds.size
-    for row in prange(indptr.size - 1):
-        start = indptr[row]
-        stop = indptr[row + 1]
-        size = stop - start
-        keys = np.empty(size, dtype=np.uint32)
-        for k in range(dims):
-            for i in range(size):
-                keys[i] = order_key(seeds[k], start + i)
-            if size > 16:
-                ranked = np.argsort(keys, kind="mergesort")
+def _order_rows(indptr, indices, seeds, orders, bounds, long_row):
+    """Each row of at most ``long_row`` children sorted by their edges' keys (ties by position); rows cut
+    into chunks of about equal edges (``bounds``), one key buffer a chunk."""
+    for chunk in prange(bounds.size - 1):
+        keys = np.empty(long_row, dtype=np.uint32)
+        for row in range(bounds[chunk], bounds[chunk + 1]):
+            start = indptr[row]
+            size = indptr[row + 1] - start
+            if size > long_row:
+                continue
+            for k in range(seeds.size):
+                for i in range(size):
+                    keys[i] = order_key(seeds[k], start + i)
+                if size <= 16:
+                    _insertion_order(keys, size, indices, start, orders, k)
+                    continue
+                ranked = np.argsort(keys[:size], kind="mergesort")
                 for i in range(size):
                     orders[k, start + i] = indices[start + ranked[i]]
-                continue
-            # Insertion sort of (key, child): stable, and short rows are the common case.
-            for i in range(size):
-                key = keys[i]
-                child = indices[start + i]
-                j = i - 1
-                while j >= 0 and keys[j] > key:
-                    keys[j + 1] = keys[j]
-                    orders[k, start + j + 1] = orders[k, start + j]
-                    j -= 1
-                keys[j + 1] = key
-                orders[k, start + j + 1] = child
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _row_keys(seed, start, keys, positions):
+    for i in prange(keys.size):
+        keys[i] = order_key(seed, start + i)
+        positions[i] = i
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _digit_counts(keys, shift, counts):
+    chunks = counts.shape[0]
+    for chunk in prange(chunks):
+        first, stop = chunk_range(chunk, chunks, keys.size)
+        for i in range(first, stop):
+            counts[chunk, (keys[i] >> shift) & _DIGIT_MASK] += 1
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _digit_scatter(keys, positions, shift, cursors, keys_out, positions_out):
+    chunks = cursors.shape[0]
+    for chunk in prange(chunks):
+        first, stop = chunk_range(chunk, chunks, keys.size)
+        for i in range(first, stop):
+            digit = (keys[i] >> shift) & _DIGIT_MASK
+            at = cursors[chunk, digit]
+            cursors[chunk, digit] = at + 1
+            keys_out[at] = keys[i]
+            positions_out[at] = positions[i]
+
+
+def _order_long_row(indices: np.ndarray, start: int, size: int, seed: np.uint64) -> np.ndarray:
+    """The row's children by key, ties by position: a least-significant-digit radix sort of the keys
+    (every pass stable: each chunk writes its run of a digit in order, the chunks in order)."""
+    keys, positions = np.empty(size, dtype=np.uint32), np.empty(size, dtype=np.int64)
+    spare_keys, spare_positions = np.empty_like(keys), np.empty_like(positions)
+    _row_keys(seed, start, keys, positions)
+    chunks = chunk_count(size)
+    starts = np.empty((1 << _RADIX_BITS) + 1, dtype=np.int64)
+    for shift in range(0, 32, _RADIX_BITS):
+        counts = np.zeros((chunks, 1 << _RADIX_BITS), dtype=np.int64)
+        _digit_counts(keys, shift, counts)
+        key_cursors(counts, starts)
+        _digit_scatter(keys, positions, shift, counts, spare_keys, spare_positions)
+        keys, spare_keys, positions, spare_positions = spare_keys, keys, spare_positions, positions
+    return indices[start + positions]
 
 
 def make_child_orders(indptr: np.ndarray, indices: np.ndarray, dims: int, seed: int) -> np.ndarray:
@@ -91,7 +154,13 @@ def make_child_orders(indptr: np.ndarray, indices: np.ndarray, dims: int, seed: 
     """
     seeds = dimension_seeds(dims, seed)
     orders = np.empty((dims, indices.size), dtype=indices.dtype)
-    _order_rows(indptr, indices, seeds, orders)
+    _order_rows(indptr, indices, seeds, orders, row_chunks(indptr, chunk_count(indices.size)), LONG_ROW)
+    sizes = np.diff(indptr)
+    for row in np.flatnonzero(sizes > LONG_ROW):
+        for k in range(dims):
+            orders[k, indptr[row] : indptr[row + 1]] = _order_long_row(
+                indices, int(indptr[row]), int(sizes[row]), seeds[k]
+            )
     return orders
 
 

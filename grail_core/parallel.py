@@ -31,6 +31,7 @@ __all__ = [
     "chunk_range",
     "exclusive_scan",
     "flagged",
+    "key_cursors",
     "queue_flush",
     "queue_push",
     "stable_order",
@@ -195,7 +196,7 @@ def stable_order(keys: np.ndarray, num_keys: int) -> tuple[np.ndarray, np.ndarra
     starts = np.empty(num_keys + 1, dtype=np.int64)
     order = np.empty(keys.size, dtype=np.int32 if keys.size < 2**31 - 1 else np.int64)
     _count_keys(keys, counts)
-    _key_cursors(counts, starts)
+    key_cursors(counts, starts)
     _place_keys(keys, counts, order)
     return order, starts
 
@@ -210,7 +211,7 @@ def _count_keys(keys, counts):
 
 
 @njit(nogil=True, cache=True)
-def _key_cursors(counts, starts):
+def key_cursors(counts, starts):
     """counts[c, k] becomes where chunk c's run of key k starts; ``starts`` where key k's run starts."""
     chunks, num_keys = counts.shape
     at = 0

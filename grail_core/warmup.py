@@ -51,10 +51,10 @@ def warm_up(backend: str = "auto") -> float:
     started = time.perf_counter()
     resolved = backends.resolve_backend(backend)
     for dtype in (np.int32, np.int64):
-        edges = _CYCLES.astype(dtype)
-        graph = Digraph.from_edges(12, edges[:, 0], edges[:, 1])
+        src, dst = (np.ascontiguousarray(column, dtype=dtype) for column in _CYCLES.T)
+        graph = Digraph.from_edges(12, src, dst)
         strongly_connected_components(graph, _EVERY_BRANCH)
-        ReachabilityIndex.from_edges(edges, num_nodes=13, backend="cpu", dims=2)
+        ReachabilityIndex.from_edges(src, dst, num_nodes=13, backend="cpu", dims=2)
     if resolved == "cuda":
         backends.warm_up_device()
     with tempfile.TemporaryDirectory(prefix="grail-warmup-") as tmp:

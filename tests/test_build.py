@@ -207,16 +207,21 @@ def test_stable_order_is_a_stable_sort(keys: list[int]) -> None:
     np.testing.assert_array_equal(starts, np.searchsorted(np.sort(array), np.arange(11)))
 
 
-def test_child_orders_sort_each_row_by_its_keys() -> None:
+@pytest.mark.parametrize("long_row", [None, 8])
+def test_child_orders_sort_each_row_by_its_keys(long_row: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    if long_row:  # rows longer than this take the radix passes (by default only the 20,000-child row)
+        monkeypatch.setattr("grail_core.labeling.LONG_ROW", long_row)
     rng = np.random.default_rng(2)
-    indptr, indices = build_csr(
-        400, rng.integers(0, 400, 6000), np.concatenate([rng.integers(0, 400, 5900), np.arange(100)])
-    )
-    orders = make_child_orders(indptr, indices, 3, seed=4)
-    seeds = dimension_seeds(3, 4)
-    for k in range(3):
+    # Short rows, and a row of 20,000 children (keys equal in their top 24 bits occur there).
+    n = 20_001
+    src = np.concatenate([rng.integers(0, n, 6000), np.zeros(n - 1, dtype=np.int64)])
+    dst = np.concatenate([rng.integers(0, n, 6000), np.arange(1, n)])
+    indptr, indices = build_csr(n, src, dst)
+    orders = make_child_orders(indptr, indices, 2, seed=4)
+    seeds = dimension_seeds(2, 4)
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    for k in range(2):
         keys = np.array([order_key(seeds[k], e) for e in range(indices.size)], dtype=np.int64)
-        rows = np.repeat(np.arange(400), np.diff(indptr))
         want = indices[np.lexsort((np.arange(indices.size), keys, rows))]
         np.testing.assert_array_equal(orders[k], want)
 

@@ -15,6 +15,7 @@ from grail_core.graph import Digraph
 from grail_core.labeling import dimension_seeds, make_child_orders, with_virtual_root
 from grail_core.query import QueryArrays
 from grail_core.scc import LIVE, strongly_connected_components
+from kernels.arrays import to_device, to_host
 from kernels.build import DeviceBuild
 from kernels.frontier import EngineConfig
 from kernels.labeling import LabelingOptions
@@ -106,5 +107,11 @@ def test_device_child_orders_equal_the_cpu_ones() -> None:
     n, edges = diamond_stack(3)
     dag = condense(Digraph.from_edges(n, *np.array(edges).T)).dag
     indptr, indices, _ = with_virtual_root(dag.out_indptr, dag.out_indices)
-    got = device_child_orders(indptr, indices, dimension_seeds(3, 7), CONFIG)
-    np.testing.assert_array_equal(np.asarray(got), make_child_orders(indptr, indices, 3, seed=7))
+    got = device_child_orders(to_device(indptr), to_device(indices), dimension_seeds(3, 7), CONFIG)
+    np.testing.assert_array_equal(to_host(got), make_child_orders(indptr, indices, 3, seed=7))
+
+
+def test_warm_up_runs_every_step() -> None:
+    from kernels.build import warm_up
+
+    warm_up()
