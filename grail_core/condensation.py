@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from .graph import Digraph, WorkCallback, mapped_csr
+from .graph import Digraph, WorkCallback, mapped_csr, permuted_csr
 from .parallel import (
     LOCAL_QUEUE,
     PARALLEL_MIN_NODES,
@@ -106,15 +106,16 @@ def longest_path_levels(dag: Digraph) -> np.ndarray:
     return _levels_from(dag.out_indptr, dag.out_indices, dag.in_indptr)
 
 
-def topological_numbering(dag: Digraph) -> tuple[np.ndarray, np.ndarray]:
-    """(rank, depth): the canonical id of every node of a DAG (module docstring) and its depth."""
+def topological_numbering(dag: Digraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, rank, depth): the node of every canonical id (module docstring), the canonical id of every
+    node, and every node's depth."""
     height = _levels_from(dag.in_indptr, dag.in_indices, dag.out_indptr)
     top = int(height.max()) + 1 if height.size else 0
     order, _ = stable_order(top - 1 - height, top)
     del height
     rank = np.empty_like(order)
     _invert(order, rank)
-    return rank, longest_path_levels(dag)
+    return order, rank, longest_path_levels(dag)
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -149,26 +150,48 @@ class Condensation:
         return int(self.level.max()) + 1 if self.level.size else 0
 
 
+# Nodes sampled to guess the largest component (whose internal edges the quotient drops by a bitmap).
+_SAMPLE = 1 << 16
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _members(comp, cls, bits):
+    for word in prange(bits.size):
+        value = np.uint64(0)
+        for v in range(64 * word, min(64 * word + 64, comp.size)):
+            if comp[v] == cls:
+                value |= np.uint64(1) << np.uint64(v - 64 * word)
+        bits[word] = value
+
+
 def quotient_graph(
     out_indptr: np.ndarray, out_indices: np.ndarray, comp: np.ndarray, count: int, report: WorkCallback | None = None
 ) -> Digraph:
     """The graph of the components (ids as in ``comp``): an edge between two components for every edge
     of the graph between them, repeats merged. ``report``: 4 x the graph's edges + 4 x the DAG's."""
-    return Digraph.from_csr(*mapped_csr(count, out_indptr, out_indices, comp, report=report), report)
+    sample = comp[:: max(1, comp.size // _SAMPLE)]
+    largest = int(np.bincount(sample).argmax()) if sample.size else 0
+    inside = np.empty((comp.size + 63) // 64, dtype=np.uint64)
+    _members(comp, largest, inside)
+    csr = mapped_csr(count, out_indptr, out_indices, comp, report=report, inside=inside)
+    return Digraph.from_csr(*csr, report)
 
 
 def renumber(raw: Digraph, comp: np.ndarray, report: WorkCallback | None = None) -> Condensation:
     """The condensation on its canonical topological ids (module docstring), from the component DAG on
     any ids; ``comp`` is renumbered in place. ``report``: 10 x the DAG's edges."""
-    rank, depth = topological_numbering(raw)
+    order, rank, depth = topological_numbering(raw)
     if report:
         report(2 * raw.num_edges)
     level = np.empty_like(depth)
     _permute(depth, rank, level)
     del depth
-    out_indptr, out_indices = mapped_csr(raw.num_nodes, raw.out_indptr, raw.out_indices, rank, report=report)
+    out_csr = permuted_csr(raw.out_indptr, raw.out_indices, order, rank)
+    in_csr = permuted_csr(raw.in_indptr, raw.in_indices, order, rank)
+    if report:
+        report(8 * raw.num_edges)
     _compose(comp, rank)
-    return Condensation(comp=comp, dag=Digraph.from_csr(out_indptr, out_indices, report), level=level)
+    return Condensation(comp=comp, dag=Digraph(*out_csr, *in_csr), level=level)
 
 
 def condense(graph: Digraph, report: WorkCallback | None = None) -> Condensation:

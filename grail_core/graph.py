@@ -19,7 +19,16 @@ from numba import njit, prange
 
 from .parallel import chunk_count, chunk_range, exclusive_scan
 
-__all__ = ["Digraph", "index_dtype", "build_csr", "edge_id_range", "mapped_csr", "row_chunks", "WorkCallback"]
+__all__ = [
+    "Digraph",
+    "index_dtype",
+    "build_csr",
+    "edge_id_range",
+    "mapped_csr",
+    "permuted_csr",
+    "row_chunks",
+    "WorkCallback",
+]
 
 # Reports units of work done (edges or nodes processed), for progress within a phase.
 WorkCallback = Callable[[int], None]
@@ -106,24 +115,38 @@ def _scatter_arrays(src, dst, shift, cursors, local_rows, columns):
                 columns[at] = w
 
 
+@njit(nogil=True, inline="always")
+def _in_set(bits, v):
+    """Whether v is in the set of the bitmap ``bits`` (None: the empty set)."""
+    if bits is None:
+        return False
+    return (bits[v >> 6] >> np.uint64(v & 63)) & np.uint64(1) != 0
+
+
 @njit(nogil=True, parallel=True, cache=True)
-def _count_csr(indptr, indices, mapping, transpose, shift, bounds, counts):
+def _count_csr(indptr, indices, mapping, transpose, inside, shift, bounds, counts):
     for chunk in prange(bounds.size - 1):
         row = counts[chunk]
         for u in range(bounds[chunk], bounds[chunk + 1]):
+            skip = _in_set(inside, u)
             for e in range(indptr[u], indptr[u + 1]):
+                if skip and _in_set(inside, indices[e]):
+                    continue
                 a, b = _csr_edge(indptr, indices, mapping, transpose, u, e)
                 if a != b:
                     row[a >> shift] += 1
 
 
 @njit(nogil=True, parallel=True, cache=True)
-def _scatter_csr(indptr, indices, mapping, transpose, shift, bounds, cursors, local_rows, columns):
+def _scatter_csr(indptr, indices, mapping, transpose, inside, shift, bounds, cursors, local_rows, columns):
     mask = (1 << shift) - 1
     for chunk in prange(bounds.size - 1):
         cursor = cursors[chunk]
         for u in range(bounds[chunk], bounds[chunk + 1]):
+            skip = _in_set(inside, u)
             for e in range(indptr[u], indptr[u + 1]):
+                if skip and _in_set(inside, indices[e]):
+                    continue
                 a, b = _csr_edge(indptr, indices, mapping, transpose, u, e)
                 if a != b:
                     at = cursor[a >> shift]
@@ -155,18 +178,6 @@ def _cursors(counts, bucket_start):
     return cursors
 
 
-@njit(nogil=True, inline="always")
-def _insertion_sort(row):
-    # Most rows are short; np.sort's call overhead would dominate them.
-    for i in range(1, row.size):
-        value = row[i]
-        j = i - 1
-        while j >= 0 and row[j] > value:
-            row[j + 1] = row[j]
-            j -= 1
-        row[j + 1] = value
-
-
 @njit(nogil=True, parallel=True, cache=True)
 def _sort_buckets(num_nodes, shift, bucket_start, local_rows, columns, degree, kept):
     """Per bucket: counting sort by row, each row sorted and de-duplicated, packed at the bucket's start."""
@@ -189,19 +200,28 @@ def _sort_buckets(num_nodes, shift, bucket_start, local_rows, columns, degree, k
             cursor[r] += 1
         write = start
         for r in range(rows):
-            row = grouped[offsets[r] : offsets[r + 1]]
-            if row.size > 16:
-                row.sort()
+            first = offsets[r]
+            stop_row = offsets[r + 1]
+            if stop_row - first > 16:
+                grouped[first:stop_row].sort()
             else:
-                _insertion_sort(row)
-            first = write
+                # Insertion sort by index: a slice costs a reference count, per row, in a parallel loop.
+                for i in range(first + 1, stop_row):
+                    value = grouped[i]
+                    j = i - 1
+                    while j >= first and grouped[j] > value:
+                        grouped[j + 1] = grouped[j]
+                        j -= 1
+                    grouped[j + 1] = value
+            row_start = write
             previous = -1
-            for w in row:
+            for i in range(first, stop_row):
+                w = grouped[i]
                 if w != previous:
                     columns[write] = w
                     write += 1
                 previous = w
-            degree[base + r] = write - first
+            degree[base + r] = write - row_start
         kept[b] = write - start
 
 
@@ -273,24 +293,71 @@ def mapped_csr(
     mapping: np.ndarray | None = None,
     transpose: bool = False,
     report: WorkCallback | None = None,
+    inside: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """CSR of the edges ``mapping[u] -> mapping[w]`` (reversed if ``transpose``) of a CSR, as ``build_csr``.
 
     ``mapping`` None is the identity (so ``transpose=True`` gives the parents' CSR); a mapping onto
     fewer nodes gives a quotient graph (edges inside a class vanish as self loops, repeats merge).
+    ``inside``: a bitmap (uint64 words) of nodes of one class, whose edges among themselves are dropped
+    without looking their ends up in ``mapping`` (a cache-resident test for most edges of a graph with
+    a giant component).
     """
     dtype = index_dtype(num_nodes, indices.size)
     shift = _bucket_shift(num_nodes)
     bounds = row_chunks(indptr, chunk_count(indices.size))
     counts = np.zeros((bounds.size - 1, ((num_nodes - 1) >> shift) + 1), dtype=np.int64)
-    _count_csr(indptr, indices, mapping, transpose, shift, bounds, counts)
+    _count_csr(indptr, indices, mapping, transpose, inside, shift, bounds, counts)
     if report:
         report(indices.size)
 
     def scatter(cursors: np.ndarray, local_rows: np.ndarray, columns: np.ndarray) -> None:
-        _scatter_csr(indptr, indices, mapping, transpose, shift, bounds, cursors, local_rows, columns)
+        _scatter_csr(indptr, indices, mapping, transpose, inside, shift, bounds, cursors, local_rows, columns)
 
     return _finish(num_nodes, shift, counts, scatter, dtype, report, indices.size)
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _permuted_degrees(indptr, order, degree):
+    for i in prange(order.size):
+        degree[i] = indptr[order[i] + 1] - indptr[order[i]]
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _permuted_rows(indptr, indices, order, rank, new_indptr, out):
+    for i in prange(order.size):
+        old = order[i]
+        start = new_indptr[i]
+        first = indptr[old]
+        size = indptr[old + 1] - first
+        if size > 16:
+            for j in range(size):
+                out[start + j] = rank[indices[first + j]]
+            out[start : start + size].sort()
+            continue
+        # Insertion as the row is read (no slice: a view costs a reference count in a parallel loop).
+        for j in range(size):
+            value = rank[indices[first + j]]
+            k = start + j - 1
+            while k >= start and out[k] > value:
+                out[k + 1] = out[k]
+                k -= 1
+            out[k + 1] = value
+
+
+def permuted_csr(
+    indptr: np.ndarray, indices: np.ndarray, order: np.ndarray, rank: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR renumbered by a permutation: new node i is old node ``order[i]``, old v is new ``rank[v]``;
+    rows sorted again (one pass over the rows, where ``mapped_csr`` would sort all edges anew)."""
+    degree = np.empty(order.size, dtype=np.int64)
+    _permuted_degrees(indptr, order, degree)
+    new_indptr = np.empty(order.size + 1, dtype=np.int64)
+    exclusive_scan(degree, new_indptr)
+    del degree
+    out = np.empty(indices.size, dtype=indices.dtype)
+    _permuted_rows(indptr, indices, order, rank, new_indptr, out)
+    return new_indptr, out
 
 
 @dataclass(frozen=True)

@@ -187,11 +187,29 @@ def _reach_visit(v, indptr, indices, mark, allowed, value, local, count, queue, 
     return count
 
 
+# A reach level goes bottom-up once its frontier holds more than this share of the nodes it may still
+# reach (Beamer et al.'s direction-optimizing BFS): on a giant component the middle levels reach most of
+# the graph, and a node asking its parents stops at the first reached one, where pushing from the
+# frontier would try every edge.
+_BOTTOM_UP_SHARE = 1 / 16
+
+
+@njit(nogil=True, inline="always")
+def _reached_parent(v, rindptr, rindices, mark, value):
+    for e in range(rindptr[v], rindptr[v + 1]):
+        if mark[rindices[e]] == value:
+            return True
+    return False
+
+
 @njit(nogil=True, parallel=True, cache=True)
-def _reach(indptr, indices, mark, allowed, value, queue, tail, parallel_min, chunks):
-    """BFS from the nodes already in ``queue`` through nodes marked ``allowed``, marking them ``value``."""
+def _reach(indptr, indices, rindptr, rindices, mark, allowed, value, candidates, queue, tail, parallel_min, chunks):
+    """BFS from the nodes already in ``queue`` (marked ``value``) along ``indptr`` through the nodes marked
+    ``allowed`` (``candidates`` of them), marking them ``value``; ``rindptr``/``rindices``: the reverse CSR
+    of the bottom-up levels. Returns how many nodes the queue holds (every node reached, once)."""
     head = 0
     local = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
+    n = mark.size
     while head < tail[0]:
         stop = tail[0]
         if stop - head < parallel_min:
@@ -199,13 +217,26 @@ def _reach(indptr, indices, mark, allowed, value, queue, tail, parallel_min, chu
             queue_flush(local, count, queue, tail)
             head += 1
             continue
-        for chunk in prange(chunks):
-            start, end = chunk_range(chunk, chunks, stop - head)
-            mine = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-            count = 0
-            for i in range(head + start, head + end):
-                count = _reach_visit(queue[i], indptr, indices, mark, allowed, value, mine, count, queue, tail)
-            queue_flush(mine, count, queue, tail)
+        if stop - head > _BOTTOM_UP_SHARE * (candidates - stop):
+            # Bottom-up: every node still unreached asks its parents (a node reached in this same pass
+            # counts as a parent too: reachability, not distance, is what is wanted).
+            for chunk in prange(chunks):
+                start, end = chunk_range(chunk, chunks, n)
+                mine = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
+                count = 0
+                for v in range(start, end):
+                    if mark[v] == allowed and _reached_parent(v, rindptr, rindices, mark, value):
+                        mark[v] = value
+                        count = queue_push(v, mine, count, queue, tail)
+                queue_flush(mine, count, queue, tail)
+        else:
+            for chunk in prange(chunks):
+                start, end = chunk_range(chunk, chunks, stop - head)
+                mine = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
+                count = 0
+                for i in range(head + start, head + end):
+                    count = _reach_visit(queue[i], indptr, indices, mark, allowed, value, mine, count, queue, tail)
+                queue_flush(mine, count, queue, tail)
         head = stop
     return head
 
@@ -531,17 +562,20 @@ class _Components:
 
     def forward_backward(self) -> None:
         g, mark, queue, tail = self.graph, self.mark, self.queue, self.tail
+        schedule = (self.options.parallel_min_nodes, self.chunks)
         pivot = _pivot(self.indeg, self.outdeg, self.label, self.chunks)
         _live_marks(self.label, mark)
         mark[pivot] = 2
         queue[0] = pivot
         tail[0] = 1
-        _reach(g.out_indptr, g.out_indices, mark, 1, 2, queue, tail, self.options.parallel_min_nodes, self.chunks)
+        forward = _reach(
+            g.out_indptr, g.out_indices, g.in_indptr, g.in_indices, mark, 1, 2, self.live, queue, tail, *schedule
+        )
         mark[pivot] = 3
         queue[0] = pivot
         tail[0] = 1
         reached = _reach(
-            g.in_indptr, g.in_indices, mark, 2, 3, queue, tail, self.options.parallel_min_nodes, self.chunks
+            g.in_indptr, g.in_indices, g.out_indptr, g.out_indices, mark, 2, 3, forward, queue, tail, *schedule
         )
         self._placed(_label_marked(queue, reached, mark, 3, self.label, pivot))
 

@@ -21,8 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from . import backends
+from .build import build_index_arrays
 from .graph import Digraph
 from .index import ReachabilityIndex
+from .labeling import LONG_ROW
 from .scc import SccOptions, strongly_connected_components
 
 __all__ = ["warm_up"]
@@ -35,6 +37,8 @@ _PAIRS = np.array([[0, 4], [4, 0], [1, 3], [3, 3], [5, 0]], dtype=np.int64)
 # Several cycles in a row, each reached from the one before, and a self loop: every SCC step has work.
 _CYCLES = np.array([[i, i + 1] for i in range(11)] + [[3, 0], [7, 4], [11, 8], [5, 5]], dtype=np.int64)
 _EVERY_BRANCH = SccOptions(parallel_min_nodes=1, serial_below=0, min_round_share=0.0)
+_MEDIUM = 1 << 18
+_STAR = LONG_ROW + 1
 
 
 def _queries(index: ReachabilityIndex) -> None:
@@ -55,8 +59,16 @@ def warm_up(backend: str = "auto") -> float:
         graph = Digraph.from_edges(12, src, dst)
         strongly_connected_components(graph, _EVERY_BRANCH)
         ReachabilityIndex.from_edges(src, dst, num_nodes=13, backend="cpu", dims=2)
+        # A star whose centre has more children than labeling.LONG_ROW: the long rows' radix passes.
+        leaves = np.arange(1, _STAR + 1, dtype=dtype)
+        ReachabilityIndex.from_edges(np.zeros_like(leaves), leaves, backend="cpu", dims=2)
     if resolved == "cuda":
         backends.warm_up_device()
+        # A graph of 2**18 nodes through the whole GPU build: CuPy compiles the variants of its reductions
+        # for large arrays on first use (and keeps them on disk), which a tiny graph does not reach.
+        rng = np.random.default_rng(0)
+        src, dst = (rng.integers(0, _MEDIUM, 4 * _MEDIUM).astype(np.int32) for _ in range(2))
+        build_index_arrays(_MEDIUM, src, dst, dims=2, seed=0, hubs=64, backend="cuda", force_device=True)
     with tempfile.TemporaryDirectory(prefix="grail-warmup-") as tmp:
         built = ReachabilityIndex.from_edges(_EDGES, num_nodes=6, backend=resolved)
         built.save(Path(tmp) / "index")

@@ -52,8 +52,17 @@ def as_numba(array: Any) -> Any:
 
 
 def to_device(array: np.ndarray) -> Any:
-    """A host array uploaded (a copy under the simulator too, so that the host array stays untouched)."""
-    return device_arrays().array(array, copy=True)
+    """A host array uploaded (a copy under the simulator too, so that the host array stays untouched).
+
+    CuPy stages a copy through pinned host memory and keeps it in its pool: given back at once, or a
+    200M-edge build would hold 1.6 GB of host memory for nothing.
+    """
+    xp = device_arrays()
+    copy = xp.array(array, copy=True)
+    if xp is not np:
+        xp.cuda.get_current_stream().synchronize()
+        xp.get_default_pinned_memory_pool().free_all_blocks()
+    return copy
 
 
 def to_host(array: Any) -> np.ndarray:

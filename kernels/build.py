@@ -216,15 +216,15 @@ class DeviceBuild:
 def warm_up() -> None:
     """Compiles every kernel of the device build (numba cannot cache the frontier engine's closures): each
     step, the labels forced onto the device, for int64 and int32 edges, on a graph whose trim, forward-
-    backward reach and hand-over to the CPU all have work: a 10-cycle with a tail and a branch, and a
-    3-cycle below it that the forward-backward step leaves live."""
+    backward reach and hand-over to the CPU all have work (a 10-cycle with a tail and a branch, and a
+    3-cycle below it that the forward-backward step leaves live)."""
     ring = [(i, (i + 1) % 10) for i in range(10)]
     edges = np.array(
         [*ring, (9, 10), (10, 11), (11, 12), (11, 13), (9, 15), (15, 16), (16, 17), (17, 15), (4, 4), (0, 1)]
     )
-    n = 18
+    seeds = np.arange(1, 3, dtype=np.uint64)
     for dtype in (np.int64, np.int32):
-        build = DeviceBuild(n, edges.shape[0])
+        build = DeviceBuild(18, edges.shape[0])
         build.graph(*(np.ascontiguousarray(column, dtype=dtype) for column in edges.T))
         build.components()
         label = to_host(build.label)  # the 10-cycle is left live: the CPU would find it one component
@@ -232,7 +232,6 @@ def warm_up() -> None:
         build.set_components(label)
         build.quotient()
         build.renumber(MAX_LEVELS)
-        seeds = np.arange(1, 3, dtype=np.uint64)
         build.labels(seeds, LabelingOptions(config=build.config, max_levels=MAX_LEVELS))
         build.hubs(8)
         build.download(with_labels=True)

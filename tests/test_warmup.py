@@ -33,8 +33,9 @@ warm_up("cpu")
 before = compiled()
 rng = np.random.default_rng(0)
 for dtype in (np.int64, np.int32):
-    src = rng.integers(0, 20_000, 120_000).astype(dtype)
-    dst = rng.integers(0, 20_000, 120_000).astype(dtype)
+    # A random graph, and a hub with 30,000 children (a long row for the child orders).
+    src = np.concatenate([rng.integers(0, 20_000, 120_000), np.full(30_000, 7)]).astype(dtype)
+    dst = np.concatenate([rng.integers(0, 20_000, 120_000), np.arange(20_000, 50_000)]).astype(dtype)
     index = ReachabilityIndex.from_edges(src, dst, backend="cpu", dims=3)
     index.query_batch(rng.integers(0, 20_000, (5000, 2)))
     index.reachable(1, 2)

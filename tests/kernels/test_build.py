@@ -80,15 +80,13 @@ def test_device_components_leave_a_long_cycle_to_the_cpu() -> None:
 
     n = 12
     graph = Digraph.from_edges(n, np.arange(n), (np.arange(n) + 1) % n)
-    label, live = device_components(
-        (graph.out_indptr, graph.out_indices), (graph.in_indptr, graph.in_indices), CONFIG, max_levels=4
-    )
-    assert live == n and (np.asarray(label) == LIVE).all()
-    label, live = device_components(
-        (graph.out_indptr, graph.out_indices), (graph.in_indptr, graph.in_indices), CONFIG, max_levels=64
-    )
+    out_csr = (to_device(graph.out_indptr), to_device(graph.out_indices))
+    in_csr = (to_device(graph.in_indptr), to_device(graph.in_indices))
+    label, live = device_components(out_csr, in_csr, CONFIG, max_levels=4)
+    assert live == n and (to_host(label) == LIVE).all()
+    label, live = device_components(out_csr, in_csr, CONFIG, max_levels=64)
     assert live == 0
-    assert strongly_connected_components(graph)[1] == 1 and len(set(np.asarray(label).tolist())) == 1
+    assert strongly_connected_components(graph)[1] == 1 and len(set(to_host(label).tolist())) == 1
 
 
 def test_device_build_through_the_pipeline_with_cpu_fallbacks() -> None:
