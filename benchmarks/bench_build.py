@@ -160,64 +160,8 @@ def chart(rows: list[dict[str, object]], phases: list[str], path: Path, title: s
     fig.savefig(path, dpi=110)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--graphs", default=DEFAULT_GRAPHS)
-    parser.add_argument("--backends", default="cpu,cuda", help="cuda is skipped where there is no GPU")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--dims", type=int, default=2)
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/grail-bench-build"))
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--tag", default=None, help="name of the result files (default: host and threads)")
-    parser.add_argument("--child", nargs=2, metavar=("FOLDER", "MODE"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(child(Path(args.child[0]), args.child[1], args.dims, args.runs)), flush=True)
-        return
-
-    from grail_core import cuda_available, device_name
-
-    backends = [b for b in args.backends.split(",") if b and (b != "cuda" or cuda_available())]
-    threads = len(os.sched_getaffinity(0))
-    device = device_name() or "no GPU"
-    tag = args.tag or f"{platform.node() or 'host'}-{threads}threads".replace(" ", "_")
-    load = os.getloadavg()
-    rows = []
-    for name in filter(None, args.graphs.split(",")):
-        folder = cached_graph(name, args.cache)
-        results: dict[str, list[dict[str, object]]] = {}
-        for mode in [SORT, *backends]:
-            results[mode] = run_child(folder, mode, args.dims, args.runs)
-            print(f"{name} {mode}: " + " ".join(f"{r['seconds']:.3f}" for r in results[mode]) + " s", flush=True)
-        sort = statistics.median(r["seconds"] for r in results[SORT])
-        for backend in backends:
-            runs = results[backend]
-            last = runs[-1]
-            phases = {p: statistics.median(r["phases"].get(p, 0.0) for r in runs) for p in last["phases"]}
-            parts = {p: statistics.median(r["parts"].get(p, 0.0) for r in runs) for p in last["parts"]}
-            seconds = statistics.median(r["seconds"] for r in runs)
-            peak = statistics.median(r["peak_rss"] for r in runs)
-            rows.append(
-                {
-                    "graph": name,
-                    "backend": backend,
-                    "edges_in": int(np.load(folder / "src.npy", mmap_mode="r").size),
-                    "edges": last["edges"],
-                    "dag_nodes": last["dag_nodes"],
-                    "dag_edges": last["dag_edges"],
-                    "levels": last["levels"],
-                    "seconds": seconds,
-                    "runs": [round(float(r["seconds"]), 3) for r in runs],
-                    "sort": sort,
-                    "phases": phases,
-                    "parts": parts,
-                    "backends": last["backends"],
-                    "peak_rss": peak,
-                    "bytes_per_edge": peak / max(1, int(np.load(folder / "src.npy", mmap_mode="r").size)),
-                    "warm_up": statistics.median(r["warm_up"] for r in runs),
-                }
-            )
-            print(rows[-1], flush=True)
+def report(rows: list[dict[str, object]], args: argparse.Namespace, title: str, stem: str, load: tuple) -> None:
+    """Prints and saves the table (markdown, CSV) and the chart of the rows measured so far."""
     phase_names = list(dict.fromkeys(p for r in rows for p in r["phases"]))
     header = [
         "graph",
@@ -260,17 +204,78 @@ def main() -> None:
         ]
         for r in rows
     ]
-    title = f"Index builds from edge arrays, {threads} CPU threads, GPU: {device}, dims={args.dims}"
     text = (
         f"# {title}\n\nMedian of {args.runs} runs; each graph's builds on a backend in a fresh process (peak RSS "
         f"the builds' own), the numpy sort of the same int64 edge keys in turns in the same run (module "
         f"docstring of benchmarks/bench_build.py). Load average at the start: "
         f"{load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}.\n\n" + markdown_table(header, table) + "\n"
     )
-    print(text)
-    stem = f"build-{tag}"
+    print(text, flush=True)
     write_results(args.out, stem, text, header, table)
     chart(rows, phase_names, args.out / f"{stem}.png", title)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--graphs", default=DEFAULT_GRAPHS)
+    parser.add_argument("--backends", default="cpu,cuda", help="cuda is skipped where there is no GPU")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--dims", type=int, default=2)
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/grail-bench-build"))
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--tag", default=None, help="name of the result files (default: host and threads)")
+    parser.add_argument("--child", nargs=2, metavar=("FOLDER", "MODE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(Path(args.child[0]), args.child[1], args.dims, args.runs)), flush=True)
+        return
+
+    from grail_core import cuda_available, device_name
+
+    backends = [b for b in args.backends.split(",") if b and (b != "cuda" or cuda_available())]
+    threads = len(os.sched_getaffinity(0))
+    device = device_name() or "no GPU"
+    tag = args.tag or f"{platform.node() or 'host'}-{threads}threads".replace(" ", "_")
+    load = os.getloadavg()
+    title = f"Index builds from edge arrays, {threads} CPU threads, GPU: {device}, dims={args.dims}"
+    rows = []
+    for name in filter(None, args.graphs.split(",")):
+        folder = cached_graph(name, args.cache)
+        results: dict[str, list[dict[str, object]]] = {}
+        for mode in [SORT, *backends]:
+            results[mode] = run_child(folder, mode, args.dims, args.runs)
+            print(f"{name} {mode}: " + " ".join(f"{r['seconds']:.3f}" for r in results[mode]) + " s", flush=True)
+        sort = statistics.median(r["seconds"] for r in results[SORT])
+        for backend in backends:
+            runs = results[backend]
+            last = runs[-1]
+            phases = {p: statistics.median(r["phases"].get(p, 0.0) for r in runs) for p in last["phases"]}
+            parts = {p: statistics.median(r["parts"].get(p, 0.0) for r in runs) for p in last["parts"]}
+            seconds = statistics.median(r["seconds"] for r in runs)
+            peak = statistics.median(r["peak_rss"] for r in runs)
+            rows.append(
+                {
+                    "graph": name,
+                    "backend": backend,
+                    "edges_in": int(np.load(folder / "src.npy", mmap_mode="r").size),
+                    "edges": last["edges"],
+                    "dag_nodes": last["dag_nodes"],
+                    "dag_edges": last["dag_edges"],
+                    "levels": last["levels"],
+                    "seconds": seconds,
+                    "runs": [round(float(r["seconds"]), 3) for r in runs],
+                    "sort": sort,
+                    "phases": phases,
+                    "parts": parts,
+                    "backends": last["backends"],
+                    "peak_rss": peak,
+                    "bytes_per_edge": peak / max(1, int(np.load(folder / "src.npy", mmap_mode="r").size)),
+                    "warm_up": statistics.median(r["warm_up"] for r in runs),
+                }
+            )
+            print(rows[-1], flush=True)
+        # Saved after every graph, so that a run cut short keeps what it measured.
+        report(rows, args, title, f"build-{tag}", load)
 
 
 if __name__ == "__main__":
