@@ -97,6 +97,10 @@ EXPOSE 8000
 USER 10001:10001
 WORKDIR /var/lib/grail
 
+# numba's cache filled with the CPU build and query kernels, so that a container's first upload compiles
+# nothing (numba keys its cache by CPU model: on another kind of CPU the start-up warm-up compiles again).
+RUN python -c "from grail_core.warmup import warm_up; warm_up('cpu')"
+
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
     CMD ["/opt/grail/bin/python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('GRAIL_PORT', '8000'), timeout=4)"]
 

@@ -202,9 +202,9 @@ def build_index_arrays(
         with work.phase("condense"):
             with work.part("scc"):
                 comp, count = strongly_connected_components(digraph, report=work.report)
-            del digraph
             with work.part("dag"):
-                raw = quotient_graph(*graph_csr, comp, count, work.report)
+                raw = quotient_graph(digraph, comp, count, work.report)
+                del digraph
                 work.expect("condense", work.units + _RENUMBER_UNITS_PER_EDGE * raw.num_edges)
                 condensation = renumber(raw, comp, work.report)
                 del raw

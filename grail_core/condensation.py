@@ -164,11 +164,18 @@ def _members(comp, cls, bits):
         bits[word] = value
 
 
-def quotient_graph(
-    out_indptr: np.ndarray, out_indices: np.ndarray, comp: np.ndarray, count: int, report: WorkCallback | None = None
-) -> Digraph:
+def quotient_graph(graph: Digraph, comp: np.ndarray, count: int, report: WorkCallback | None = None) -> Digraph:
     """The graph of the components (ids as in ``comp``): an edge between two components for every edge
-    of the graph between them, repeats merged. ``report``: 4 x the graph's edges + 4 x the DAG's."""
+    of the graph between them, repeats merged. ``report``: 4 x the graph's edges + 4 x the DAG's.
+
+    A graph whose components are all single nodes (a DAG) is its own quotient: the components are
+    numbered by their smallest node, so ``comp`` is the identity and nothing is built.
+    """
+    if count == graph.num_nodes:
+        if report:
+            report(4 * graph.num_edges)
+        return graph
+    out_indptr, out_indices = graph.out_indptr, graph.out_indices
     sample = comp[:: max(1, comp.size // _SAMPLE)]
     largest = int(np.bincount(sample).argmax()) if sample.size else 0
     inside = np.empty((comp.size + 63) // 64, dtype=np.uint64)
@@ -197,4 +204,4 @@ def renumber(raw: Digraph, comp: np.ndarray, report: WorkCallback | None = None)
 def condense(graph: Digraph, report: WorkCallback | None = None) -> Condensation:
     """SCCs, the condensation DAG on topologically ordered ids (module docstring), and its levels."""
     comp, count = strongly_connected_components(graph, report=report)
-    return renumber(quotient_graph(graph.out_indptr, graph.out_indices, comp, count, report), comp, report)
+    return renumber(quotient_graph(graph, comp, count, report), comp, report)

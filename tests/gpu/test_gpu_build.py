@@ -56,7 +56,7 @@ def _hub(n: int) -> tuple[int, np.ndarray, np.ndarray]:
 GRAPHS = {
     "rmat-300k": lambda: _rmat(300_000, 1),
     "rmat-2M-int32": lambda: _rmat(2_000_000, 2),
-    "uniprot_like": lambda: _dag("uniprot_like", 0.01),
+    "uniprot_like": lambda: _dag("uniprot_like", 0.05),
     "citation_like": lambda: _dag("citation_like", 0.02),
     "chain-200k": lambda: _line(200_000, closed=False),
     "cycle-200k": lambda: _line(200_000, closed=True),
@@ -87,7 +87,9 @@ def test_gpu_build_equals_cpu_build(name: str) -> None:
     if name.startswith(("chain", "cycle")):
         assert backends["condense"] == "cuda+cpu"  # too deep for the device's bounded levels
     if name.startswith("rmat-2M"):
-        assert backends["labels"] == "cuda" and backends["condense"] == "cuda"
+        assert backends["condense"] == "cuda"  # the device's schedule placed every node
+    if name == "uniprot_like":  # 1.25M DAG nodes: the labels' cost model picks the device
+        assert backends["labels"] == "cuda"
 
 
 @pytest.mark.parametrize("graph", dataset_graphs())
