@@ -1,10 +1,13 @@
 """The build pipeline from edge arrays to the index arrays: its phases, their backends, their progress.
 
 Phases: ``graph`` (CSR both ways), ``condense`` (components, the DAG on topological ids, levels),
-``labels`` (child orders and GRAIL labels) and ``hubs`` (hub choice and reach masks). Each runs on the
-CPU (parallel, numba) or, for the labels, on the GPU when the backend is 'cuda' and the graph suits it;
-``IndexStats.phase_backends`` says which ran where. Progress is reported from the work done (edges and
-nodes handled) against an estimate of the whole build's work that is refined as sizes become known.
+``labels`` (child orders and GRAIL labels), ``hubs`` (hub choice and reach masks), and on the GPU
+``download``. On the CPU every phase runs on all cores (numba); on 'cuda' a graph of 1M edges or more is
+built on the device (``kernels.build.DeviceBuild``: one upload, one download), a step that does not suit
+the graph is finished on the CPU with one log line, and a graph the device cannot take is built on the
+CPU. ``IndexStats.phase_backends`` says which ran where ('cuda+cpu': the CPU finished that phase); the
+index is the same either way. Progress is reported from the work done (edges and nodes handled) against
+an estimate of the whole build's work that is refined as sizes become known.
 """
 
 from __future__ import annotations
