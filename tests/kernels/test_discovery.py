@@ -1,5 +1,5 @@
 """The engine's level discovery under the simulator: a breadth-first rule one way and both ways against
-a BFS on the host, its level bound, Kahn's levels against the CPU's."""
+a BFS on the host, its level bound, Kahn's levels against the CPU's, the build's trim both ways."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from numba import cuda
 from grail_core.condensation import longest_path_levels
 from grail_core.graph import Digraph
 from grail_core.labeling import with_virtual_root
+from grail_core.scc import LIVE
+from kernels.arrays import to_device, to_host
 from kernels.frontier import (
     DegreeSplit,
     Discovery,
@@ -23,6 +25,7 @@ from kernels.frontier import (
     make_level_discovery,
     node_levels,
 )
+from kernels.scc import device_components
 
 from .graphs import diamond_stack, hub_graph
 
@@ -59,6 +62,25 @@ def test_kahn_levels_stop_at_the_bound() -> None:
     lq = build_level_queues(d_indptr, d_indices, n, n + 1, CONFIG, max_levels=n + 1)
     assert lq is not None and lq.levels == n + 1
     assert build_level_queues(d_indptr, d_indices, n, n + 1, CONFIG, max_levels=n) is None
+
+
+def test_the_trim_peels_both_ways_before_and_after_the_reach() -> None:
+    # A 4-clique (the pivot's component), and apart from it a 3-cycle with a chain of sources above it
+    # and a chain of sinks below it: the trims peel both chains (one from the top, one from the bottom),
+    # the reach places the clique, and only the 3-cycle is left for the CPU.
+    clique = [(u, v) for u in range(4) for v in range(4) if u != v]
+    cycle = [(4, 5), (5, 6), (6, 4)]
+    sources = [(7, 8), (8, 9), (9, 4)]
+    sinks = [(6, 10), (10, 11), (11, 12)]
+    graph = Digraph.from_edges(13, *np.array(clique + cycle + sources + sinks).T)
+    out_csr = (to_device(graph.out_indptr), to_device(graph.out_indices))
+    in_csr = (to_device(graph.in_indptr), to_device(graph.in_indices))
+    label, live = device_components(out_csr, in_csr, CONFIG)
+    got = to_host(label)
+    assert live == 3
+    np.testing.assert_array_equal(np.flatnonzero(got == LIVE), [4, 5, 6])
+    assert len(set(got[:4].tolist())) == 1 and got[0] in range(4)
+    np.testing.assert_array_equal(got[7:], np.arange(7, 13))
 
 
 class _Visit(NamedTuple):
