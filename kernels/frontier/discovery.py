@@ -136,13 +136,11 @@ class Discovery:
         self.config = config
         self.split = DegreeSplit(config.medium_min, config.large_min, config.huge_min)
         self.max_levels = max(1, max_levels)
-        counts = np.zeros((CLASSES, self.max_levels + 2), dtype=np.int64)
-        # Kept on the device to clear the counters by a device-to-device copy between runs.
-        self._no_counts = cuda.to_device(counts)
+        self._no_counts = np.zeros((CLASSES, self.max_levels + 2), dtype=np.int64)
         self.levels = LevelArrays(
             cuda.device_array((CLASSES, max(1, num_nodes)), dtype=np.int32),
-            cuda.to_device(counts),  # ptr[c, 0] stays 0; the kernel writes every later level's start
-            cuda.to_device(counts),
+            cuda.to_device(self._no_counts),  # ptr[c, 0] stays 0; the kernel writes every later level's start
+            cuda.to_device(self._no_counts),
         )
         self.status = cuda.to_device(np.zeros(2, dtype=np.int64))
 
