@@ -21,8 +21,7 @@ import numpy as np
 from .arrays import as_xp, device_arrays, to_device, to_host
 from .csr import MAX_DEVICE_NODES, csr_from_keys, edge_keys, mapped_keys, transposed_keys
 from .device import free_memory
-from .discovery import node_levels
-from .frontier import EngineConfig, LevelQueues, build_level_queues
+from .frontier import EngineConfig, LevelQueues, build_level_queues, node_levels
 from .hubs import choose_hubs, hub_reach_masks
 from .labeling import LabelingOptions, build_labels, device_child_orders, level_budget
 from .scc import MAX_LEVELS, device_components, number_components
@@ -49,12 +48,11 @@ def _levels(indptr: Any, children: Any, max_levels: int, config: EngineConfig) -
     ``max_levels`` levels."""
     xp = device_arrays()
     n1 = indptr.size - 1
-    root = n1 - 1
-    lq = build_level_queues(indptr, children, root, int(indptr[n1]) - int(indptr[root]), n1, config, max_levels)
+    lq = build_level_queues(indptr, children, n1 - 1, n1, config, max_levels)
     if lq is None:
         return None
     level = xp.empty(n1, dtype=np.int32)
-    node_levels(lq, level, config)
+    node_levels(lq, indptr, level, config)
     return lq, level
 
 

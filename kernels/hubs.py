@@ -14,7 +14,7 @@ import numpy as np
 from numba import cuda
 
 from .arrays import device_arrays
-from .frontier import EngineConfig, LevelQueues, cooperative_blocks, make_edge_sweep
+from .frontier import EngineConfig, LevelQueues, cooperative_blocks, make_sweep
 
 __all__ = ["choose_hubs", "hub_reach_masks"]
 
@@ -35,8 +35,8 @@ def _pull_up(v, e, lvl, args):
         cuda.atomic.or_(bwd, v, mask)
 
 
-_sweep_down = make_edge_sweep(_push_down)
-_sweep_up = make_edge_sweep(_pull_up)
+_sweep_down = make_sweep(edge_op=_push_down)
+_sweep_up = make_sweep(edge_op=_pull_up)
 
 
 def choose_hubs(out_indptr: Any, in_indptr: Any, count: int) -> Any:
@@ -65,9 +65,9 @@ def hub_reach_masks(lq: LevelQueues, indptr: Any, children: Any, hubs: Any, conf
     fwd[hubs] = bits
     bwd[hubs] = bits
     _sweep_down[cooperative_blocks(_sweep_down, config), config.block](
-        indptr, lq.queues, lq.ptr, lq.cnt, *lq.top_down(), (children, fwd)
+        indptr, lq.arrays, *lq.top_down(), (children, fwd), ()
     )
     _sweep_up[cooperative_blocks(_sweep_up, config), config.block](
-        indptr, lq.queues, lq.ptr, lq.cnt, *lq.bottom_up(), (children, bwd)
+        indptr, lq.arrays, *lq.bottom_up(), (children, bwd), ()
     )
     return fwd, bwd

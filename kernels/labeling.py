@@ -399,8 +399,7 @@ def build_labels(
     with timer.phase("level queues"):
         lq = level_queues
         if lq is None:
-            root_degree = int(indptr[root + 1]) - int(indptr[root])
-            lq = build_level_queues(d_indptr, d_orders[0], root, root_degree, n1, cfg, max_levels)
+            lq = build_level_queues(d_indptr, d_orders[0], root, n1, cfg, max_levels)
     if lq is None or lq.levels > max_levels:
         raise LabelingDeclined(f"more than {max_levels} levels: level-synchronous labeling would be launch-bound")
 

@@ -3,23 +3,32 @@
 The same schedule as ``grail_core.scc`` without its coloring rounds: a complete trim (a node with no
 live parent or no live child is a component of its own, peeled level by level from both sides), the
 forward-backward reach from the live node of largest in x out degree (the giant component of a real
-graph), and a second trim. Each is one persistent launch of ``discovery.make_level_discovery`` over the
-engine's level queues, bounded in levels: a long chain or cycle (one node a level) stops at the bound,
-and whatever is still live then goes to ``grail_core.scc`` on the CPU, which finishes from the labels
-found here. On R-MAT graphs and DAGs nothing is left. Components are numbered by their smallest node,
-so the result is ``grail_core.scc.strongly_connected_components``'s exactly.
+graph), and a second trim. Each is one persistent launch of a discovery rule of the engine
+(``frontier.make_level_discovery``; the trim walks both CSRs in the same launch), bounded in levels: a
+long chain or cycle (one node a level) stops at the bound, and whatever is still live then goes to
+``grail_core.scc`` on the CPU, which finishes from the labels found here. On R-MAT graphs and DAGs
+nothing is left. Components are numbered by their smallest node, so the result is
+``grail_core.scc.strongly_connected_components``'s exactly.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import cuda
 
 from .arrays import device_arrays
-from .discovery import Discovery, append_next, make_level_discovery
-from .frontier import EngineConfig, degree_class, make_edge_map
+from .frontier import (
+    DegreeSplit,
+    Discovery,
+    EngineConfig,
+    LevelArrays,
+    append_next,
+    degree_class,
+    make_edge_map,
+    make_level_discovery,
+)
 
 __all__ = ["LIVE", "DeviceComponents", "device_components", "number_components"]
 
@@ -28,28 +37,49 @@ LIVE = -1
 MAX_LEVELS = 4096
 
 
-@cuda.jit(device=True, inline=True)
-def _class_of(c, out_indptr, in_indptr, medium_min, large_min, huge_min):
-    work = out_indptr[c + 1] - out_indptr[c] + in_indptr[c + 1] - in_indptr[c]
-    return degree_class(work, medium_min, large_min, huge_min)
+class _Trim(NamedTuple):
+    """One direction of the trim: a node that left takes one live parent (or child) from its neighbours."""
+
+    neighbours: Any  # the CSR's targets along this direction
+    label: Any
+    degree: Any  # live in-degree (forward) or out-degree (backward) per node
+    out_indptr: Any
+    in_indptr: Any
+    levels: LevelArrays
+    split: DegreeSplit
 
 
 @cuda.jit(device=True)
 def _lose_neighbour(v, e, lvl, args):
-    """v left: its neighbour c along this CSR loses one live (parent or child); at none it leaves too."""
-    neighbours, label, degree, out_indptr, in_indptr, queues, ptr, cnt, medium_min, large_min, huge_min = args
-    c = neighbours[e]
-    if label[c] == LIVE and cuda.atomic.add(degree, c, -1) == 1 and cuda.atomic.cas(label, c, LIVE, c) == LIVE:
-        append_next(c, _class_of(c, out_indptr, in_indptr, medium_min, large_min, huge_min), lvl, queues, ptr, cnt)
+    """v left: its neighbour c along this CSR loses one live (parent or child); at none it leaves too.
+
+    The trim walks both CSRs, so a node's class is by its in- plus out-degree."""
+    c = args.neighbours[e]
+    label = args.label
+    if label[c] == LIVE and cuda.atomic.add(args.degree, c, -1) == 1 and cuda.atomic.cas(label, c, LIVE, c) == LIVE:
+        work = args.out_indptr[c + 1] - args.out_indptr[c] + args.in_indptr[c + 1] - args.in_indptr[c]
+        append_next(c, degree_class(work, args.split), lvl, args.levels)
+
+
+class _Reach(NamedTuple):
+    """A reach along one CSR: nodes marked ``allowed`` become ``value`` when reached."""
+
+    indptr: Any
+    neighbours: Any
+    mark: Any
+    allowed: int
+    value: int
+    levels: LevelArrays
+    split: DegreeSplit
 
 
 @cuda.jit(device=True)
 def _reach(v, e, lvl, args):
     """A neighbour marked ``allowed`` is reached: marked ``value`` and put on the next level."""
-    neighbours, mark, allowed, value, out_indptr, in_indptr, queues, ptr, cnt, medium_min, large_min, huge_min = args
-    c = neighbours[e]
-    if mark[c] == allowed and cuda.atomic.cas(mark, c, allowed, value) == allowed:
-        append_next(c, _class_of(c, out_indptr, in_indptr, medium_min, large_min, huge_min), lvl, queues, ptr, cnt)
+    c = args.neighbours[e]
+    mark = args.mark
+    if mark[c] == args.allowed and cuda.atomic.cas(mark, c, args.allowed, args.value) == args.allowed:
+        append_next(c, degree_class(args.indptr[c + 1] - args.indptr[c], args.split), lvl, args.levels)
 
 
 @cuda.jit(device=True)
@@ -95,9 +125,6 @@ class DeviceComponents:
         self.outdeg = xp.diff(self.out_indptr).astype(np.int32)
         self.discovery = Discovery(n, max_levels, config)
 
-    def _classes(self) -> tuple[int, int, int]:
-        return self.config.medium_min, self.config.large_min, self.config.huge_min
-
     def live(self) -> int:
         return int(self.xp.count_nonzero(self.label == LIVE))
 
@@ -107,15 +134,15 @@ class DeviceComponents:
         live = self.label == LIVE
         start = xp.flatnonzero(live & ((self.indeg == 0) | (self.outdeg == 0))).astype(np.int32)
         self.label[start] = start
-        queues = (self.out_indptr, self.in_indptr, d.queues, d.ptr, d.cnt, *self._classes())
+        common = (self.out_indptr, self.in_indptr, d.levels, d.split)
         d.reset()
         d.run(
             _trim_levels,
             start,
             self.out_indptr,
+            _Trim(self.out_indices, self.label, self.indeg, *common),
             self.in_indptr,
-            (self.out_indices, self.label, self.indeg, *queues),
-            (self.in_indices, self.label, self.outdeg, *queues),
+            _Trim(self.in_indices, self.label, self.outdeg, *common),
         )
 
     def forward_backward(self) -> bool:
@@ -127,18 +154,15 @@ class DeviceComponents:
         mark = live.astype(np.int32)
         mark[pivot] = 2
         start = xp.full(1, pivot, dtype=np.int32)
-        queues = (self.out_indptr, self.in_indptr, d.queues, d.ptr, d.cnt, *self._classes())
         d.reset()
-        _, stopped = d.run(
-            _reach_levels, start, self.out_indptr, self.in_indptr, (self.out_indices, mark, 1, 2, *queues)
-        )
+        forward = _Reach(self.out_indptr, self.out_indices, mark, 1, 2, d.levels, d.split)
+        _, stopped = d.run(_reach_levels, start, self.out_indptr, forward)
         if stopped:
             return False
         mark[pivot] = 3
         d.reset()
-        _, stopped = d.run(
-            _reach_levels, start, self.in_indptr, self.out_indptr, (self.in_indices, mark, 2, 3, *queues)
-        )
+        backward = _Reach(self.in_indptr, self.in_indices, mark, 2, 3, d.levels, d.split)
+        _, stopped = d.run(_reach_levels, start, self.in_indptr, backward)
         if stopped:
             return False
         self.label[mark == 3] = pivot
