@@ -6,6 +6,7 @@ Internal ids are the ranks of the names in sorted order, so a lookup is one ``se
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -14,6 +15,10 @@ import numpy as np
 from .errors import UnknownNodeError
 
 __all__ = ["NodeNames", "sorted_unique_ids"]
+
+_INT64 = np.iinfo(np.int64)
+# An integer name as text: ASCII digits and a sign (int() also takes "5_0", spaces and other scripts' digits).
+_DECIMAL = re.compile(r"[+-]?[0-9]{1,40}")
 
 
 class NodeNames:
@@ -82,13 +87,19 @@ class NodeNames:
         return ids.astype(np.int64, copy=False)
 
     def _as_integers(self, array: np.ndarray) -> np.ndarray:
+        if array.dtype.kind == "u" and array.size and array.max() > _INT64.max:
+            raise UnknownNodeError(_python_value(array.flat[int(np.argmax(array > _INT64.max))]))
         if array.dtype.kind in "iu":
             return array.astype(np.int64, copy=False)
         if array.dtype.kind == "U":
             try:
-                return array.astype(np.int64)
+                keys = array.astype(np.int64)
             except (ValueError, OverflowError):
                 pass
+            else:
+                # int() also reads "5_0", " 5" and other scripts' digits: only canonical decimals pass here.
+                if np.array_equal(keys.astype(str), array):
+                    return keys
         flat = [_to_int(value) for value in array.ravel()]
         for value, converted in zip(array.ravel(), flat, strict=True):
             if converted is None:
@@ -115,14 +126,15 @@ def _to_int(value: Any) -> int | None:
     if isinstance(value, (bool, np.bool_)):
         return None
     if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return int(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lstrip("+-").isdigit():
-            return int(text)
-    return None
+        number = int(value)
+    elif isinstance(value, (float, np.floating)) and float(value).is_integer():
+        number = int(value)
+    elif isinstance(value, str) and _DECIMAL.fullmatch(value):
+        number = int(value)
+    else:
+        return None
+    # Names are 64-bit integers: a larger number names no node (and must not overflow the lookup).
+    return number if _INT64.min <= number <= _INT64.max else None
 
 
 def _python_value(value: Any) -> Any:

@@ -13,9 +13,11 @@ from grail_core.backends import resolve_backend
 from grail_core.index import MAX_DIMS
 
 from ..bodies import declared_length, stream_to_file
+from ..conventions import accepts_json
 from ..deps import ServiceState, get_state
 from ..errors import ServiceError, error_response, status_for_kind
 from ..formats import format_for
+from ..jobs import estimate_upload
 from ..models import Backend, ErrorOut, GraphFormat, GraphList, GraphOut, GraphStatusName
 from ..registry import BuildParams, GraphRecord, GraphStatus
 
@@ -37,9 +39,13 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     summary="Upload a graph and build its index",
     responses={
         201: {"model": GraphOut, "description": "with wait=true: the index is ready"},
-        413: {"model": ErrorOut, "description": "body over the size limit"},
+        400: {"model": ErrorOut, "description": "the client went away before the body was complete"},
+        413: {"model": ErrorOut, "description": "body over the size limit, or a graph needing more build memory"},
         415: {"model": ErrorOut, "description": "format unknown from Content-Type and no ?format="},
         422: {"model": ErrorOut, "description": "bad parameter, or (wait=true) malformed graph, with its line"},
+        500: {"model": ErrorOut, "description": "(wait=true) the build failed on the server's side"},
+        503: {"model": ErrorOut, "description": "too many uploads or builds at once (Retry-After), read-only disk"},
+        507: {"model": ErrorOut, "description": "the disk is full, or (wait=true) the build ran out of memory"},
     },
     openapi_extra={
         "requestBody": {
@@ -67,27 +73,34 @@ async def upload_graph(
     backend: Annotated[Backend | None, Query(description="build backend; the server's default if omitted")] = None,
     wait: Annotated[bool, Query(description="answer 201 only once the index is ready")] = False,
 ) -> Response:
+    accepts_json(request.headers.get("accept"))
     graph_format = format_for(format, request.headers.get("content-type"), request.headers.get("content-encoding"))
     chosen_backend = backend or state.settings.backend
     # The core's own check, run before the upload so that a bad backend costs no transfer.
     resolve_backend(chosen_backend)
-    limit = state.settings.max_upload_bytes
+    settings = state.settings
+    limit = settings.max_upload_bytes
     declared_length(request, limit)
-
-    graph_id, path = state.registry.new_upload_file()
-    try:
-        size = await stream_to_file(request, path, limit)
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-    if size == 0:
-        path.unlink(missing_ok=True)
-        raise ServiceError(422, "EmptyBody", "the request body is empty; send the graph file as the body")
+    state.runner.admit()
+    with state.admission.upload():
+        graph_id, path = await asyncio.to_thread(state.registry.new_upload_file)
+        try:
+            size = await stream_to_file(request, path, limit)
+            if size == 0:
+                raise ServiceError(422, "EmptyBody", "the request body is empty; send the graph file as the body")
+            if await request.is_disconnected():
+                # The connection broke after the body (e.g. bytes past its Content-Length): no one would hear of it.
+                raise ServiceError(400, "ClientDisconnect", "the connection broke before the upload was answered")
+            estimate = await asyncio.to_thread(estimate_upload, path, graph_format, settings.max_graph_bytes)
+            state.runner.check(estimate)
+            params = BuildParams(format=graph_format, dims=dims, seed=seed, backend=chosen_backend)
+            record = await asyncio.to_thread(state.registry.add, graph_id, name or graph_id, params, size)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
     state.metrics.uploaded(size)
-    params = BuildParams(format=graph_format, dims=dims, seed=seed, backend=chosen_backend)
-    record = state.registry.add(graph_id, name or graph_id, params, size)
     log.info(
-        "graph %s (%s): uploaded %d bytes, format %s, dims %d, seed %d, backend %s",
+        "graph %s (%r): uploaded %d bytes, format %s, dims %d, seed %d, backend %s; build needs about %d MiB",
         graph_id,
         record.name,
         size,
@@ -95,8 +108,9 @@ async def upload_graph(
         dims,
         seed,
         chosen_backend,
+        estimate.bytes >> 20,
     )
-    future = state.runner.submit(record)
+    future = state.runner.submit(record, estimate.bytes)
     headers = {"Location": f"/graphs/{graph_id}"}
     if not wait:
         return JSONResponse(GraphOut.from_record(record).model_dump(mode="json"), status_code=202, headers=headers)
@@ -120,11 +134,13 @@ def _final_response(record: GraphRecord, headers: dict[str, str]) -> Response:
 
 @router.get("", response_model=GraphList, summary="All graphs, oldest first (?status= keeps those in a status)")
 async def list_graphs(
+    request: Request,
     state: Annotated[ServiceState, Depends(get_state)],
     status: Annotated[
         list[GraphStatusName] | None, Query(description="only graphs in this status; repeat for several")
     ] = None,
 ) -> GraphList:
+    accepts_json(request.headers.get("accept"))
     records = state.registry.records()
     if status is not None:
         records = [r for r in records if r.status.value in status]
@@ -134,11 +150,17 @@ async def list_graphs(
 @router.get(
     "/{graph_id}", response_model=GraphOut, responses=_ERRORS, summary="A graph's record: status, progress, stats"
 )
-async def get_graph(graph_id: str, state: Annotated[ServiceState, Depends(get_state)]) -> GraphOut:
+async def get_graph(graph_id: str, request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> GraphOut:
+    accepts_json(request.headers.get("accept"))
     return GraphOut.from_record(state.registry.get(graph_id))
 
 
-@router.delete("/{graph_id}", status_code=204, responses=_ERRORS, summary="Forget a graph and remove its files")
+@router.delete(
+    "/{graph_id}",
+    status_code=204,
+    responses={**_ERRORS, 503: {"model": ErrorOut, "description": "the data directory is read-only: nothing removed"}},
+    summary="Forget a graph and remove its files",
+)
 async def delete_graph(graph_id: str, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
     await asyncio.to_thread(state.registry.delete, graph_id)
     log.info("graph %s: deleted", graph_id)

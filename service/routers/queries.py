@@ -8,8 +8,9 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Depends, Request, Response
 
-from ..bodies import read_array, read_bytes
-from ..codecs import BINARY, answer_type, decode_pairs, encode_answers, pair_format, parse_get_pairs
+from ..bodies import declared_length, read_array, read_bytes
+from ..codecs import BINARY, answer_type, batch_memory, decode_pairs, encode_answers, pair_format, parse_get_pairs
+from ..conventions import accepts_json
 from ..deps import ServiceState, get_state
 from ..errors import ServiceError
 from ..models import BatchOut, ErrorOut, PairOut, PairsIn, PairsOut
@@ -31,7 +32,7 @@ def _json(body: Any) -> Response:
 
 
 def _parameter(name: str, description: str) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "schema": {"type": "string"}, "description": description}
+    return {"name": name, "in": "query", "required": True, "schema": {"type": "string"}, "description": description}
 
 
 def _error_ref() -> dict[str, Any]:
@@ -43,13 +44,15 @@ REACHABLE_PATH = "/graphs/{graph_id}/reachable"
 REACHABLE_OPENAPI: dict[str, Any] = {
     "get": {
         "tags": ["queries"],
-        "summary": "Does source reach target? (or ?pairs=U1,V1;U2,V2 for a few pairs)",
+        "summary": "Does source reach target?",
+        # OpenAPI cannot say "source and target, or else pairs": the second form is described here instead.
+        "description": "A few pairs at once: ?pairs=U1,V1;U2,V2;... instead of source and target, answered in "
+        'order as {"reachable": [...]} (up to --max-get-pairs).',
         "operationId": "reachable",
         "parameters": [
             {"name": "graph_id", "in": "path", "required": True, "schema": {"type": "string"}},
             _parameter("source", "node name as uploaded (an integer name may be given as its decimal string)"),
             _parameter("target", "node name as uploaded"),
-            _parameter("pairs", "instead of source and target: U1,V1;U2,V2;... answered in order"),
         ],
         "responses": {
             "200": {
@@ -73,6 +76,7 @@ async def reachable(request: Request) -> Response:
     parameter validation and dependency solving cost more than the query itself (2,800 against 4,700
     answers/s measured here with wrk)."""
     state: ServiceState = request.app.state.grail
+    accepts_json(request.headers.get("accept"))
     index = state.registry.ready_index(request.path_params["graph_id"])
     params = request.query_params
     source, target, pairs = params.get("source"), params.get("target"), params.get("pairs")
@@ -121,8 +125,12 @@ _ANSWERS_DESCRIPTION = (
     responses={
         **_ERRORS,
         200: {"content": {"text/plain": {}, BINARY: {}}, "description": _ANSWERS_DESCRIPTION},
-        406: {"model": ErrorOut, "description": "binary answers of a width other than 8 or 1"},
-        413: {"model": ErrorOut, "description": "body over --max-upload-mb"},
+        406: {
+            "model": ErrorOut,
+            "description": "no answer type Accept allows, or binary answers of a width not 8 or 1",
+        },
+        413: {"model": ErrorOut, "description": "body over --max-upload-mb, or a batch over --max-batch-memory-mb"},
+        503: {"model": ErrorOut, "description": "the batches being answered hold their memory (Retry-After)"},
         415: {"model": ErrorOut, "description": "unknown Content-Type, or binary pairs of a width not 64, 32 or 16"},
     },
     summary="Large batches: JSON pairs, 'u v' text lines, or binary integer pairs",
@@ -141,9 +149,25 @@ async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceS
     index = state.registry.ready_index(graph_id)
     content_type = request.headers.get("content-type") or "application/json"
     # Both formats are checked before the body is read: a refused request costs no transfer.
-    binary = pair_format(content_type)[1] is not None
+    media, width = pair_format(content_type)
     out_type = answer_type(request.headers.get("accept"))
-    limit = state.settings.max_upload_bytes
+    # The batch's memory is held from before its body is read until its answers are sent: a body of unknown
+    # length may use what is left of the budget.
+    settings = state.settings
+    factor = batch_memory(media, width)
+    declared = declared_length(request, settings.max_upload_bytes)
+    limit = (
+        settings.max_upload_bytes
+        if declared is not None
+        else min(settings.max_upload_bytes, settings.max_batch_memory_bytes // factor)
+    )
+    with state.admission.batch(factor * (declared if declared is not None else limit)):
+        return await _answer_batch(request, state, index, content_type, out_type, width is not None, limit)
+
+
+async def _answer_batch(
+    request: Request, state: ServiceState, index: Any, content_type: str, out_type: str, binary: bool, limit: int
+) -> Response:
     body = await (read_array(request, limit) if binary else read_bytes(request, limit))
 
     def run() -> bytes | memoryview:
