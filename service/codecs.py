@@ -115,10 +115,9 @@ def decode_pairs(body: bytes | np.ndarray, content_type: str) -> Any:
         if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
             raise ServiceError(422, "BadPairs", 'the body must be {"pairs": [[source, target], ...]}')
         for number, pair in enumerate(pairs, start=1):
-            if not all(isinstance(name, int | str) and not isinstance(name, bool) for name in pair):
-                raise ServiceError(
-                    422, "BadPairs", f"pair {number}: a node name is an integer or a string, not {pair!r}"
-                )
+            # Numbers and strings go to the index, which knows its names; anything else names no node.
+            if not all(isinstance(name, int | float | str) and not isinstance(name, bool) for name in pair):
+                raise ServiceError(422, "BadPairs", f"pair {number}: a node name is a number or a string, not {pair!r}")
         return pairs
     numbers = text_integers(text)
     if numbers is not None:

@@ -166,6 +166,11 @@ class BuildRunner:
                     with self._cond:
                         self._reserved -= reservation
                         self._cond.notify_all()
+            try:
+                if not self._stopping:
+                    worker.start()  # a worker that retired or died is replaced now, not at the next build
+            except Exception:
+                log.exception("build worker %s did not start", worker.name)
 
     def _next(self, small_lane: bool) -> tuple[_Job, int, bool] | None:
         """The next job of this lane and the memory it may use (the job, its reservation, whether that is

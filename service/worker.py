@@ -10,7 +10,8 @@ a data-size limit (``RLIMIT_DATA``: an allocation past it is a MemoryError, not 
 saves the index into the staging folder; the server moves it into place and writes every record.
 
 Messages, over a pipe: the server sends a ``BuildJob``; the worker answers ``("progress", phase, fraction)``
-any number of times, then ``("done", stats)`` or ``("failed", kind, message, line)``.
+any number of times, then ``("result", ("done", stats) or ("failed", kind, message, line), retiring)``; a
+retiring worker exits after that message.
 """
 
 from __future__ import annotations
@@ -118,16 +119,19 @@ def _serve(conn: Connection, log_level: str, log_format: str) -> None:
         limit = idle_data + job.memory_bytes
         resource.setrlimit(resource.RLIMIT_DATA, (limit if hard < 0 else min(limit, hard), hard))
         try:
-            conn.send(_build(job, lambda phase, fraction: conn.send(("progress", phase, fraction))))
+            result = _build(job, lambda phase, fraction: conn.send(("progress", phase, fraction)))
             healthy = True
         except MemoryError:
-            conn.send(("failed", "OutOfMemory", _out_of_memory(job), None))
+            result = ("failed", "OutOfMemory", _out_of_memory(job), None)
             healthy = False
         finally:
             resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))
         gc.collect()
-        if not healthy or _status("VmRSS") - idle_rss > _RECYCLE_GROWTH_BYTES:
-            return  # the server starts a fresh worker: all of this one's memory goes back to the system
+        # Retiring: all of this one's memory goes back to the system, and the server starts a fresh worker.
+        retiring = not healthy or _status("VmRSS") - idle_rss > _RECYCLE_GROWTH_BYTES
+        conn.send(("result", result, retiring))
+        if retiring:
+            return
 
 
 def _out_of_memory(job: BuildJob) -> str:
@@ -162,6 +166,8 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
             graph = read_graph(text, format=job.format, max_bytes=job.max_graph_bytes)
         except RecursionError:
             raise GraphFormatError("the document is nested too deeply") from None
+        except OverflowError:
+            raise GraphFormatError("a node name is an integer outside the 64-bit range") from None
         finally:
             if text != job.upload:
                 text.unlink(missing_ok=True)
@@ -326,10 +332,13 @@ class BuildWorker:
                     if not on_progress(message[1], message[2]):
                         self.stop()
                         return None
-                elif message[0] == "done":
-                    return BuildOutcome(stats=message[1])
-                else:
-                    return BuildOutcome(kind=message[1], message=message[2], line=message[3])
+                    continue
+                _, result, retiring = message
+                if retiring:
+                    self.stop()
+                if result[0] == "done":
+                    return BuildOutcome(stats=result[1])
+                return BuildOutcome(kind=result[1], message=result[2], line=result[3])
         except (EOFError, OSError):
             return self._died(job)
 

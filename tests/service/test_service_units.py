@@ -102,7 +102,13 @@ def test_pairs_codecs() -> None:
     assert answer_type("text/plain, application/json") == "text/plain"
     assert answer_type("application/json, text/plain") == "application/json"
     assert answer_type("*/*, application/octet-stream") == "application/json"
-    assert answer_type(None) == answer_type("image/png") == "application/json"
+    assert answer_type(None) == answer_type("*/*") == "application/json"
+    assert answer_type("text/plain;q=0, */*") == "application/json"  # q=0 excludes, even behind a wildcard
+    assert answer_type("text/plain;q=0.5, application/octet-stream;q=0.9") == "application/octet-stream"
+    for unacceptable in ("image/png", "text/plain;q=0"):
+        with pytest.raises(ServiceError) as info:
+            answer_type(unacceptable)
+        assert info.value.status == 406
     assert answer_type("application/octet-stream") == answer_type("application/octet-stream; width=8; q=0.9")
     assert answer_type("Application/Octet-Stream; Width=1") == "application/octet-stream; width=1"
     for bad in ("application/octet-stream; width=2", "application/octet-stream; width=x"):
