@@ -145,11 +145,18 @@ _ACCESS_ERRORS = {"401": "no access key, or an unknown one", "403": "the key's s
 
 
 def _document_common_errors(schema: dict[str, Any], keys: bool) -> None:
+    """Every error the guards and access rules may answer, on every operation; 422 is the service's own error
+    shape (ErrorOut), not FastAPI's HTTPValidationError."""
     errors = {**_COMMON_ERRORS, **(_ACCESS_ERRORS if keys else {"403": "a write from a web page of another origin"})}
     reference = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
     for path, operations in schema["paths"].items():
         for operation in operations.values():
+            responses = operation["responses"]
             for status, description in errors.items():
                 if path == "/health" and status in ("401", "403"):
                     continue
-                operation["responses"].setdefault(status, {"description": description, "content": reference})
+                responses.setdefault(status, {"description": description, "content": reference})
+            if "422" in responses:
+                responses["422"]["content"] = reference
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schema.get("components", {}).get("schemas", {}).pop(unused, None)

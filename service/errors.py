@@ -34,6 +34,7 @@ __all__ = [
     "error_response",
     "status_for",
     "status_for_kind",
+    "response_for",
     "BUILD_FAILURE_STATUS",
 ]
 
@@ -123,8 +124,9 @@ def status_for(exc: BaseException) -> int:
     return 500
 
 
-def response_for(exc: BaseException) -> JSONResponse:
-    status = status_for(exc)
+def response_for(exc: BaseException, status: int | None = None) -> JSONResponse:
+    """The error answer of ``exc``; ``status`` overrides the usual one."""
+    status = status_for(exc) if status is None else status
     if isinstance(exc, GraphFormatError):
         return error_response(status, "GraphFormatError", str(exc), line=exc.line)
     if isinstance(exc, UnknownNodeError):

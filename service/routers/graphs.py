@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -26,6 +27,8 @@ __all__ = ["router"]
 log = logging.getLogger("grail.service.graphs")
 
 router = APIRouter(prefix="/graphs", tags=["graphs"])
+
+_TEXT_BODY: dict[str, Any] = {"minLength": 1, "description": "the graph file's text", "example": "0 1\n1 2\n"}
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown graph"},
@@ -50,15 +53,15 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     openapi_extra={
         "requestBody": {
             "required": True,
+            # Text formats take any bytes (their grammar is checked by the server: 422 with the line), so their
+            # schema is any value, at least one byte long; a JSON graph is an object.
             "content": {
-                "text/x-grail-gra": {"schema": {"type": "string"}},
-                "text/csv": {"schema": {"type": "string"}},
-                "text/tab-separated-values": {"schema": {"type": "string"}},
-                "text/plain": {"schema": {"type": "string"}},
+                **{media: {"schema": _TEXT_BODY} for media in ("text/x-grail-gra", "text/csv", "text/plain")},
+                "text/tab-separated-values": {"schema": _TEXT_BODY},
                 "application/json": {
                     "schema": {"type": "object", "example": {"edges": [[0, 1], [1, 2]], "nodes": [3]}}
                 },
-                "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+                "application/gzip": {"schema": {"type": "string", "format": "binary", "minLength": 1}},
             },
         }
     },
@@ -88,6 +91,8 @@ async def upload_graph(
             size = await stream_to_file(request, path, limit)
             if size == 0:
                 raise ServiceError(422, "EmptyBody", "the request body is empty; send the graph file as the body")
+            if graph_format == "json" or _media(request) == "application/json":
+                await asyncio.to_thread(_check_json_object, path)
             if await request.is_disconnected():
                 # The connection broke after the body (e.g. bytes past its Content-Length): no one would hear of it.
                 raise ServiceError(400, "ClientDisconnect", "the connection broke before the upload was answered")
@@ -118,6 +123,18 @@ async def upload_graph(
     if final is None:
         return error_response(404, "GraphNotFound", f"graph {graph_id!r} was deleted while it was building")
     return _final_response(final, headers)
+
+
+def _media(request: Request) -> str:
+    return (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+
+
+def _check_json_object(path: Path) -> None:
+    """A JSON graph is an object: anything else is refused now, not after a queued build (gzip is left to it)."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096).lstrip()
+    if head and head[:1] != b"{" and head[:2] != b"\x1f\x8b":
+        raise ServiceError(422, "GraphFormatError", 'a JSON graph is an object: {"edges": [[u, v], ...]}')
 
 
 def _final_response(record: GraphRecord, headers: dict[str, str]) -> Response:

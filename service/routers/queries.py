@@ -8,11 +8,13 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Depends, Request, Response
 
+from grail_core import UnknownNodeError
+
 from ..bodies import declared_length, read_array, read_bytes
 from ..codecs import BINARY, answer_type, batch_memory, decode_pairs, encode_answers, pair_format, parse_get_pairs
 from ..conventions import accepts_json
 from ..deps import ServiceState, get_state
-from ..errors import ServiceError
+from ..errors import ServiceError, response_for
 from ..models import BatchOut, ErrorOut, PairOut, PairsIn, PairsOut
 
 __all__ = ["router", "reachable", "REACHABLE_PATH", "REACHABLE_OPENAPI"]
@@ -124,6 +126,8 @@ _ANSWERS_DESCRIPTION = (
     response_model=BatchOut,
     responses={
         **_ERRORS,
+        404: {"model": ErrorOut, "description": "unknown graph"},
+        422: {"model": ErrorOut, "description": "malformed pairs, or a node the graph does not have (named in node)"},
         200: {"content": {"text/plain": {}, BINARY: {}}, "description": _ANSWERS_DESCRIPTION},
         406: {
             "model": ErrorOut,
@@ -139,7 +143,8 @@ _ANSWERS_DESCRIPTION = (
             "required": True,
             "content": {
                 "application/json": {"schema": PairsIn.model_json_schema()},
-                "text/plain": {"schema": {"type": "string", "example": "0 5\n3 1\n"}},
+                # Any text: its "u v" lines are checked by the server (422 for an odd number of names).
+                "text/plain": {"schema": {"description": "'u v' lines", "example": "0 5\n3 1\n"}},
                 BINARY: {"schema": {"type": "string", "format": "binary", "description": _PAIRS_DESCRIPTION}},
             },
         }
@@ -180,5 +185,9 @@ async def _answer_batch(
             return encode_answers(answers, out_type)
         return json.dumps({"reachable": answers.tolist(), "stats": stats.to_dict()}, separators=(",", ":")).encode()
 
-    content = await anyio.to_thread.run_sync(run)
+    try:
+        content = await anyio.to_thread.run_sync(run)
+    except UnknownNodeError as exc:
+        # The graph exists (404 says it does not): the body names a node it does not have.
+        return response_for(exc, status=422)
     return Response(content, media_type=out_type)
