@@ -99,6 +99,12 @@ class Settings(BaseSettings):
             values.setdefault(name, value)
         return values
 
+    @field_validator("api_keys_file", mode="before")
+    @classmethod
+    def _no_file(cls, value: Any) -> Any:
+        # An empty variable (compose's "${GRAIL_API_KEYS_FILE:-}") means no keys file, not the current folder.
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("backend", "log_level", "log_format", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:

@@ -35,7 +35,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BuildJob", "BuildWorker", "BuildOutcome", "WORKER_NICENESS"]
+__all__ = ["BuildJob", "BuildWorker", "BuildOutcome", "WORKER_NICENESS", "warm_up_builds"]
 
 log = logging.getLogger("grail.service.worker")
 
@@ -106,7 +106,7 @@ def _serve(conn: Connection, log_level: str, log_format: str) -> None:
     from .logs import configure_logging, set_request_id
 
     configure_logging(log_level, log_format)
-    _warm_up()
+    warm_up_builds()
     idle_data, idle_rss = _status("VmData"), _status("VmRSS")
     conn.send(("ready", os.getpid()))
     while True:
@@ -141,7 +141,7 @@ def _out_of_memory(job: BuildJob) -> str:
     )
 
 
-def _warm_up() -> None:
+def warm_up_builds() -> None:
     """Build a small graph of every format, so that the first real build loads nothing from numba's cache."""
     from grail_core import ReachabilityIndex, read_graph
 
