@@ -77,7 +77,8 @@ class Server:
     def __init__(self, folder: Path, *args: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(folder / "server.log", "wb")
+        folder.mkdir(parents=True, exist_ok=True)
+        self.log = open(folder / "server.log", "wb")  # noqa: SIM115
         command = [sys.executable, "-m", "service.main", "--port", str(self.port), "--data-dir", str(folder / "data")]
         self.proc = subprocess.Popen([*command, "--backend", "cpu", *args], cwd=REPO, stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + 300

@@ -25,7 +25,8 @@ _BYTES_PER_EDGE = {"gra": 45, "edgelist": 115, "json": 115}
 _BYTES_PER_NODE = 170
 # The text held while parsing, times this: edge lists keep two arrays of spans over it.
 _TEXT_FACTOR = {"gra": 1.5, "edgelist": 3.5, "json": 1.5}
-_EDGE_LINE = re.compile(rb"^[ \t]*[^#%\s]", re.MULTILINE)
+_EDGE_LINE = re.compile(rb"^[ \t]*([^#%\s,]+)[ \t,]+([^\s,]+)", re.MULTILINE)
+_JSON_NAME = re.compile(rb'-?\d+|"(?:[^"\\]|\\.)*"')
 _GRA_COUNT = re.compile(rb"\A\s*graph_for_greach\s*\n\s*(\d{1,18})\s*\n")
 _TOKEN = re.compile(rb"[^\s#:]+")
 
@@ -50,22 +51,26 @@ def build_bytes(format: str, text_bytes: int, nodes: int, edges: int) -> int:
 
 def estimate(sample: bytes, text_bytes: int, format: str | None = None) -> BuildEstimate:
     """The edges and nodes of a graph whose text is ``text_bytes`` long and begins with ``sample``, and the
-    memory its build needs. Edges are counted in the sample and scaled to the whole text; the nodes are taken
-    as many as the edges (a ``.gra`` file says how many). A text unlike its beginning can need more: the
-    build's own limit catches that."""
+    memory its build needs. Edges are counted in the sample and scaled to the whole text; nodes are the
+    sample's distinct names scaled the same way, at most as many as the edges (a ``.gra`` file says how many),
+    which is more than most graphs have. A text unlike its beginning can need more: the build's own limit
+    catches that."""
     chosen = format or guess_format(sample)
-    scale = text_bytes / max(len(sample), 1)
-    nodes = None
+    scale = max(text_bytes / max(len(sample), 1), 1.0)
     if chosen == "gra":
         header = _GRA_COUNT.match(sample)
         body = sample[header.end() :] if header else sample
-        lines = body.count(b"\n")
-        sample_edges = max(len(_TOKEN.findall(body)) - lines, 0)
-        nodes = int(header.group(1)) if header else None
-    elif chosen == "json":
-        sample_edges = max(sample.count(b"[") - 1, 0)
+        sample_edges = max(len(_TOKEN.findall(body)) - body.count(b"\n"), 0)
+        edges = max(round(sample_edges * scale), 1)
+        nodes = int(header.group(1)) if header else edges
     else:
-        sample_edges = len(_EDGE_LINE.findall(sample))
-    edges = max(round(sample_edges * scale), 1)
-    nodes = edges if nodes is None else nodes
+        if chosen == "json":
+            names = _JSON_NAME.findall(sample)
+            sample_edges = len(names) // 2
+        else:
+            pairs = _EDGE_LINE.findall(sample)
+            names = [name for pair in pairs for name in pair]
+            sample_edges = len(pairs)
+        edges = max(round(sample_edges * scale), 1)
+        nodes = max(min(round(len(set(names)) * scale), edges), 1)
     return BuildEstimate(chosen, text_bytes, edges, nodes, build_bytes(chosen, text_bytes, nodes, edges))

@@ -123,14 +123,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().on_message_complete()
         self._in_headers = True  # the next bytes are the next request's
 
-    def send_400_response(self, msg: str) -> None:
-        # Bytes that are not HTTP after a body (a Content-Length shorter than the body sent): the request before
-        # them is abandoned, so that an upload the client will never hear about builds nothing.
-        if self.cycle is not None and not self.cycle.response_complete:
-            self.cycle.disconnected = True
-            self.cycle.message_event.set()
-        super().send_400_response(msg)
-
     def _arm_header_timer(self) -> None:
         self._cancel_header_timer()
         self._header_timer = self.loop.call_later(self.limits.header_timeout, self._headers_timed_out)

@@ -47,10 +47,9 @@ class _Job:
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
 
 
-def estimate_upload(path: Path, format: str | None, max_graph_bytes: int) -> sizing.BuildEstimate:
+def estimate_upload(path: Path, format: str | None) -> sizing.BuildEstimate:
     """The build's memory from the upload's first MiB of text and its size. A gzip upload's text size is
-    its trailer's (the size modulo 4 GiB) or its ratio in the first MiB times its size, whichever is larger,
-    and never more than the cap its decompression will stop at."""
+    its trailer's (the size modulo 4 GiB) or its ratio in the first MiB times its size, whichever is larger."""
     size = path.stat().st_size
     with open(path, "rb") as fh:
         head = fh.read(sizing.SAMPLE_BYTES)
@@ -66,7 +65,7 @@ def estimate_upload(path: Path, format: str | None, max_graph_bytes: int) -> siz
         trailer = int.from_bytes(fh.read(4), "little")
     ratio = len(sample) / max(consumed, 1)
     text_bytes = size if inflater.eof else max(trailer, int(ratio * size))
-    return sizing.estimate(sample, min(max(text_bytes, len(sample)), max_graph_bytes), format)
+    return sizing.estimate(sample, max(text_bytes, len(sample)), format)
 
 
 class BuildRunner:
@@ -111,7 +110,16 @@ class BuildRunner:
             raise Overloaded(f"{queued} builds are waiting (--max-queued-builds); upload again later", retry_after=5)
 
     def check(self, estimate: sizing.BuildEstimate) -> None:
-        """413 for a graph whose build needs more memory than any build may have here."""
+        """413 for a graph whose text is over --max-graph-mb (a gzip body by its ratio in the first MiB: a zip
+        bomb is refused before anything decompresses it) or whose build needs more memory than any build may
+        have here."""
+        if estimate.text_bytes > self._settings.max_graph_bytes:
+            raise ServiceError(
+                413,
+                "InputTooLargeError",
+                f"the graph decompresses to about {estimate.text_bytes >> 20} MiB (judging by its first MiB), more "
+                f"than this server's {self._settings.max_graph_mb} MiB (--max-graph-mb)",
+            )
         if estimate.bytes > self.main_lane_bytes:
             raise ServiceError(
                 413,

@@ -96,13 +96,16 @@ async def upload_graph(
             if await request.is_disconnected():
                 # The connection broke after the body (e.g. bytes past its Content-Length): no one would hear of it.
                 raise ServiceError(400, "ClientDisconnect", "the connection broke before the upload was answered")
-            estimate = await asyncio.to_thread(estimate_upload, path, graph_format, settings.max_graph_bytes)
+            estimate = await asyncio.to_thread(estimate_upload, path, graph_format)
             state.runner.check(estimate)
             params = BuildParams(format=graph_format, dims=dims, seed=seed, backend=chosen_backend)
             record = await asyncio.to_thread(state.registry.add, graph_id, name or graph_id, params, size)
         except BaseException:
             path.unlink(missing_ok=True)
             raise
+        if await request.is_disconnected():  # it broke while the upload was registered: take it back
+            await asyncio.to_thread(state.registry.delete, graph_id)
+            raise ServiceError(400, "ClientDisconnect", "the connection broke before the upload was answered")
     state.metrics.uploaded(size)
     log.info(
         "graph %s (%r): uploaded %d bytes, format %s, dims %d, seed %d, backend %s; build needs about %d MiB",

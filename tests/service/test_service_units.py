@@ -178,3 +178,45 @@ def test_json_pairs_fast_path_only_for_plain_integer_pairs() -> None:
     for bad in (b'{"pairs": [[1, 2, 3]]}', b'{"pairs": [[1], [2, 3]]}', b'{"pairs": [[[1, 2]]]}', b'{"x": 1}'):
         with pytest.raises(ServiceError):
             decode_pairs(bad, "application/json")
+
+
+def test_text_logs_escape_control_characters(capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    from service.logs import configure_logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure_logging("info", "text")
+        logging.getLogger("grail.test").info("graph %s uploaded", "x\n2026-01-01 00:00:00,000 INFO forged\u2028y")
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\\n2026-01-01" in err and "\\u2028" in err
+
+
+def test_machine_defaults_fit_the_machine() -> None:
+    from service.machine import memory_bytes
+    from service.settings import machine_defaults
+
+    defaults = machine_defaults()
+    memory_mb = memory_bytes() >> 20
+    assert defaults["max_build_memory_mb"] <= memory_mb // 2 + 64
+    assert defaults["max_graph_mb"] <= defaults["max_build_memory_mb"]
+    assert defaults["max_upload_mb"] <= min(defaults["max_graph_mb"], 1024)
+    chosen = Settings(max_build_memory_mb=400)
+    assert (chosen.max_graph_mb, chosen.max_upload_mb) == (100, 100)  # they follow a given build memory
+
+
+def test_build_estimates() -> None:
+    from grail_core import sizing
+
+    lines = b"0 1\n" * (1 << 18)  # the bomb: two names, short lines
+    bomb = sizing.estimate(lines, 256 << 20)
+    assert bomb.edges == 64 << 20 and bomb.nodes < 1000 and bomb.bytes > 64 * 100 << 20
+    gra = sizing.estimate(b"graph_for_greach\n3\n0: 1 2 #\n1: #\n2: #\n", 36)
+    assert (gra.format, gra.nodes, gra.edges) == ("gra", 3, 2)
+    json_graph = sizing.estimate(b'{"edges": [[0, 1], [1, 2]]}', 27)
+    assert (json_graph.format, json_graph.edges, json_graph.nodes) == ("json", 2, 2)
