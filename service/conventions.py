@@ -63,6 +63,8 @@ class MethodsMiddleware:
             await send(message)
 
         await self.app(inner, receive, send_with_allow)
+        if inner is not scope:  # the route found for HEAD, for the metrics' route label
+            scope.update({key: inner[key] for key in ("route", "endpoint") if key in inner})
 
 
 def _route_table(routes: Sequence[Any]) -> Iterator[tuple[re.Pattern[str], frozenset[str]]]:
