@@ -28,6 +28,7 @@ from typing import Literal
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import ServiceError, error_response
+from .settings import SettingsError
 
 __all__ = [
     "AccessKeys",
@@ -49,7 +50,7 @@ _READ_POSTS = ("/queries",)
 _MIN_KEY_CHARS = 16
 
 
-class AccessKeysError(ValueError):
+class AccessKeysError(SettingsError):
     """The keys file cannot be used; the message names the line (never the key)."""
 
 

@@ -8,7 +8,6 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from .access import AccessKeysError, is_loopback, load_keys
 from .machine import raise_open_files_limit
 from .settings import Settings, SettingsError
 
@@ -26,18 +25,20 @@ def numba_cache_dir() -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # numba reads its cache folder once, when it is first imported: before the app (and grail_core) is. The
+    # build workers inherit it.
+    os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_dir())
+    from .access import load_keys
+
     try:
         settings = Settings.from_args(argv)
         _check_exposure(settings)
         _check_data_dir(settings.data_dir)
         # Read here, so that a bad keys file is one line on stderr; the app reads it again when it starts.
         load_keys(settings.api_keys_file)
-    except (SettingsError, AccessKeysError) as exc:
+    except SettingsError as exc:  # AccessKeysError too
         print(f"grail-serve: {exc}", file=sys.stderr)
         return 2
-    # numba reads its cache folder once, when it is first imported: before the app (and grail_core) is. The
-    # build workers inherit it.
-    os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_dir())
     open_files = raise_open_files_limit()
 
     import uvicorn
@@ -76,6 +77,8 @@ _BACKLOG = 4096
 
 def _check_exposure(settings: Settings) -> None:
     """Without access keys only this machine may connect, unless the operator says otherwise."""
+    from .access import is_loopback
+
     if settings.api_keys_file is None and not settings.allow_anonymous and not is_loopback(settings.host):
         raise SettingsError(
             f"--host {settings.host} without --api-keys would let anyone who reaches it upload, read and delete "

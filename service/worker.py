@@ -117,7 +117,7 @@ def _serve(conn: Connection, log_level: str, log_format: str) -> None:
         set_request_id(job.request_id)
         _, hard = resource.getrlimit(resource.RLIMIT_DATA)
         limit = idle_data + job.memory_bytes
-        resource.setrlimit(resource.RLIMIT_DATA, (limit if hard < 0 else min(limit, hard), hard))
+        resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
         try:
             result = _build(job, lambda phase, fraction: conn.send(("progress", phase, fraction)))
             healthy = True

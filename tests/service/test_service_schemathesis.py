@@ -41,7 +41,7 @@ def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
                 "--workers",
                 "2",
                 "--max-time",
-                "75",
+                "60",
                 "--no-color",
             ],
             cwd=REPO,
@@ -52,5 +52,5 @@ def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert " 0 failures" in done.stdout or "No issues found" in done.stdout or "passed" in done.stdout
+    assert "passed" in done.stdout and "failure" not in done.stdout.rsplit("SUMMARY", 1)[-1], done.stdout[-3000:]
     assert "Traceback" not in server.log(), server.log()[-3000:]

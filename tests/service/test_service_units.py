@@ -220,3 +220,29 @@ def test_build_estimates() -> None:
     assert (gra.format, gra.nodes, gra.edges) == ("gra", 3, 2)
     json_graph = sizing.estimate(b'{"edges": [[0, 1], [1, 2]]}', 27)
     assert (json_graph.format, json_graph.edges, json_graph.nodes) == ("json", 2, 2)
+
+
+def test_admission_caps_concurrent_batches_and_uploads() -> None:
+    from service.errors import Overloaded
+    from service.guards import Admission
+
+    admission = Admission(max_uploads=1, batch_memory_bytes=100)
+    with admission.batch(60):
+        with pytest.raises(Overloaded) as busy:
+            with admission.batch(60):
+                pass
+        assert busy.value.status == 503 and busy.value.headers["Retry-After"]
+        with admission.batch(40):  # what is left fits
+            pass
+    with admission.batch(100):  # all of it, once the others are done
+        pass
+    with pytest.raises(ServiceError) as too_large:
+        with admission.batch(101):
+            pass
+    assert too_large.value.status == 413
+    with admission.upload():
+        with pytest.raises(Overloaded):
+            with admission.upload():
+                pass
+    with admission.upload():
+        pass
