@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, Server
+from .conftest import Server
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,7 +44,7 @@ def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
                 "60",
                 "--no-color",
             ],
-            cwd=REPO,
+            cwd=tmp_path,  # its cache folder goes there, not into the repository
             capture_output=True,
             text=True,
             timeout=240,
