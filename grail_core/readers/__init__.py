@@ -74,6 +74,8 @@ _DOT = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _XML_ROOT = re.compile(rb"<(?:[\w.-]+:)?(graphml|gexf)\b")
+# The start of a JSON object or array of the kinds graphs are written as (not a name that starts with a brace).
+_JSON = re.compile(rb'\{\s*["}]|\[\s*[\[{\]]')
 
 
 def detect_format(head: bytes) -> str | None:
@@ -88,9 +90,9 @@ def detect_format(head: bytes) -> str | None:
         return "gra"
     if text[:14].lower() == b"%%matrixmarket":
         return "mtx"
-    if text[:1] in (b"{", b"["):
+    if _JSON.match(text):
         return "json"
-    if text[:1] == b"<":
+    if text.startswith((b"<?xml", b"<!DOCTYPE")) or _XML_ROOT.match(text):
         root = _XML_ROOT.search(text)
         return root.group(1).decode() if root else "xml"
     if _DOT.match(text):

@@ -47,7 +47,7 @@ def read_adjlist(source: InputSource, max_name_bytes: int = MAX_NAME_BYTES) -> G
     )
 
     def read(block_bytes: int, strings: bool) -> GraphInput:
-        sink = EdgeSink(max_name_bytes, strings=strings, line_breaks=False)
+        sink = EdgeSink(max_name_bytes, strings=strings)
         for first_row, batch in iter_batches(source, dialect, block_bytes):
             lists = pc.split_pattern(batch.column(0), pattern="\t")
             offsets = np.asarray(lists.offsets, dtype=np.int64)

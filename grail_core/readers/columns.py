@@ -58,7 +58,7 @@ def _words(name: str) -> list[str]:
 def role_of(name: str) -> tuple[str, int] | None:
     """("source" | "target" | "both ways", tier) for a recognised column name; tier 0 is the plainest."""
     words = _words(name)
-    if len(words) == 1 or (len(words) == 2 and words[1] in "12"):
+    if len(words) == 1 or (len(words) == 2 and words[1] in ("1", "2")):
         word = "".join(words)
         for tier, (sources, targets) in enumerate((_PLAIN, _LOOSE)):
             if word in sources:

@@ -74,6 +74,7 @@ class Dialect:
     comments: bool  # whether '#' and '%' lines below the data's start are comments
     data_offset: int  # where the data rows begin in the text
     data_line: int  # and on which line
+    line_bytes: float = 0.0  # the sampled data lines' mean length (with the newline), for estimates
     edge_data: bool = True  # a field starting with '{' after the second starts networkx's edge data
     lines: bool = False  # read whole lines (adjacency lists), split by the reader
     what: str = "edge list"  # the format, for messages
@@ -155,31 +156,35 @@ def sniff(
         comments=not (has_header and delimiter is not None),
         data_offset=data_offset,
         data_line=data_line,
+        line_bytes=sum(len(line) + 1 for _, line in numbered) / len(numbered),
     )
 
 
 def _choose_delimiter(sample: list[str], numbers: list[int]) -> tuple[str | None, list[list[str]]]:
-    """The delimiter by which every sampled line has the same number (two or more) of fields; else runs of
-    blanks, by which they must too."""
-    for delimiter in DELIMITERS:
+    """The delimiter by which every sampled line has the same number (two or more) of fields, tried in the order
+    of ``DELIMITERS``, then runs of blanks; where none fits, the line that breaks the best one's rule is named."""
+    tried = []
+    for delimiter in (*DELIMITERS, None):
         try:
             rows = _rows(sample, delimiter)
         except csv.Error:
             continue
-        counts = {len(row) for row in rows}
-        if len(counts) == 1 and counts.pop() >= 2:
-            return delimiter, rows
-    rows = _rows(sample, None)
-    counts = [len(row) for row in rows]
-    if min(counts) < 2:
-        line = numbers[next(k for k, count in enumerate(counts) if count < 2)]
-        raise GraphFormatError("expected two node names (source and target) on every line", line=line)
-    if len(set(counts)) > 1:
-        raise GraphFormatError(
-            f"the lines hold different numbers of names ({min(counts)} to {max(counts)}): if each line is a node and "
-            "its successors, read it as format=adjlist; an edge list has the same columns on every line"
-        )
-    return None, rows
+        if rows and len(rows[0]) >= 2:
+            agreeing = sum(len(row) == len(rows[0]) for row in rows)
+            if agreeing == len(rows):
+                return delimiter, rows
+            tried.append((agreeing, delimiter, rows))
+    if not tried:
+        raise GraphFormatError("expected two node names (source and target)", line=numbers[0])
+    _, delimiter, rows = max(tried, key=lambda attempt: attempt[0])
+    bad = next(k for k, row in enumerate(rows) if len(row) != len(rows[0]))
+    line = numbers[bad] if len(rows) == len(numbers) else None  # a quoted name may span lines
+    if len(rows[bad]) < 2:
+        raise GraphFormatError("expected two node names (source and target)", line=line)
+    message = f"expected {len(rows[0])} fields, as on the lines before, but found {len(rows[bad])}"
+    if delimiter is None:
+        message += " (if each line is a node and its successors, read it as format=adjlist)"
+    raise GraphFormatError(message, line=line)
 
 
 def _has_header(
@@ -193,9 +198,10 @@ def _has_header(
         return header
     if named:
         folded = {name.lower() for name in first}
-        if not all(spec.strip().lower() in folded for spec in named):
+        missing = [spec for spec in named if spec.strip().lower() not in folded]
+        if missing:
             raise GraphFormatError(
-                f"no column named {' or '.join(map(repr, named))} in the first row "
+                f"no column named {' or '.join(map(repr, missing))} in the first row "
                 f"({', '.join(map(repr, first))}); give a 0-based position, or a name from the header"
             )
         return True
@@ -298,11 +304,12 @@ class Normalizer:
     """``_normalize`` over consecutive blocks (a transform for ``InputSource.open``); ``delimiter`` None: runs
     of blanks separate the names."""
 
-    def __init__(self, delimiter: str | None, comments: bool, edge_data: bool = True) -> None:
+    def __init__(self, delimiter: str | None, comments: bool, edge_data: bool = True, quoted: bool = True) -> None:
         self.whitespace = delimiter is None
         self.delimiter = ord(delimiter or "\t")
         self.comments = comments
         self.edge_data = edge_data
+        self.quoted = quoted
         self.state = np.zeros(6, dtype=np.int64)
         self.state[_LINE_START] = 1
 
@@ -310,13 +317,23 @@ class Normalizer:
     def of(cls, dialect: Dialect) -> Normalizer | None:
         """The normalizer an edge list needs, if any (pyarrow reads delimited files without comments as they are)."""
         if dialect.delimiter is None or dialect.comments:
-            return cls(dialect.delimiter, dialect.comments, dialect.edge_data)
+            return cls(dialect.delimiter, dialect.comments, dialect.edge_data, dialect.quoted)
         return None
 
-    def __call__(self, block: np.ndarray) -> bytes:
-        out = np.empty(block.size, dtype=np.uint8)
-        n = _normalize(block, out, self.state, self.whitespace, self.delimiter, self.comments, self.edge_data)
+    def __call__(self, block: bytes) -> bytes:
+        if not (self.whitespace or self.quoted or self._may_hold_comments(block)):
+            # Delimited text without quotes or comment lines here: pyarrow takes the block as it is.
+            self.state[_LINE_START] = block.endswith(b"\n")
+            return block
+        data = np.frombuffer(block, dtype=np.uint8)
+        out = np.empty(data.size, dtype=np.uint8)
+        n = _normalize(data, out, self.state, self.whitespace, self.delimiter, self.comments, self.edge_data)
         return out[:n].tobytes()
+
+    def _may_hold_comments(self, block: bytes) -> bool:
+        if self.state[_SKIP] or (self.state[_LINE_START] and block[:1] in (b"#", b"%")):
+            return True
+        return b"\n#" in block or b"\n%" in block
 
 
 # _find_row's state between blocks.
@@ -446,8 +463,10 @@ def iter_batches(source: InputSource, dialect: Dialect, block_bytes: int) -> Ite
     import pyarrow.csv as pacsv
 
     row = 0
+    normalizer = Normalizer.of(dialect)
+    stream = source.open(dialect.data_offset, normalizer) if normalizer else source.arrow_stream(dialect.data_offset)
     try:
-        with source.open(dialect.data_offset, Normalizer.of(dialect)) as stream:
+        with stream:
             for batch in pacsv.open_csv(stream, **_arrow_options(dialect, block_bytes, True)):
                 yield row, batch
                 row += batch.num_rows
@@ -462,6 +481,13 @@ def iter_batches(source: InputSource, dialect: Dialect, block_bytes: int) -> Ite
 def rows_to_lines(source: InputSource, dialect: Dialect, first_row: int) -> Callable[[int], int | None]:
     """The line of row i of a batch whose first row is ``first_row`` (computed only when an error needs it)."""
     return lambda row: line_of_row(source, dialect, first_row + row)
+
+
+def expected_rows(source: InputSource, dialect: Dialect) -> int:
+    """About how many rows a text of known size holds (a little more: the arrays are then written once)."""
+    if source.size is None or not dialect.line_bytes:
+        return 0
+    return int(1.05 * (source.size - dialect.data_offset) / dialect.line_bytes) + 1024
 
 
 T = TypeVar("T")
@@ -499,7 +525,13 @@ def read_edgelist(
 
     def read(block_bytes: int, strings: bool) -> GraphInput:
         assert dialect is not None
-        sink = EdgeSink(max_name_bytes, strings=strings, trim=dialect.delimiter is not None, line_breaks=False)
+        sink = EdgeSink(
+            max_name_bytes,
+            strings=strings,
+            trim=dialect.delimiter is not None,
+            line_breaks=not dialect.quoted,  # only a quoted name could hold one: an unclosed quote's doing
+            expected_edges=expected_rows(source, dialect),
+        )
         for first_row, batch in iter_batches(source, dialect, block_bytes):
             sink.add_edges(batch.column(0), batch.column(1), rows_to_lines(source, dialect, first_row))
         if sink.num_edges == 0:

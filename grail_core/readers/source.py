@@ -14,8 +14,6 @@ import zlib
 from collections.abc import Callable
 from typing import BinaryIO
 
-import numpy as np
-
 from ..errors import GraphFormatError, InputTooLargeError
 
 __all__ = ["GraphSource", "InputSource", "TextStream", "GZIP_MAGIC", "BLOCK_BYTES"]
@@ -26,7 +24,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 # What a stream reads from its input at a time; the CSV reader's blocks are a few of these.
 BLOCK_BYTES = 1 << 20
 
-Transform = Callable[[np.ndarray], bytes]
+Transform = Callable[[bytes], bytes]
 
 
 class InputSource:
@@ -53,6 +51,19 @@ class InputSource:
             self.compressed = raw.read(2) == GZIP_MAGIC
         self._head = b""
         self._head_complete = False
+        if not self.compressed:
+            _check_size(self.size or 0, max_bytes, compressed=False)
+
+    @property
+    def size(self) -> int | None:
+        """The size of the text where it is known without reading it (a plain file or bytes)."""
+        if self.compressed:
+            return None
+        if self._data is not None:
+            return len(self._data)
+        if self.path is not None:
+            return os.path.getsize(self.path)
+        return None
 
     def _raw(self) -> BinaryIO:
         if self._data is not None:
@@ -66,6 +77,17 @@ class InputSource:
     def open(self, skip: int = 0, transform: Transform | None = None) -> TextStream:
         """The text from byte ``skip`` on, each block passed through ``transform`` when given."""
         return TextStream(self._raw(), self.compressed, self.max_bytes, skip, transform)
+
+    def arrow_stream(self, skip: int = 0) -> object:
+        """The text from byte ``skip`` on as a pyarrow input stream: the file or buffer itself where it is plain
+        (pyarrow reads it without Python in between), else ``open(skip)``."""
+        import pyarrow as pa
+
+        if self.compressed or (self.path is None and self._data is None):
+            return self.open(skip)
+        stream = pa.OSFile(self.path) if self.path is not None else pa.BufferReader(self._data)
+        stream.seek(skip)
+        return stream
 
     def head(self, size: int) -> tuple[bytes, bool]:
         """The first ``size`` bytes of the text, and whether they are all of it."""
@@ -192,7 +214,7 @@ class TextStream(io.RawIOBase):
             self._skip -= len(dropped)
         data = self._text(size)
         if self._transform is not None and data:
-            return self._transform(np.frombuffer(data, dtype=np.uint8))
+            return self._transform(data)
         return data
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
