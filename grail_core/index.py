@@ -6,17 +6,14 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from . import backends
-from .condensation import condense
+from .build import ProgressCallback, build_index_arrays
 from .errors import IndexFileError, InvalidParameterError
-from .graph import Digraph
-from .labeling import make_child_orders, with_virtual_root
+from .graph import Digraph, edge_id_range
 from .names import MAX_NAME_BYTES, NameTokens, NodeNames
 from .query import UNDECIDED, YES, QueryArrays, SearchBuffers, answer_pair, filter_pairs, pack
 from .readers import GraphInput, GraphSource, read_graph
@@ -24,37 +21,13 @@ from .readers.columns import ColumnSpec
 from .readers.objects import graph_from_networkx, graph_from_pandas, graph_from_scipy
 from .stats import IndexStats, QueryStats
 from .storage import read_index_dir, write_index_dir
-from .supportive import HUB_BITS, choose_hubs, hub_reach_masks
+from .supportive import HUB_BITS
 
 __all__ = ["ReachabilityIndex", "MAX_DIMS", "ProgressCallback"]
 
 log = logging.getLogger(__name__)
 
 MAX_DIMS = 8
-ProgressCallback = Callable[[str, float], None]
-
-# Share of the build time each phase usually takes, for the progress fraction.
-_PHASES = (("graph", 0.15), ("condense", 0.25), ("labels", 0.45), ("hubs", 0.15))
-
-
-class _Timer:
-    """Times the build's phases and reports progress after each one."""
-
-    def __init__(self, progress: ProgressCallback | None) -> None:
-        self.progress = progress
-        self.seconds: dict[str, float] = {}
-        self.done = 0.0
-
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        if self.progress:
-            self.progress(name, self.done)
-        start = time.perf_counter()
-        yield
-        self.seconds[name] = time.perf_counter() - start
-        self.done += dict(_PHASES)[name]
-        if self.progress:
-            self.progress(name, min(self.done, 1.0))
 
 
 def _all_pairs(pairs: list[Any] | tuple[Any, ...]) -> bool:
@@ -74,6 +47,16 @@ def _check_parameters(dims: int, seed: int, hubs: int) -> None:
         raise InvalidParameterError(f"hubs must be an integer from 0 to {HUB_BITS}, got {hubs!r}")
     if not _is_int(seed) or not 0 <= seed < 2**63:
         raise InvalidParameterError(f"seed must be a non-negative integer, got {seed!r}")
+
+
+def _edge_array(ids: np.ndarray) -> np.ndarray:
+    """int32 and int64 ids are used as they are (no copy); other integer types become int64 (ids that do
+    not fit int64 are refused)."""
+    if ids.dtype in (np.int32, np.int64) and ids.flags.c_contiguous:
+        return ids
+    if ids.dtype.kind == "u" and ids.size and int(ids.max()) >= 2**63:
+        raise InvalidParameterError("node ids must lie below 2**63")
+    return np.ascontiguousarray(ids, dtype=np.int64)
 
 
 class ReachabilityIndex:
@@ -127,47 +110,25 @@ class ReachabilityIndex:
         """
         _check_parameters(dims, seed, hubs)
         resolved = backends.resolve_backend(backend)
-        timer = _Timer(progress)
-        with timer.phase("graph"):
-            digraph = Digraph.from_edges(graph.num_nodes, graph.src, graph.dst)
-        with timer.phase("condense"):
-            condensation = condense(digraph)
-        dag = condensation.dag
-        with timer.phase("labels"):
-            indptr, indices, root = with_virtual_root(dag.out_indptr, dag.out_indices)
-            orders = make_child_orders(indptr, indices, dims, seed)
-            labels = backends.compute_labels(resolved, indptr, orders, root, num_levels=condensation.num_levels + 1)
-        with timer.phase("hubs"):
-            hub_nodes = choose_hubs(dag, hubs)
-            fwd, bwd = hub_reach_masks(dag, hub_nodes)
-        n_dag = dag.num_nodes
-        arrays = QueryArrays(
-            comp=condensation.comp,
-            out_indptr=dag.out_indptr,
-            out_indices=dag.out_indices,
-            level=condensation.level,
-            lo=np.ascontiguousarray(labels.minpost[:, :n_dag].T),
-            hi=np.ascontiguousarray(labels.post[:, :n_dag].T),
-            tree_lo=np.ascontiguousarray(labels.tree_low[:, :n_dag].T),
-            fwd=fwd,
-            bwd=bwd,
+        built = build_index_arrays(
+            graph.num_nodes, graph.src, graph.dst, dims=dims, seed=seed, hubs=hubs, backend=resolved, progress=progress
         )
-        phase_seconds = dict(timer.seconds)
-        phase_seconds.update({f"labels.{name}": value for name, value in labels.phase_seconds.items()})
+        arrays = built.arrays
         stats = IndexStats(
-            nodes=digraph.num_nodes,
-            edges=digraph.num_edges,
+            nodes=built.num_nodes,
+            edges=built.num_edges,
             edge_entries=graph.num_edge_entries,
-            components=n_dag,
-            dag_nodes=n_dag,
-            dag_edges=dag.num_edges,
-            levels=condensation.num_levels,
+            components=arrays.level.size,
+            dag_nodes=arrays.level.size,
+            dag_edges=arrays.out_indices.size,
+            levels=built.levels,
             dims=int(dims),
             seed=int(seed),
-            backend=labels.backend,
-            hubs=int(hub_nodes.size),
+            backend=built.labels_backend,
+            hubs=built.hubs,
             names=graph.names.kind,
-            phase_seconds=phase_seconds,
+            phase_seconds=built.phase_seconds,
+            phase_backends=built.phase_backends,
         )
         log.info(
             "indexed %d nodes, %d edges (%d DAG nodes) on %s in %.3f s",
@@ -177,7 +138,7 @@ class ReachabilityIndex:
             stats.backend,
             stats.build_seconds,
         )
-        return cls(graph.names, (digraph.out_indptr, digraph.out_indices), arrays, stats, search_backend=resolved)
+        return cls(graph.names, built.graph_csr, arrays, stats, search_backend=resolved)
 
     @classmethod
     def from_edges(cls, src: Any, dst: Any = None, *, num_nodes: int | None = None, **build: Any) -> ReachabilityIndex:
@@ -196,13 +157,14 @@ class ReachabilityIndex:
             raise InvalidParameterError("src and dst must be one-dimensional arrays of equal length")
         if src.size and (src.dtype.kind not in "iu" or dst.dtype.kind not in "iu"):
             raise InvalidParameterError("edge arrays must hold integer node ids")
-        largest = int(max(src.max(), dst.max())) if src.size else -1
+        src, dst = _edge_array(src), _edge_array(dst)
+        smallest, largest = edge_id_range(src, dst) if src.size else (0, -1)
         n = largest + 1 if num_nodes is None else int(num_nodes)
-        if src.size and (min(src.min(), dst.min()) < 0 or largest >= n):
+        if smallest < 0 or largest >= n:
             raise InvalidParameterError(f"node ids must lie in 0..{n - 1}")
         if n == 0:
             raise InvalidParameterError("empty graph: no nodes")
-        graph = GraphInput(n, src.astype(np.int64), dst.astype(np.int64), NodeNames.identity(n), "arrays")
+        graph = GraphInput(n, src, dst, NodeNames.identity(n), "arrays")
         return cls.build(graph, **build)
 
     @classmethod
