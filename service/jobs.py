@@ -59,6 +59,9 @@ class BuildRunner:
                 graph = read_graph(
                     self._registry.upload_path(graph_id),
                     format=params.format,
+                    header=params.header,
+                    source_column=params.source_column,
+                    target_column=params.target_column,
                     max_bytes=self._max_graph_bytes,
                     max_name_bytes=self._max_name_bytes,
                 )

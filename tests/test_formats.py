@@ -97,6 +97,7 @@ def test_columns_are_chosen_by_their_names() -> None:
     assert edges_of(read_graph(b"dst,src\nb,a\n")) == {("a", "b")}  # the names say the direction
     for text, words in (
         (b"a,b,c\n1,2,3\n", "give source_column and target_column"),
+        (b"a,b,weight\nx,y,0.5\ny,z,1e3\n", "give source_column and target_column"),  # a word atop numbers
         (b"src,dst,from,to\n1,2,3,4\n", "apart"),
         (b"head,relation,tail\nx,r,y\n", "both ways round"),
     ):
@@ -234,6 +235,7 @@ def test_formats_that_used_to_be_malformed_lines(tmp_path) -> None:
         (b"% matrix-like comment\n1 2\n", {(1, 2)}),
         (b"u v\nv w\n", {("u", "v"), ("v", "w")}),  # column-like names that are nodes below: no header
         (b"source target\n007 8\n", {(7, 8)}),
+        (b"x,y,0.5\ny,z,inf\n", {("x", "y"), ("y", "z")}),  # numbers all the way down: no header
     ],
 )
 def test_edge_list_dialects(text: bytes, edges: set) -> None:

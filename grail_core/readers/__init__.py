@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from ..errors import GraphFormatError, InvalidParameterError
+from ..format_names import FORMATS, REFUSED
 from ..names import MAX_NAME_BYTES
 from .adjlist import read_adjlist
 from .columns import ColumnSpec
@@ -33,15 +34,20 @@ from .mtx import read_mtx
 from .source import GraphSource, InputSource
 from .tables import read_table
 
-__all__ = ["FORMATS", "GraphInput", "GraphSource", "read_graph", "guess_format", "detect_format", "SUFFIXES"]
+__all__ = [
+    "FORMATS",
+    "REFUSED",
+    "TABULAR",
+    "SUFFIXES",
+    "GraphInput",
+    "GraphSource",
+    "read_graph",
+    "guess_format",
+    "format_of_name",
+    "detect_format",
+    "check_options",
+]
 
-FORMATS = ("gra", "edgelist", "json", "parquet", "arrow", "graphml", "mtx", "adjlist")
-# Formats recognised only to be refused, with the words that name them.
-REFUSED = {
-    "dot": "DOT (Graphviz) files",
-    "gexf": "GEXF files",
-    "xml": "XML documents other than GraphML",
-}
 SUFFIXES = {
     ".gra": "gra",
     ".json": "json",
@@ -65,8 +71,8 @@ SUFFIXES = {
     ".gv": "dot",
     ".gexf": "gexf",
 }
-# Options that only some formats take.
-_TABULAR = ("edgelist", "parquet", "arrow")
+# The formats whose columns are chosen (source_column, target_column); header is for edge lists only.
+TABULAR = ("edgelist", "parquet", "arrow")
 
 # A DOT graph: comments, then [strict] (di)graph [id] {
 _DOT = re.compile(
@@ -106,12 +112,16 @@ def guess_format(data: bytes, filename: str | None = None) -> str:
     detected = detect_format(data[:SNIFF_BYTES])
     if detected is not None:
         return detected
-    if filename:
-        name = filename.lower().removesuffix(".gz")
-        for suffix, format_name in SUFFIXES.items():
-            if name.endswith(suffix):
-                return format_name
-    return "edgelist"
+    return (format_of_name(filename) if filename else None) or "edgelist"
+
+
+def format_of_name(filename: str) -> str | None:
+    """The format a file name's suffix says (``.gz`` aside; refused formats too), or None."""
+    name = filename.lower().removesuffix(".gz")
+    for suffix, format_name in SUFFIXES.items():
+        if name.endswith(suffix):
+            return format_name
+    return None
 
 
 def _refusal(kind: str) -> str:
@@ -127,6 +137,24 @@ def _check_format(format: str | None) -> None:
     if format in REFUSED:
         raise InvalidParameterError(_refusal(format))
     raise InvalidParameterError(f"unknown graph format {format!r}; choose one of {', '.join(FORMATS)}")
+
+
+def check_options(
+    format: str | None,
+    *,
+    header: bool | None = None,
+    source_column: ColumnSpec = None,
+    target_column: ColumnSpec = None,
+) -> None:
+    """InvalidParameterError for reading options the format does not take (None: not known yet, any)."""
+    if format is None:
+        return
+    if format not in TABULAR and (source_column is not None or target_column is not None):
+        raise InvalidParameterError(
+            f"source_column and target_column apply to edge lists, Parquet and Arrow tables, not to format={format}"
+        )
+    if format != "edgelist" and header is not None:
+        raise InvalidParameterError(f"header applies to edge lists, not to format={format}")
 
 
 def read_graph(
@@ -167,10 +195,7 @@ def read_graph(
         raise GraphFormatError(f"this looks like a {detected} file, not an {format}: read it as format={detected}")
     if format in REFUSED:
         raise GraphFormatError(_refusal(format))
-    if format not in _TABULAR and (source_column is not None or target_column is not None):
-        raise InvalidParameterError("source_column and target_column apply to edge lists, Parquet and Arrow tables")
-    if format != "edgelist" and header is not None:
-        raise InvalidParameterError("header applies to edge lists")
+    check_options(format, header=header, source_column=source_column, target_column=target_column)
     if format == "gra":
         return parse_gra(input_source.read_all())
     if format == "json":

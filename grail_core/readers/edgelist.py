@@ -58,6 +58,7 @@ DELIMITERS = ("\t", ",", ";")
 BLOCK_BYTES = 1 << 22
 MAX_BLOCK_BYTES = 1 << 26
 _INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
+_NUMBER = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*|\s*(?i:[+-]?(?:nan|inf))\s*")
 _WHITESPACE_TOKEN = re.compile(r'"(?:[^"]|"")*"?|[^\s]+')
 
 
@@ -103,6 +104,10 @@ def _rows(lines: list[str], delimiter: str | None) -> list[list[str]]:
 
 def _integer_like(value: str) -> bool:
     return _INTEGER.fullmatch(value) is not None
+
+
+def _number_like(value: str) -> bool:
+    return _NUMBER.fullmatch(value) is not None
 
 
 def sniff(
@@ -214,11 +219,19 @@ def _has_header(
         seen = {name.strip() for row in rest for name in row}
         if not any(name in seen for name, role in zip(first, roles, strict=True) if role):
             return True
-    # Else a header is the only row whose names are not integers, in the columns that hold the edges without one.
-    ends = [int(spec) if spec is not None else default for spec, default in ((source, 0), (target, 1))]
-    if not rest or max(ends) >= len(first):
+    # Else a header is the only row whose names are not integers, in the columns that hold the edges without one,
+    # or the only row with a word in a column of numbers (weights: "a,b,weight" above "x,y,0.5").
+    if not rest:
         return False
-    return not all(_integer_like(first[k]) for k in ends) and all(_integer_like(row[k]) for row in rest for k in ends)
+    ends = [int(spec) if spec is not None else default for spec, default in ((source, 0), (target, 1))]
+    if max(ends) < len(first) and not all(_integer_like(first[k]) for k in ends):
+        if all(_integer_like(row[k]) for row in rest for k in ends):
+            return True
+    return any(
+        not _number_like(first[k]) and all(_number_like(row[k]) for row in rest)
+        for k in range(len(first))
+        if k not in ends
+    )
 
 
 def _refuse_row_numbers(rows: list[list[str]], first: int) -> None:

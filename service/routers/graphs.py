@@ -10,7 +10,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from grail_core.backends import resolve_backend
+from grail_core.errors import InvalidParameterError
 from grail_core.index import MAX_DIMS
+from grail_core.readers import check_options
 
 from ..bodies import declared_length, stream_to_file
 from ..deps import ServiceState, get_state
@@ -25,6 +27,11 @@ log = logging.getLogger("grail.service.graphs")
 
 router = APIRouter(prefix="/graphs", tags=["graphs"])
 
+_COLUMN = (
+    "edge lists, Parquet and Arrow: the column of the {role}, by name or 0-based position "
+    "(default: recognised by its name; an ambiguous table is refused with a message naming this parameter)"
+)
+
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown graph"},
 }
@@ -38,7 +45,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     responses={
         201: {"model": GraphOut, "description": "with wait=true: the index is ready"},
         413: {"model": ErrorOut, "description": "body over the size limit"},
-        415: {"model": ErrorOut, "description": "format unknown from Content-Type and no ?format="},
+        415: {"model": ErrorOut, "description": "format unknown or refused (DOT, GEXF) from Content-Type"},
         422: {"model": ErrorOut, "description": "bad parameter, or (wait=true) malformed graph, with its line"},
     },
     openapi_extra={
@@ -52,6 +59,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
                 "application/json": {
                     "schema": {"type": "object", "example": {"edges": [[0, 1], [1, 2]], "nodes": [3]}}
                 },
+                "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
+                "application/vnd.apache.arrow.file": {"schema": {"type": "string", "format": "binary"}},
+                "application/graphml+xml": {"schema": {"type": "string"}},
+                "text/x-matrix-market": {"schema": {"type": "string"}},
                 "application/gzip": {"schema": {"type": "string", "format": "binary"}},
             },
         }
@@ -66,8 +77,18 @@ async def upload_graph(
     seed: Annotated[int, Query(ge=0, lt=2**63, description="seed of the random child orders")] = 0,
     backend: Annotated[Backend | None, Query(description="build backend; the server's default if omitted")] = None,
     wait: Annotated[bool, Query(description="answer 201 only once the index is ready")] = False,
+    source_column: Annotated[str | None, Query(max_length=200, description=_COLUMN.format(role="sources"))] = None,
+    target_column: Annotated[str | None, Query(max_length=200, description=_COLUMN.format(role="targets"))] = None,
+    header: Annotated[
+        bool | None, Query(description="edge lists: whether the first row names the columns (default: recognised)")
+    ] = None,
 ) -> Response:
     graph_format = format_for(format, request.headers.get("content-type"), request.headers.get("content-encoding"))
+    # Options the format does not take are refused before the upload is read.
+    try:
+        check_options(graph_format, header=header, source_column=source_column, target_column=target_column)
+    except InvalidParameterError as error:
+        raise ServiceError(422, "InvalidParameter", str(error)) from None
     chosen_backend = backend or state.settings.backend
     # The core's own check, run before the upload so that a bad backend costs no transfer.
     resolve_backend(chosen_backend)
@@ -84,7 +105,15 @@ async def upload_graph(
         path.unlink(missing_ok=True)
         raise ServiceError(422, "EmptyBody", "the request body is empty; send the graph file as the body")
     state.metrics.uploaded(size)
-    params = BuildParams(format=graph_format, dims=dims, seed=seed, backend=chosen_backend)
+    params = BuildParams(
+        format=graph_format,
+        dims=dims,
+        seed=seed,
+        backend=chosen_backend,
+        source_column=source_column,
+        target_column=target_column,
+        header=header,
+    )
     record = state.registry.add(graph_id, name or graph_id, params, size)
     log.info(
         "graph %s (%s): uploaded %d bytes, format %s, dims %d, seed %d, backend %s",
