@@ -256,13 +256,29 @@ def main() -> None:
             for k, (case, _, path, warm, _, root) in enumerate(jobs):
                 samples[k].append(_run(root, path, warm, case.format))
             print(f"run {run + 1} of {args.runs} done", flush=True)
-        header = ["format", "reader", "edges", "nodes", "file MB", "median s", "MB/s", "peak RSS MB", "RSS B/edge"]
+        header = [
+            "format",
+            "reader",
+            "edges",
+            "nodes",
+            "file MB",
+            "median s",
+            "MB/s",
+            "peak RSS MB",
+            "RSS B/edge",
+            "added B/edge",
+        ]
         rows = []
+        smaller: dict[tuple[str, str], tuple[int, float]] = {}  # the last size's (edges, peak) of each reader
         for k, (case, edges, path, _, reader, _) in enumerate(jobs):
             seconds = statistics.median(sample["seconds"] for sample in samples[k])
             peak = statistics.median(sample["peak_kib"] for sample in samples[k]) * 1024
             size = path.stat().st_size
             nodes = int(samples[k][0]["nodes"])
+            # The memory the larger graph added over the smaller one, per edge added: what grows with the graph.
+            last = smaller.get((case.label, reader))
+            added = round((peak - last[1]) / (edges - last[0]), 1) if last else "-"
+            smaller[(case.label, reader)] = (edges, peak)
             rows.append(
                 [
                     case.label,
@@ -274,6 +290,7 @@ def main() -> None:
                     size / 1e6 / seconds,
                     round(peak / 1e6),
                     round(peak / edges, 1),
+                    added,
                 ]
             )
     load_after = os.getloadavg()
@@ -290,7 +307,9 @@ def main() -> None:
         "",
         "MB/s: the file's bytes (decimal MB) over the read's seconds (text to ids and names: a `GraphInput`). "
         "Peak RSS: the process's peak resident memory above its RSS before the read; B/edge: that over the "
-        "edges. The graph itself (src and dst as int64) is 16 B/edge, plus its names.",
+        "edges; added B/edge: the peak's growth from the next smaller graph over the edges added (what grows "
+        "with the graph, the fixed cost of threads and blocks aside). The graph itself (src and dst as int64) is "
+        "16 B/edge, plus its names.",
         "",
         markdown_table(header, rows),
         "",

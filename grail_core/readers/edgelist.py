@@ -143,7 +143,7 @@ def sniff(
     columns = len(rows[0])
     has_header = _has_header(rows, delimiter, header, source, target)
     names = tuple(name.strip() for name in rows[0]) if has_header else None
-    skip_first = bool(names) and columns >= 3 and is_index_name(names[0]) and source is None and target is None
+    skip_first = names is not None and columns >= 3 and is_index_name(names[0]) and source is None and target is None
     if names is None and columns >= 3 and source is None and target is None:
         _refuse_row_numbers(rows, first)
     source_column, target_column = choose_columns(names, columns, source, target, skip_first=skip_first)

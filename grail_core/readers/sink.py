@@ -92,7 +92,7 @@ def parse_integers(array: Any) -> tuple[np.ndarray, int | None]:
 
 
 def _has_line_break(data: np.ndarray) -> bool:
-    return bool(data.size) and (np.any(data == 10) or np.any(data == 13))
+    return bool(data.size) and bool(np.any(data == 10) or np.any(data == 13))
 
 
 class _Tokens:

@@ -12,7 +12,7 @@ import io
 import os
 import zlib
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 
 from ..errors import GraphFormatError, InputTooLargeError
 
@@ -72,13 +72,13 @@ class InputSource:
             return open(self.path, "rb")
         assert self._file is not None
         self._file.seek(self._start)
-        return _Borrowed(self._file)
+        return cast(BinaryIO, _Borrowed(self._file))
 
     def open(self, skip: int = 0, transform: Transform | None = None) -> TextStream:
         """The text from byte ``skip`` on, each block passed through ``transform`` when given."""
         return TextStream(self._raw(), self.compressed, self.max_bytes, skip, transform)
 
-    def arrow_stream(self, skip: int = 0) -> object:
+    def arrow_stream(self, skip: int = 0) -> Any:
         """The text from byte ``skip`` on as a pyarrow input stream: the file or buffer itself where it is plain
         (pyarrow reads it without Python in between), else ``open(skip)``."""
         import pyarrow as pa
@@ -105,7 +105,7 @@ class InputSource:
         with self.open() as stream:
             return stream.read()
 
-    def arrow_input(self) -> object:
+    def arrow_input(self) -> Any:
         """A random-access pyarrow input (Parquet and Arrow files have their index at the end)."""
         import pyarrow as pa
 
