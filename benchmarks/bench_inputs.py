@@ -6,7 +6,7 @@ export from write them (pyarrow's CSV writer as pandas' to_csv writes it, SNAP-s
 Parquet, Feather, Matrix Market, networkx's adjacency list, GraphML, node-link JSON). Each read runs in a fresh
 process (``read_graph`` on the file, format told), after a warm-up read of a small file in that process (numba's
 cache loaded, pyarrow's threads up); the process reports the read's seconds and its peak RSS above the RSS
-before the read (``ru_maxrss``). Runs take the formats in turns; medians are printed and saved.
+before the read (``VmHWM``). Runs take the formats in turns; medians are printed and saved.
 
 ``--before REF`` also reads the edge lists with the readers of git revision REF (default: none), side by side
 in the same turns: the hand-written scanner that the pyarrow reader replaced.
@@ -42,24 +42,25 @@ RESULTS = REPO / "benchmarks" / "results"
 
 # The child: warm up on a small file of the same format, then time one read and its peak memory.
 CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from grail_core.readers import read_graph
 path, warm, fmt = sys.argv[2], sys.argv[3], sys.argv[4] or None
 read_graph(warm, format=fmt)
 
-def rss_kib():
+def status_kib(key):
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key):
                 return int(line.split()[1])
 
 import gc; gc.collect()
-before = rss_kib()
+before = status_kib("VmRSS:")
 started = time.perf_counter()
 graph = read_graph(path, format=fmt)
 seconds = time.perf_counter() - started
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent through exec.
+peak = status_kib("VmHWM:")
 print(json.dumps({"seconds": seconds, "peak_kib": peak - before, "nodes": int(graph.num_nodes),
                   "edges": int(graph.num_edge_entries)}))
 """

@@ -79,6 +79,9 @@ def test_pandas_index_column_is_not_the_source(tmp_path) -> None:
     # Read and written again by pandas, the index is named "Unnamed: 0".
     pd.read_csv(tmp_path / "edges.csv").to_csv(tmp_path / "again.csv", index=False)
     assert edges_of(read_graph(tmp_path / "again.csv")) == {("a", "b"), ("b", "c"), ("c", "a")}
+    # Columns whose names say nothing: the index is still skipped, and the two others are the edge.
+    frame.rename(columns={"source": "pkg", "target": "needs"}).to_csv(tmp_path / "plain.csv")
+    assert edges_of(read_graph(tmp_path / "plain.csv")) == {("a", "b"), ("b", "c"), ("c", "a")}
     # Without a header the index cannot be told from a column of sources: refused, saying what to give.
     frame.to_csv(tmp_path / "bare.csv", header=False)
     with pytest.raises(GraphFormatError, match=r"counts the rows.*source_column"):
@@ -183,6 +186,7 @@ def test_excel_byte_order_mark_is_not_part_of_the_header(tmp_path) -> None:
     graph = read_graph(tmp_path / "x.csv")
     assert edges_of(graph) == {(1, 2), (2, 3)} and graph.names.are_integers
     assert edges_of(read_graph(b"\xef\xbb\xbfa b\nb c\n")) == {("a", "b"), ("b", "c")}
+    assert edges_of(read_graph(b"\xef\xbb\xbf# exported\na b\n")) == {("a", "b")}  # a comment after the mark
 
 
 def test_json_is_refused_as_an_edge_list() -> None:

@@ -114,13 +114,16 @@ def test_columns_are_chosen_by_parameter_where_the_names_do_not_tell(client: Gra
     # header=false: the first row is an edge.
     record = upload_text(client, b"source,target\nsource,x\n", header=False)
     assert edges_answered(client, record["id"], [("source", "x")]) == [True]
-    # Options a format does not take are refused before the upload is read.
+    # Options a format does not take are refused before the upload is read: no graph is made.
+    graphs = len(client.list())
     with pytest.raises(GrailServiceError) as refused:
         upload_text(client, b'{"edges": [[0, 1]]}', format="json", source_column="a")
-    assert refused.value.status == 422 and "source_column" in refused.value.detail
+    assert refused.value.status == 422 and refused.value.error == "InvalidParameter"
+    assert "source_column" in refused.value.detail
     with pytest.raises(GrailServiceError) as refused:
         upload_text(client, b"a b\n", format="parquet", header=True)
     assert refused.value.status == 422 and "header" in refused.value.detail
+    assert len(client.list()) == graphs
 
 
 def test_cli_infers_the_format_and_shows_upload_then_build_progress(
