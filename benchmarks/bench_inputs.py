@@ -301,6 +301,8 @@ def main() -> None:
     lines = [
         "# Reading graph files: parse rate and peak memory per format",
         "",
+        f"`{' '.join(['benchmarks/bench_inputs.py', *sys.argv[1:]])}`",
+        "",
         f"{platform.machine()}, {os.cpu_count()} cores, pyarrow {pyarrow.__version__}, numba {numba.__version__}; "
         f"median of {args.runs} runs taken in turns, each read in a fresh process after a warm-up read; "
         f"load average before: {' '.join(f'{x:.2f}' for x in load_before)}, "

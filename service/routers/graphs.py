@@ -67,7 +67,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
                 "application/json": {
                     "schema": {"type": "object", "example": {"edges": [[0, 1], [1, 2]], "nodes": [3]}}
                 },
-                **{media: {"schema": _TEXT_BODY} for media in ("application/graphml+xml", "text/x-matrix-market")},
+                # GraphML (application/graphml+xml) is read too; an XML media type here would have schema tools
+                # write the body as XML of the schema, not as a graph file.
+                "text/x-matrix-market": {"schema": _TEXT_BODY},
                 **{
                     media: {"schema": {"type": "string", "format": "binary", "minLength": 1}}
                     for media in ("application/vnd.apache.parquet", "application/vnd.apache.arrow.file")
