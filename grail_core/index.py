@@ -17,6 +17,8 @@ from .graph import Digraph, edge_id_range
 from .names import MAX_NAME_BYTES, NameTokens, NodeNames
 from .query import UNDECIDED, YES, QueryArrays, SearchBuffers, answer_pair, filter_pairs, pack
 from .readers import GraphInput, GraphSource, read_graph
+from .readers.columns import ColumnSpec
+from .readers.objects import graph_from_networkx, graph_from_pandas, graph_from_scipy
 from .stats import IndexStats, QueryStats
 from .storage import read_index_dir, write_index_dir
 from .supportive import HUB_BITS
@@ -171,18 +173,72 @@ class ReachabilityIndex:
         path: str | os.PathLike[str],
         format: str | None = None,
         *,
+        header: bool | None = None,
+        source_column: ColumnSpec = None,
+        target_column: ColumnSpec = None,
         max_name_bytes: int = MAX_NAME_BYTES,
         **build: Any,
     ) -> ReachabilityIndex:
-        """Read a graph file (``.gra``, edge list or JSON, optionally gzip) and index it."""
-        return cls.build(read_graph(path, format, max_name_bytes=max_name_bytes), **build)
+        """Read a graph file in any of ``readers.FORMATS`` (optionally gzip) and index it; the reading options
+        are ``read_graph``'s, the rest ``build``'s."""
+        graph = read_graph(
+            path,
+            format,
+            header=header,
+            source_column=source_column,
+            target_column=target_column,
+            max_name_bytes=max_name_bytes,
+        )
+        return cls.build(graph, **build)
 
     @classmethod
     def from_bytes(
-        cls, data: GraphSource, format: str | None = None, *, max_name_bytes: int = MAX_NAME_BYTES, **build: Any
+        cls,
+        data: GraphSource,
+        format: str | None = None,
+        *,
+        header: bool | None = None,
+        source_column: ColumnSpec = None,
+        target_column: ColumnSpec = None,
+        max_name_bytes: int = MAX_NAME_BYTES,
+        **build: Any,
     ) -> ReachabilityIndex:
-        """Parse graph bytes and index them."""
-        return cls.build(read_graph(data, format, max_name_bytes=max_name_bytes), **build)
+        """Parse graph bytes (or a binary file object) and index them, as ``from_file``."""
+        graph = read_graph(
+            data,
+            format,
+            header=header,
+            source_column=source_column,
+            target_column=target_column,
+            max_name_bytes=max_name_bytes,
+        )
+        return cls.build(graph, **build)
+
+    @classmethod
+    def from_networkx(cls, graph: Any, *, max_name_bytes: int = MAX_NAME_BYTES, **build: Any) -> ReachabilityIndex:
+        """Index a networkx graph: its nodes (integers or strings) are the names, isolated nodes included; an
+        undirected graph's edges run both ways."""
+        return cls.build(graph_from_networkx(graph, max_name_bytes), **build)
+
+    @classmethod
+    def from_scipy(cls, matrix: Any, **build: Any) -> ReachabilityIndex:
+        """Index the graph of a square adjacency matrix (scipy sparse, or a dense numpy array): nodes
+        0..n-1, an edge i -> j for every stored (sparse) or nonzero (dense) entry (i, j)."""
+        return cls.build(graph_from_scipy(matrix), **build)
+
+    @classmethod
+    def from_pandas(
+        cls,
+        frame: Any,
+        source: ColumnSpec = None,
+        target: ColumnSpec = None,
+        *,
+        max_name_bytes: int = MAX_NAME_BYTES,
+        **build: Any,
+    ) -> ReachabilityIndex:
+        """Index the edges of a data frame: ``source`` and ``target`` name its columns (a label or a 0-based
+        position; default: recognised by their names, like an edge list's header). Integer or string names."""
+        return cls.build(graph_from_pandas(frame, source, target, max_name_bytes), **build)
 
     # Queries ------------------------------------------------------------------------------------
 

@@ -472,6 +472,7 @@ def _intern_tokens(data, starts, ends, ids, position, slots, names_data, names_o
             hashes[i - first] = _hash_bytes(data, starts[i], ends[i], seed)
         for i in range(first, end):
             _prefetch_slot(slots, hashes, i - first, end - first)
+            _prefetch_name(slots, names_data, names_offsets, hashes, i - first, end - first)
             start, stop = starts[i], ends[i]
             length = stop - start
             if length > max_bytes:

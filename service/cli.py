@@ -1,6 +1,7 @@
 """``grail``: a small command line on the client, for scripts.
 
-grail [--url URL] [--api-key KEY] upload FILE [--name N] [--format F] [--dims D] [--seed S] [--backend B] [--wait]
+grail [--url URL] [--api-key KEY] upload FILE [--name N] [--format F] [--source-column C] [--target-column C]
+             [--[no-]header] [--dims D] [--seed S] [--backend B] [--wait]   # progress of the upload, then of the build
 grail query GRAPH_ID [FILE|-]        # 'u v' lines in, 0/1 lines out
 grail list [--status failed] | grail show GRAPH_ID | grail delete GRAPH_ID
 """
@@ -10,40 +11,76 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
+from tqdm import tqdm
 
 from grail_core.backend_names import BACKENDS
+from grail_core.format_names import FORMATS
 
 from .client import API_KEY_VARIABLE, DEFAULT_URL, GrailClient, GrailServiceError
 
 __all__ = ["main"]
 
 
-class ProgressBar:
-    """One self-rewriting line on a terminal; plain lines on phase changes otherwise (logs, CI)."""
+class UploadBar:
+    """Bytes sent, rate and time left while a file uploads: a tqdm bar on a terminal; one line once it is sent
+    otherwise (logs, CI)."""
 
-    def __init__(self, stream: TextIO, width: int = 30) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self.width = width
-        self.tty = stream.isatty()
+        self.bar: tqdm[Any] | None = None
+        self.started = time.perf_counter()
+        self.sent = 0
+
+    def __call__(self, sent: int, total: int) -> None:
+        self.sent = sent
+        if self.stream.isatty():
+            if self.bar is None:
+                self.bar = tqdm(
+                    total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="upload", file=self.stream
+                )
+            self.bar.update(sent - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.sent:
+            seconds = max(time.perf_counter() - self.started, 1e-6)
+            self.stream.write(
+                f"uploaded {self.sent} bytes in {seconds:.1f} s ({self.sent / seconds / 2**20:.1f} MiB/s)\n"
+            )
+            self.stream.flush()
+        self.bar, self.sent = None, 0
+
+
+class BuildBar:
+    """The build's phase and fraction done: a tqdm bar on a terminal; a line per phase otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.bar: tqdm[Any] | None = None
         self.last: tuple[str, str] | None = None
 
     def __call__(self, record: dict[str, Any]) -> None:
         status, phase = record["status"], record.get("phase") or ""
         fraction = record.get("progress") or (1.0 if status == "ready" else 0.0)
-        if self.tty:
-            filled = round(fraction * self.width)
-            bar = "#" * filled + "-" * (self.width - filled)
-            self.stream.write(f"\r[{bar}] {fraction:6.1%} {status} {phase:<16}")
+        if self.stream.isatty():
+            if self.bar is None:
+                self.bar = tqdm(
+                    total=1000, desc="build", file=self.stream, bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}"
+                )
+            self.bar.set_description(f"{status} {phase}".rstrip(), refresh=False)
+            self.bar.update(max(round(fraction * 1000) - self.bar.n, 0))
             if status in ("ready", "failed"):
-                self.stream.write("\n")
+                self.bar.close()
         elif (status, phase) != self.last:
             self.stream.write(f"{status} {phase}".rstrip() + "\n")
-        self.stream.flush()
+            self.stream.flush()
         self.last = (status, phase)
 
 
@@ -58,7 +95,16 @@ def _parser() -> argparse.ArgumentParser:
     up = commands.add_parser("upload", help="upload a graph file; prints its record as JSON")
     up.add_argument("file", type=Path)
     up.add_argument("--name")
-    up.add_argument("--format", choices=("gra", "edgelist", "json"), help="default: from the file name")
+    up.add_argument(
+        "--format", choices=FORMATS, help="default: from the file name (.csv .tsv .parquet .graphml .mtx ...)"
+    )
+    up.add_argument("--source-column", help="edge lists and tables: the sources' column, by name or 0-based position")
+    up.add_argument("--target-column", help="edge lists and tables: the targets' column, by name or 0-based position")
+    header = up.add_mutually_exclusive_group()
+    header.add_argument(
+        "--header", action="store_true", default=None, help="the edge list's first row names its columns"
+    )
+    header.add_argument("--no-header", dest="header", action="store_false", help="the edge list has no header row")
     up.add_argument("--dims", type=int, default=2)
     up.add_argument("--seed", type=int, default=0)
     up.add_argument("--backend", choices=BACKENDS)
@@ -94,11 +140,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(client: GrailClient, args: argparse.Namespace) -> int:
     if args.command == "upload":
-        record = client.upload(
-            args.file, name=args.name, format=args.format, dims=args.dims, seed=args.seed, backend=args.backend
-        )
+        upload_bar = UploadBar(sys.stderr)
+        try:
+            record = client.upload(
+                args.file,
+                name=args.name,
+                format=args.format,
+                dims=args.dims,
+                seed=args.seed,
+                backend=args.backend,
+                source_column=args.source_column,
+                target_column=args.target_column,
+                header=args.header,
+                on_upload=upload_bar,
+            )
+        finally:
+            upload_bar.close()
         if args.wait:
-            record = client.wait_until_ready(record["id"], poll=0.2, on_progress=ProgressBar(sys.stderr))
+            record = client.wait_until_ready(record["id"], poll=0.2, on_progress=BuildBar(sys.stderr))
         _print_json(record)
     elif args.command == "query":
         # The pairs go as they are (text lines) and the answers come back as lines: no parsing here.

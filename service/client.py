@@ -41,6 +41,8 @@ __all__ = [
     "GrailServiceError",
     "BuildFailedError",
     "content_type_for",
+    "format_for_path",
+    "UploadProgress",
     "DEFAULT_URL",
     "API_KEY_VARIABLE",
 ]
@@ -53,15 +55,34 @@ _TEXT_HEADERS = {"Content-Type": "text/plain", "Accept": "text/plain"}
 # The rest of the ASCII whitespace that the server splits text at (single bytes: found at memchr speed).
 _SPLIT_ELSEWHERE = (b"\t", b"\r", b"\x0b", b"\x0c")
 
+# What a file's name says about its format: a media type the server maps to the format (service.formats), or,
+# for formats without one, the format itself (sent as ?format=). DOT and GEXF go with their own media types,
+# which the server refuses before the upload with the supported formats named.
+_PARQUET, _ARROW = "application/vnd.apache.parquet", "application/vnd.apache.arrow.file"
 _SUFFIX_TYPES = {
     ".gra": "text/x-grail-gra",
     ".csv": "text/csv",
     ".tsv": "text/tab-separated-values",
     ".json": "application/json",
+    ".parquet": _PARQUET,
+    ".pq": _PARQUET,
+    ".arrow": _ARROW,
+    ".feather": _ARROW,
+    ".ipc": _ARROW,
+    ".arrows": "application/vnd.apache.arrow.stream",
+    ".graphml": "application/graphml+xml",
+    ".mtx": "text/x-matrix-market",
+    ".mm": "text/x-matrix-market",
+    ".dot": "text/vnd.graphviz",
+    ".gv": "text/vnd.graphviz",
+    ".gexf": "application/gexf+xml",
 }
+_SUFFIX_FORMATS = {".adjlist": "adjlist"}
 
 Record = dict[str, Any]
 Progress = Callable[[Record], None]
+# (bytes sent, bytes in all) after every chunk of an upload.
+UploadProgress = Callable[[int, int], None]
 Source = str | os.PathLike[str] | bytes
 
 
@@ -89,15 +110,22 @@ class BuildFailedError(GrailServiceError):
         self.record = record
 
 
+def _suffix(path: str | os.PathLike[str]) -> tuple[str, str | None]:
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        return (suffixes[-2] if len(suffixes) > 1 else ""), "gzip"
+    return (suffixes[-1] if suffixes else ""), None
+
+
 def content_type_for(path: str | os.PathLike[str]) -> tuple[str, str | None]:
     """Content-Type and Content-Encoding of a graph file from its name (``x.gra.gz`` -> gra, gzip)."""
-    suffixes = [s.lower() for s in Path(path).suffixes]
-    encoding = None
-    if suffixes and suffixes[-1] == ".gz":
-        encoding = "gzip"
-        suffixes = suffixes[:-1]
-    media = _SUFFIX_TYPES.get(suffixes[-1], "text/plain") if suffixes else "text/plain"
-    return media, encoding
+    suffix, encoding = _suffix(path)
+    return _SUFFIX_TYPES.get(suffix, "text/plain"), encoding
+
+
+def format_for_path(path: str | os.PathLike[str]) -> str | None:
+    """The ``format`` to send for a file whose format has no media type (``.adjlist``), else None."""
+    return _SUFFIX_FORMATS.get(_suffix(path)[0])
 
 
 @dataclass
@@ -105,12 +133,39 @@ class _Upload:
     params: dict[str, Any]
     headers: dict[str, str]
     body: bytes | Path
+    progress: UploadProgress | None = None
     size: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.size = len(self.body) if isinstance(self.body, bytes) else self.body.stat().st_size
         # A known length lets the server refuse an oversized upload (413) before it is sent.
         self.headers["Content-Length"] = str(self.size)
+
+    def content(self) -> bytes | Iterator[bytes]:
+        if self.progress is None and isinstance(self.body, bytes):
+            return self.body
+        return self._reported(_chunks(self.body))
+
+    def content_async(self) -> bytes | AsyncIterator[bytes]:
+        if self.progress is None and isinstance(self.body, bytes):
+            return self.body
+        return self._reported_async(_chunks_async(self.body))
+
+    def _reported(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        sent = 0
+        for chunk in chunks:
+            yield chunk
+            sent += len(chunk)
+            if self.progress is not None:
+                self.progress(sent, self.size)
+
+    async def _reported_async(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        sent = 0
+        async for chunk in chunks:
+            yield chunk
+            sent += len(chunk)
+            if self.progress is not None:
+                self.progress(sent, self.size)
 
 
 def _upload(
@@ -124,6 +179,8 @@ def _upload(
     wait: bool,
     content_type: str | None,
     content_encoding: str | None,
+    columns: _Columns,
+    progress: UploadProgress | None,
 ) -> _Upload:
     if isinstance(source, bytes):
         body: bytes | Path = source
@@ -131,26 +188,50 @@ def _upload(
     else:
         body = Path(source)
         guessed_type, guessed_encoding = content_type_for(body)
+        if format is None and content_type is None:
+            format = format_for_path(body)
         name = name or body.name
     params: dict[str, Any] = {"dims": dims, "seed": seed, "wait": "true" if wait else "false"}
-    for key, value in (("name", name), ("format", format), ("backend", backend)):
-        if value is not None:
-            params[key] = value
+    options = (("name", name), ("format", format), ("backend", backend), *columns.params())
+    params.update((key, value) for key, value in options if value is not None)
     headers = {"Content-Type": content_type or guessed_type}
     encoding = content_encoding or guessed_encoding
     if encoding:
         headers["Content-Encoding"] = encoding
-    return _Upload(params, headers, body)
+    return _Upload(params, headers, body, progress)
 
 
-def _file_chunks(path: Path) -> Iterator[bytes]:
-    with open(path, "rb") as fh:
+@dataclass(frozen=True)
+class _Columns:
+    """How an edge list or table is read: its source and target columns (a name or a 0-based position) and
+    whether its first row is a header (None: the server recognises them)."""
+
+    source: str | int | None = None
+    target: str | int | None = None
+    header: bool | None = None
+
+    def params(self) -> tuple[tuple[str, Any], ...]:
+        header = None if self.header is None else "true" if self.header else "false"
+        return (("source_column", self.source), ("target_column", self.target), ("header", header))
+
+
+def _chunks(body: bytes | Path) -> Iterator[bytes]:
+    if isinstance(body, bytes):
+        view = memoryview(body)
+        for start in range(0, len(view), _CHUNK):
+            yield bytes(view[start : start + _CHUNK])
+        return
+    with open(body, "rb") as fh:
         while chunk := fh.read(_CHUNK):
             yield chunk
 
 
-async def _file_chunks_async(path: Path) -> AsyncIterator[bytes]:
-    with open(path, "rb") as fh:
+async def _chunks_async(body: bytes | Path) -> AsyncIterator[bytes]:
+    if isinstance(body, bytes):
+        for chunk in _chunks(body):
+            yield chunk
+        return
+    with open(body, "rb") as fh:
         while chunk := await asyncio.to_thread(fh.read, _CHUNK):
             yield chunk
 
@@ -314,8 +395,18 @@ class GrailClient:
         wait: bool = False,
         content_type: str | None = None,
         content_encoding: str | None = None,
+        source_column: str | int | None = None,
+        target_column: str | int | None = None,
+        header: bool | None = None,
+        on_upload: UploadProgress | None = None,
     ) -> Record:
-        """Send a graph file (path, streamed) or bytes; returns its record (ready when ``wait``)."""
+        """Send a graph file (path, streamed) or bytes; returns its record (ready when ``wait``).
+
+        The format is the server's to tell (from ``format``, else the Content-Type, which a file's name sets:
+        .csv .tsv .json .gra .parquet .arrow .feather .graphml .mtx .adjlist, gzip-compressed too; else from
+        the content). ``source_column``/``target_column`` (a name or a 0-based position) and ``header``
+        choose how an edge list or table is read. ``on_upload(sent, total)`` is called after every chunk sent.
+        """
         up = _upload(
             source,
             name=name,
@@ -326,8 +417,10 @@ class GrailClient:
             wait=wait,
             content_type=content_type,
             content_encoding=content_encoding,
+            columns=_Columns(source_column, target_column, header),
+            progress=on_upload,
         )
-        content = up.body if isinstance(up.body, bytes) else _file_chunks(up.body)
+        content = up.content()
         timeout = None if wait else httpx.USE_CLIENT_DEFAULT
         return _check(
             self.http.post("/graphs", params=up.params, headers=up.headers, content=content, timeout=timeout)
@@ -422,6 +515,10 @@ class AsyncGrailClient:
         wait: bool = False,
         content_type: str | None = None,
         content_encoding: str | None = None,
+        source_column: str | int | None = None,
+        target_column: str | int | None = None,
+        header: bool | None = None,
+        on_upload: UploadProgress | None = None,
     ) -> Record:
         up = _upload(
             source,
@@ -433,8 +530,10 @@ class AsyncGrailClient:
             wait=wait,
             content_type=content_type,
             content_encoding=content_encoding,
+            columns=_Columns(source_column, target_column, header),
+            progress=on_upload,
         )
-        content = up.body if isinstance(up.body, bytes) else _file_chunks_async(up.body)
+        content = up.content_async()
         timeout = None if wait else httpx.USE_CLIENT_DEFAULT
         return _check(
             await self.http.post("/graphs", params=up.params, headers=up.headers, content=content, timeout=timeout)

@@ -180,7 +180,10 @@ class BuildRunner:
                 if not self._stopping:
                     worker.start()  # a worker that retired or died is replaced now, not at the next build
             except Exception:
-                log.exception("build worker %s did not start", worker.name)
+                if self._stopping:  # shut down while it started (its warm-up reads a graph of every format)
+                    log.info("build worker %s stopped while it started", worker.name)
+                else:
+                    log.exception("build worker %s did not start", worker.name)
 
     def _next(self, small_lane: bool) -> tuple[_Job, int, bool] | None:
         """The next job of this lane and the memory it may use (the job, its reservation, whether that is
@@ -216,6 +219,9 @@ class BuildRunner:
             upload=registry.upload_path(graph_id),
             staging=staging,
             format=params.format,
+            header=params.header,
+            source_column=params.source_column,
+            target_column=params.target_column,
             dims=params.dims,
             seed=params.seed,
             backend=params.backend,

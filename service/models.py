@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from grail_core.backend_names import BackendName
+from grail_core.format_names import FormatName
 
 from .registry import GraphRecord
 from .warmup import KernelState
@@ -29,7 +30,7 @@ __all__ = [
 
 # Integer names for .gra and all-integer edge lists, strings otherwise; an integer may come as a decimal string.
 NodeName = int | str
-GraphFormat = Literal["gra", "edgelist", "json"]
+GraphFormat = FormatName
 Backend = BackendName
 GraphStatusName = Literal["queued", "building", "ready", "failed"]
 

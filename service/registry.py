@@ -67,6 +67,10 @@ class BuildParams:
     dims: int
     seed: int
     backend: str
+    # How an edge list or table is read (grail_core.readers.read_graph); None: recognised from the file.
+    source_column: str | None = None
+    target_column: str | None = None
+    header: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,10 @@ class BuildJob:
     max_name_bytes: int
     memory_bytes: int  # the most this build may allocate, beyond the worker's idle size
     request_id: str
+    # How an edge list or table is read (read_graph's options); None: recognised from the file.
+    header: bool | None = None
+    source_column: str | None = None
+    target_column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,13 +154,18 @@ def warm_up_builds(backend: str) -> None:
 
     warm_up_build(backend)
 
-    for text in (
-        b"0 1\n1 2\n2 0\n2 3\n",
-        b"a b\nb c\nc a\n",
-        b'{"edges": [[0, 1], [1, 2], [2, 0]], "nodes": [3]}',
-        b"graph_for_greach\n3\n0: 1 #\n1: 2 #\n2: 0 #\n",
+    for text, format in (
+        (b"0 1\n1 2\n2 0\n2 3\n", None),
+        (b"a b\nb c\nc a\n", None),
+        (b'source,target\n"a, b",c\nc,"a, b"\n', None),
+        (b'{"edges": [[0, 1], [1, 2], [2, 0]], "nodes": [3]}', None),
+        (b'{"nodes": [{"id": "a"}], "links": [{"source": "a", "target": "b"}]}', None),
+        (b"graph_for_greach\n3\n0: 1 #\n1: 2 #\n2: 0 #\n", None),
+        (b"%%MatrixMarket matrix coordinate pattern symmetric\n3 3 2\n2 1\n3 2\n", None),
+        (b"# networkx\na b c\nb a\n", "adjlist"),
+        (b'<graphml><graph><node id="a"/><edge source="a" target="b"/></graph></graphml>', None),
     ):
-        ReachabilityIndex.build(read_graph(text), backend="cpu")
+        ReachabilityIndex.build(read_graph(text, format), backend="cpu")
 
 
 def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, ...]:
@@ -169,7 +178,13 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
         text = _plain_text(job)
         try:
             graph = read_graph(
-                text, format=job.format, max_bytes=job.max_graph_bytes, max_name_bytes=job.max_name_bytes
+                text,
+                format=job.format,
+                header=job.header,
+                source_column=job.source_column,
+                target_column=job.target_column,
+                max_bytes=job.max_graph_bytes,
+                max_name_bytes=job.max_name_bytes,
             )
         except RecursionError:
             raise GraphFormatError("the document is nested too deeply") from None

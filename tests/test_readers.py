@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import numpy as np
 import pytest
@@ -58,10 +59,12 @@ def test_gra_errors_name_the_line(data: bytes, line: int, words: str) -> None:
 
 
 def test_edge_list_separators_comments_header_and_extra_columns() -> None:
-    text = b"# a comment\n% another\nsource,target,weight\n10,20,0.5\n20\t30\n 30 10 \n\n10,10\n"
+    text = b"# a comment\n% another\nsource,target,weight\n10,20,0.5\n20,30,1\n30,10,2\n\n10,10,3\n"
     graph = read_graph(text, "edgelist")
     assert graph.names.are_integers
     assert edges_of(graph) == {(10, 20), (20, 30), (30, 10), (10, 10)}
+    blanks = read_graph(b"# a comment\n10 20\n20\t30\n 30 10 \n\n10  10\n", "edgelist")
+    assert edges_of(blanks) == edges_of(graph)
 
 
 def test_edge_list_integer_names_are_kept_not_renumbered() -> None:
@@ -153,7 +156,7 @@ def test_gzip_input_and_format_guessing(tmp_path) -> None:
 
 def test_unknown_format_is_a_parameter_error() -> None:
     with pytest.raises(InvalidParameterError):
-        read_graph(GRA, "graphml")
+        read_graph(GRA, "svg")
 
 
 def test_json_integer_fast_path_agrees_with_the_json_module() -> None:
@@ -187,7 +190,12 @@ def test_size_limit_applies_after_decompression() -> None:
 # Named graphs against brute force: every format's names map to the same graph, answered by name.
 
 NAME_ALPHABET = st.characters(blacklist_categories=("Cs", "Zs", "Cc"), blacklist_characters="#%,\"'")
-STRING_NAMES = st.text(NAME_ALPHABET, min_size=1, max_size=8).map(lambda s: s + "\0" if s.endswith("0") else s)
+# Not all decimal integers: an edge list of those is a graph of integer names.
+STRING_NAMES = (
+    st.text(NAME_ALPHABET, min_size=1, max_size=8)
+    .map(lambda s: s + "\0" if s.endswith("0") else s)
+    .filter(lambda s: re.fullmatch(r"[+-]?[0-9]+", s) is None)
+)
 SPARSE_INTS = st.one_of(st.integers(-(2**63), 2**63 - 1), st.sampled_from([-(2**63), 2**63 - 1, -1, 0]))
 
 
@@ -204,7 +212,8 @@ def test_named_graphs_in_every_format_match_bfs(graph: tuple[int, list[tuple[int
     for data_bytes, format_name, nodes in ((edge_list, "edgelist", present), (document, "json", range(n))):
         if not nodes:
             continue
-        index = ReachabilityIndex.build(read_graph(data_bytes, format_name, header=False), backend="cpu")
+        options = {"header": False} if format_name == "edgelist" else {}
+        index = ReachabilityIndex.build(read_graph(data_bytes, format_name, **options), backend="cpu")
         assert index.names.kind in (("str",) if strings else ("int", "range"))
         assert sorted(index.names.names_of(range(index.names.size)), key=str) == sorted(
             (names[u] for u in nodes), key=str

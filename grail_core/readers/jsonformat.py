@@ -1,4 +1,6 @@
-"""JSON graphs: ``{"edges": [[u, v], ...], "nodes": [...]}``; ``nodes`` lists extra (isolated) nodes.
+"""JSON graphs: ``{"edges": [[u, v], ...], "nodes": [...]}``, ``nodes`` listing extra (isolated) nodes; and
+networkx's node-link documents (``node_link_data``): ``{"nodes": [{"id": ..}, ...], "links"`` (or ``"edges"``)
+``: [{"source": .., "target": ..}, ...], "directed": ..}``, whose edges run both ways where ``directed`` is false.
 
 Documents whose names are all integers are scanned straight into arrays (no Python object per edge);
 anything else goes through the ``json`` module, which also words the errors.
@@ -202,19 +204,8 @@ def parse_json(data: bytes | memoryview, max_name_bytes: int = MAX_NAME_BYTES) -
         raise GraphFormatError(f"invalid JSON: {error.msg}", line=error.lineno) from None
     except UnicodeDecodeError as error:
         raise GraphFormatError(f"invalid JSON: not UTF-8 ({error})") from None
-    if not isinstance(document, dict) or "edges" not in document:
-        raise GraphFormatError('JSON graph must be an object with an "edges" list')
-    edges = document["edges"]
-    nodes = document.get("nodes", [])
-    if not isinstance(edges, list) or not isinstance(nodes, list):
-        raise GraphFormatError('"edges" and "nodes" must be lists')
+    flat, num_edges, both_ways = _ends_and_nodes(document)
     kinds: set[str] = set()
-    flat: list[Any] = []
-    for position, edge in enumerate(edges):
-        if not (isinstance(edge, list) and len(edge) == 2):
-            raise GraphFormatError(f"edge {position} must be a pair [source, target], got {edge!r}")
-        flat.extend(edge)
-    flat.extend(nodes)
     for value in flat:
         kind = _name_kind(value)
         if kind is None:
@@ -225,10 +216,50 @@ def parse_json(data: bytes | memoryview, max_name_bytes: int = MAX_NAME_BYTES) -
     if not flat:
         raise GraphFormatError("empty graph: no edges and no nodes")
     if kinds == {"str"}:
-        _check_names(data, flat, len(edges), max_name_bytes)
+        _check_names(data, flat, num_edges, max_name_bytes)
         names, ids = intern_strings(NameTokens.from_strings(flat), max_name_bytes=max_name_bytes)
-        return _graph(names, ids, len(edges))
-    outside = next((value for value in flat if not -(2**63) <= value < 2**63), None)
-    if outside is not None:
-        raise GraphFormatError(f"node name {outside} is outside the range of 64-bit integers")
-    return _graph(*intern_integers(np.array(flat, dtype=np.int64)), len(edges))
+    else:
+        outside = next((value for value in flat if not -(2**63) <= value < 2**63), None)
+        if outside is not None:
+            raise GraphFormatError(f"node name {outside} is outside the range of 64-bit integers")
+        names, ids = intern_integers(np.array(flat, dtype=np.int64))
+    graph = _graph(names, ids, num_edges)
+    if both_ways:
+        src, dst = np.concatenate([graph.src, graph.dst]), np.concatenate([graph.dst, graph.src])
+        graph = GraphInput(num_nodes=graph.num_nodes, src=src, dst=dst, names=graph.names, format="json")
+    return graph
+
+
+def _ends_and_nodes(document: Any) -> tuple[list[Any], int, bool]:
+    """[source 0, target 0, source 1, ...] + the nodes' names, the number of edges, and whether they run both
+    ways: from ``{"edges": [[u, v], ...], "nodes": [...]}``, or from networkx's node-link documents
+    (``{"nodes": [{"id": ..}], "links" or "edges": [{"source": .., "target": ..}], "directed": ..}``)."""
+    if not isinstance(document, dict) or not ({"edges", "links"} & document.keys()):
+        raise GraphFormatError('JSON graph must be an object with an "edges" list (or node-link "links")')
+    if "edges" in document and "links" in document:
+        raise GraphFormatError('a JSON graph has "edges" or "links", not both')
+    edges = document.get("links", document.get("edges"))
+    nodes = document.get("nodes", [])
+    if not isinstance(edges, list) or not isinstance(nodes, list):
+        raise GraphFormatError('"edges" ("links") and "nodes" must be lists')
+    node_link = "links" in document or any(isinstance(item, dict) for item in (edges[:1] + nodes[:1]))
+    flat: list[Any] = []
+    if not node_link:
+        for position, edge in enumerate(edges):
+            if not (isinstance(edge, list) and len(edge) == 2):
+                raise GraphFormatError(f"edge {position} must be a pair [source, target], got {edge!r}")
+            flat.extend(edge)
+        return flat + nodes, len(edges), False
+    for position, edge in enumerate(edges):
+        if not (isinstance(edge, dict) and "source" in edge and "target" in edge):
+            raise GraphFormatError(f'edge {position} must be an object with "source" and "target", got {edge!r}')
+        flat.append(edge["source"])
+        flat.append(edge["target"])
+    for position, node in enumerate(nodes):
+        if not (isinstance(node, dict) and "id" in node):
+            raise GraphFormatError(f'nodes[{position}] must be an object with an "id", got {node!r}')
+        flat.append(node["id"])
+    directed = document.get("directed", True)
+    if not isinstance(directed, bool):
+        raise GraphFormatError(f'"directed" must be true or false, got {directed!r}')
+    return flat, len(edges), not directed

@@ -11,7 +11,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from grail_core.backends import resolve_backend
+from grail_core.errors import InvalidParameterError
 from grail_core.index import MAX_DIMS
+from grail_core.readers import check_options
 
 from ..bodies import declared_length, stream_to_file
 from ..conventions import accepts_json
@@ -28,6 +30,10 @@ log = logging.getLogger("grail.service.graphs")
 
 router = APIRouter(prefix="/graphs", tags=["graphs"])
 
+_COLUMN = (
+    "edge lists, Parquet and Arrow: the column of the {role}, by name or 0-based position "
+    "(default: recognised by its name; an ambiguous table is refused with a message naming this parameter)"
+)
 _TEXT_BODY: dict[str, Any] = {"minLength": 1, "description": "the graph file's text", "example": "0 1\n1 2\n"}
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -44,7 +50,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         201: {"model": GraphOut, "description": "with wait=true: the index is ready"},
         400: {"model": ErrorOut, "description": "the client went away before the body was complete"},
         413: {"model": ErrorOut, "description": "body over the size limit, or a graph needing more build memory"},
-        415: {"model": ErrorOut, "description": "format unknown from Content-Type and no ?format="},
+        415: {"model": ErrorOut, "description": "format unknown or refused (DOT, GEXF) from Content-Type"},
         422: {"model": ErrorOut, "description": "bad parameter, or (wait=true) malformed graph, with its line"},
         500: {"model": ErrorOut, "description": "(wait=true) the build failed on the server's side"},
         503: {"model": ErrorOut, "description": "too many uploads or builds at once (Retry-After), read-only disk"},
@@ -61,6 +67,13 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
                 "application/json": {
                     "schema": {"type": "object", "example": {"edges": [[0, 1], [1, 2]], "nodes": [3]}}
                 },
+                # GraphML (application/graphml+xml) is read too; an XML media type here would have schema tools
+                # write the body as XML of the schema, not as a graph file.
+                "text/x-matrix-market": {"schema": _TEXT_BODY},
+                **{
+                    media: {"schema": {"type": "string", "format": "binary", "minLength": 1}}
+                    for media in ("application/vnd.apache.parquet", "application/vnd.apache.arrow.file")
+                },
                 "application/gzip": {"schema": {"type": "string", "format": "binary", "minLength": 1}},
             },
         }
@@ -75,9 +88,19 @@ async def upload_graph(
     seed: Annotated[int, Query(ge=0, lt=2**63, description="seed of the random child orders")] = 0,
     backend: Annotated[Backend | None, Query(description="build backend; the server's default if omitted")] = None,
     wait: Annotated[bool, Query(description="answer 201 only once the index is ready")] = False,
+    source_column: Annotated[str | None, Query(max_length=200, description=_COLUMN.format(role="sources"))] = None,
+    target_column: Annotated[str | None, Query(max_length=200, description=_COLUMN.format(role="targets"))] = None,
+    header: Annotated[
+        bool | None, Query(description="edge lists: whether the first row names the columns (default: recognised)")
+    ] = None,
 ) -> Response:
     accepts_json(request.headers.get("accept"))
     graph_format = format_for(format, request.headers.get("content-type"), request.headers.get("content-encoding"))
+    # Options the format does not take are refused before the upload is read.
+    try:
+        check_options(graph_format, header=header, source_column=source_column, target_column=target_column)
+    except InvalidParameterError as error:
+        raise ServiceError(422, "InvalidParameter", str(error)) from None
     chosen_backend = backend or state.settings.backend
     # The core's own check, run before the upload so that a bad backend costs no transfer.
     resolve_backend(chosen_backend)
@@ -98,7 +121,15 @@ async def upload_graph(
                 raise ServiceError(400, "ClientDisconnect", "the connection broke before the upload was answered")
             estimate = await asyncio.to_thread(estimate_upload, path, graph_format)
             state.runner.check(estimate)
-            params = BuildParams(format=graph_format, dims=dims, seed=seed, backend=chosen_backend)
+            params = BuildParams(
+                format=graph_format,
+                dims=dims,
+                seed=seed,
+                backend=chosen_backend,
+                source_column=source_column,
+                target_column=target_column,
+                header=header,
+            )
             record = await asyncio.to_thread(state.registry.add, graph_id, name or graph_id, params, size)
         except BaseException:
             path.unlink(missing_ok=True)

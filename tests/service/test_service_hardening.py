@@ -48,6 +48,8 @@ _LIMITS = (
 def hard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("grail-hard")
     server = Server(root / "data", root / "server.log", *_LIMITS).start()
+    # The memory tests measure the server's growth from a request: the kernels' compilation comes first.
+    server.wait_until_ready()
     yield server
     server.stop()
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grail_core.names import NameTokens
-from service.client import content_type_for
+from service.client import content_type_for, format_for_path
 from service.codecs import answer_type, decode_pairs, encode_answers, parse_get_pairs
 from service.errors import ServiceError
 from service.formats import format_for
@@ -86,6 +86,18 @@ def test_format_from_content_type() -> None:
     assert content_type_for("a/b.gra.gz") == ("text/x-grail-gra", "gzip")
     assert content_type_for("edges.tsv") == ("text/tab-separated-values", None)
     assert content_type_for("edges") == ("text/plain", None)
+    # The formats of pyarrow, GraphML and Matrix Market by their media types; DOT and GEXF refused by theirs.
+    assert format_for(None, "application/vnd.apache.parquet", None) == "parquet"
+    assert format_for(None, "application/vnd.apache.arrow.stream", None) == "arrow"
+    assert format_for(None, "application/graphml+xml", None) == "graphml"
+    assert format_for(None, "text/x-matrix-market", None) == "mtx"
+    for refused in ("text/vnd.graphviz", "application/gexf+xml"):
+        with pytest.raises(ServiceError) as info:
+            format_for(None, refused, None)
+        assert info.value.status == 415 and "parquet, arrow, graphml, mtx, adjlist" in info.value.detail
+    assert content_type_for("g.parquet") == ("application/vnd.apache.parquet", None)
+    assert content_type_for("G.GraphML.gz") == ("application/graphml+xml", "gzip")
+    assert format_for_path("g.adjlist.gz") == "adjlist" and format_for_path("g.csv") is None
 
 
 def test_pairs_codecs() -> None:
