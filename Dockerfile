@@ -113,6 +113,10 @@ EXPOSE 8000
 USER 10001:10001
 WORKDIR /var/lib/grail
 
+# numba's cache filled with the CPU build and query kernels, so that a container's first upload compiles
+# nothing (numba keys its cache by CPU model: on another kind of CPU the start-up warm-up compiles again).
+RUN python -c "from grail_core.warmup import warm_up; warm_up('cpu')"
+
 # Liveness: /health answers within seconds of the start, while the kernels may still compile (/ready says when
 # they are done; use it for a load balancer's readiness).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \

@@ -9,16 +9,18 @@
   a giant strongly connected component, self loops; not a DAG (the benchmark condenses it).
 * ``chain``: a path of 1M nodes (1M levels, the deep-graph extreme).
 
+``rmat_edges`` gives raw edge arrays instead (cycles, self loops and duplicate edges included), for the
+build benchmark.
+
 Edges are de-duplicated and rows sorted; the child orders of a benchmark come from
 ``grail_core.labeling.make_child_orders`` as for real graphs. Pair batches: ``downward_walk_pairs``
 (80% pairs from short random walks, so reachable, the rest uniform) and uniform pairs.
-``grail_core.labeling.make_child_orders`` as for real graphs.
 
 Named graphs, for the name lookups (edge lists, as users upload them):
 
 * ``package_graph``: ~60k nodes named like Debian packages (``libfoo-bar2-dev``, ``python3-baz``, ...),
   dependencies drawn towards popular packages, a few of them circular.
-* ``rmat_edges`` with ``sparse_names``: an R-MAT graph whose nodes are named by random 40-bit integers.
+* ``rmat_edge_list``: ``rmat_edges`` with ``sparse_names``, nodes named by random 40-bit integers.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from numba import njit, prange
 
 from grail_core.synthetic import csr_from_edges as _csr
 from grail_core.synthetic import downward_walk_pairs, layered_dag
@@ -107,22 +110,62 @@ def chain(nodes: int = 1_000_000) -> tuple[np.ndarray, np.ndarray]:
     return indptr, np.arange(1, nodes, dtype=np.int32)
 
 
-def rmat(
-    nodes: int = 1 << 21, edges: int = 16_000_000, a: float = 0.57, b: float = 0.19, c: float = 0.19, seed: int = 0
+@njit(inline="always")
+def _mix(z):
+    # splitmix64's finalizer: one independent 64-bit draw per (edge, level).
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(parallel=True, cache=True)
+def _rmat(scale, edges, seed, a, ab, abc, permutation, src, dst):
+    # A quadrant per level from 16 bits of a 64-bit draw: four levels a draw.
+    for i in prange(edges):
+        u = 0
+        v = 0
+        base = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(i) * np.uint64(scale)
+        bits = np.uint64(0)
+        for level in range(scale):
+            if level % 4 == 0:
+                bits = _mix(base + np.uint64(level))
+            draw = np.int64(bits & np.uint64(0xFFFF))
+            bits >>= np.uint64(16)
+            u <<= 1
+            v <<= 1
+            if draw >= a:
+                if draw < ab:
+                    v += 1
+                elif draw < abc:
+                    u += 1
+                else:
+                    u += 1
+                    v += 1
+        src[i] = permutation[u]
+        dst[i] = permutation[v]
+
+
+def rmat_edges(
+    scale: int, edges: int, seed: int = 0, probabilities: tuple[float, float, float] = (0.57, 0.19, 0.19)
 ) -> tuple[np.ndarray, np.ndarray]:
-    """R-MAT (Chakrabarti, Zhan and Faloutsos 2004): each edge picks a quadrant of the adjacency matrix per
-    bit of the ids, (a, b, c, 1 - a - b - c) for (top left, top right, bottom left, bottom right); ids
-    above ``nodes`` wrap, and all are shuffled so that degree does not follow the id."""
-    rng = np.random.default_rng(seed)
-    bits = max(1, int(np.ceil(np.log2(nodes))))
-    src = np.zeros(edges, dtype=np.int64)
-    dst = np.zeros(edges, dtype=np.int64)
-    for bit in range(bits):
-        draw = rng.random(edges)
-        src |= (draw >= a + b).astype(np.int64) << bit
-        dst |= (((draw >= a) & (draw < a + b)) | (draw >= a + b + c)).astype(np.int64) << bit
-    shuffle = rng.permutation(nodes)
-    return _csr(nodes, shuffle[src % nodes], shuffle[dst % nodes])
+    """R-MAT edges (Chakrabarti et al.; Graph500's a, b, c) over 2**scale nodes, ids randomly permuted.
+
+    Directed, so the graph has a giant strongly connected component, many small ones and many nodes
+    with no edge at all; self loops and duplicate edges are kept. int32 ids.
+    """
+    a, b, c = (round(float(p) * 65536) for p in np.cumsum(probabilities))
+    permutation = np.random.default_rng(seed).permutation(1 << scale).astype(np.int32)
+    src = np.empty(edges, dtype=np.int32)
+    dst = np.empty(edges, dtype=np.int32)
+    _rmat(scale, edges, seed, a, b, c, permutation, src, dst)
+    return src, dst
+
+
+def rmat(nodes: int = 1 << 21, edges: int = 16_000_000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``rmat_edges`` over the bits of ``nodes`` as CSR (duplicates and self loops removed later by the build,
+    here by ``_csr``); ids at or above ``nodes`` wrap."""
+    src, dst = rmat_edges(max(1, int(np.ceil(np.log2(nodes)))), edges, seed)
+    return _csr(nodes, src % nodes, dst % nodes)
 
 
 # Name -> (generator, its default size arguments); --scale multiplies nodes and edges, not levels.
@@ -198,19 +241,6 @@ def package_graph(nodes: int = 60_000, edges: int = 250_000, seed: int = 0) -> t
     src, dst = np.where(flip, dst, src), np.where(flip, src, dst)
     keep = src != dst
     return src[keep], dst[keep]
-
-
-def rmat_edges(scale: int, edges: int, seed: int = 0, abc: tuple[float, float, float] = (0.57, 0.19, 0.19)):
-    """An R-MAT graph over 2**scale node ids (many of them unused): each edge picks a quadrant per bit."""
-    rng = np.random.default_rng(seed)
-    src = np.zeros(edges, dtype=np.int64)
-    dst = np.zeros(edges, dtype=np.int64)
-    a, b, c = abc
-    for bit in range(scale):
-        r = rng.random(edges)
-        src |= (r >= a + b).astype(np.int64) << bit
-        dst |= (((r >= a) & (r < a + b)) | (r >= a + b + c)).astype(np.int64) << bit
-    return src, dst
 
 
 def sparse_names(count: int, seed: int = 0, bits: int = 40) -> np.ndarray:

@@ -34,6 +34,9 @@ __all__ = [
     "resolve_backend",
     "search_scheduler",
     "start_calibration",
+    "DeviceBuildUnavailable",
+    "device_build",
+    "warm_up_device",
 ]
 
 log = logging.getLogger(__name__)
@@ -105,6 +108,31 @@ def compute_labels(
             log.info("GPU labeling declined (%s); labeling %d nodes on the CPU", reason, indptr.size - 1)
     post, minpost, tree_low = label_all(indptr, child_orders, root)
     return LabelResult(post, minpost, tree_low, "cpu")
+
+
+class DeviceBuildUnavailable(RuntimeError):
+    """The GPU build cannot run here (no CuPy, graph too large for the device): build on the CPU."""
+
+
+def device_build(num_nodes: int, num_edges: int) -> Any:
+    """A ``kernels.build.DeviceBuild`` for a graph of this size; ``DeviceBuildUnavailable`` when the GPU
+    build cannot take it (the reason is the message)."""
+    try:
+        from kernels.arrays import DeviceArraysUnavailable
+        from kernels.build import DeviceBuild
+    except ImportError as error:
+        raise DeviceBuildUnavailable(str(error)) from None
+    try:
+        return DeviceBuild(num_nodes, num_edges)
+    except (DeviceArraysUnavailable, MemoryError) as error:
+        raise DeviceBuildUnavailable(str(error)) from None
+
+
+def warm_up_device() -> None:
+    """Compiles the GPU build's kernels (``kernels.build.warm_up``); the search's compile with its first call."""
+    from kernels.build import warm_up
+
+    warm_up()
 
 
 def label_on_gpus(

@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -15,10 +16,9 @@ import numba
 import numpy as np
 
 from . import backends
-from .condensation import condense
+from .build import ProgressCallback, build_index_arrays
 from .errors import IndexFileError, InvalidParameterError, UnknownNodeError
-from .graph import Digraph
-from .labeling import make_child_orders, with_virtual_root
+from .graph import Digraph, edge_id_range
 from .names import MAX_NAME_BYTES, NameTokens, NodeNames
 from .overlay import Overlay, Snapshot, UpdatePlan, UpdateResult
 from .query import (
@@ -30,12 +30,11 @@ from .query import (
     answer_pair,
     filter_pairs,
     pack,
-    pairs_per_chunk,
 )
 from .readers import GraphInput, GraphSource, read_graph
 from .stats import IndexStats, QueryStats
 from .storage import index_checksum, read_index_dir, write_index_dir
-from .supportive import HUB_BITS, choose_hubs, hub_reach_masks
+from .supportive import HUB_BITS
 from .traversal import (
     UP_ADDED,
     UP_REMOVED,
@@ -46,7 +45,7 @@ from .traversal import (
     keys_to_nodes,
     pair_changed,
     shortest_path,
-    walk_from,
+    walk,
     walk_pairs,
 )
 from .views import GraphViews, frozen
@@ -65,30 +64,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_DIMS = 8
-ProgressCallback = Callable[[str, float], None]
-
-# Share of the build time each phase usually takes, for the progress fraction.
-_PHASES = (("graph", 0.15), ("condense", 0.25), ("labels", 0.45), ("hubs", 0.15))
-
-
-class _Timer:
-    """Times the build's phases and reports progress after each one."""
-
-    def __init__(self, progress: ProgressCallback | None) -> None:
-        self.progress = progress
-        self.seconds: dict[str, float] = {}
-        self.done = 0.0
-
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        if self.progress:
-            self.progress(name, self.done)
-        start = time.perf_counter()
-        yield
-        self.seconds[name] = time.perf_counter() - start
-        self.done += dict(_PHASES)[name]
-        if self.progress:
-            self.progress(name, min(self.done, 1.0))
 
 
 def _all_pairs(pairs: list[Any] | tuple[Any, ...]) -> bool:
@@ -172,6 +147,16 @@ def _check_parameters(dims: int, seed: int, hubs: int) -> None:
         raise InvalidParameterError(f"seed must be a non-negative integer, got {seed!r}")
 
 
+def _edge_array(ids: np.ndarray) -> np.ndarray:
+    """int32 and int64 ids are used as they are (no copy); other integer types become int64 (ids that do
+    not fit int64 are refused)."""
+    if ids.dtype in (np.int32, np.int64) and ids.flags.c_contiguous:
+        return ids
+    if ids.dtype.kind == "u" and ids.size and int(ids.max()) >= 2**63:
+        raise InvalidParameterError("node ids must lie below 2**63")
+    return np.ascontiguousarray(ids, dtype=np.int64)
+
+
 class ReachabilityIndex:
     """An exact reachability index: GRAIL interval labels over the SCC condensation, plus hub masks.
 
@@ -238,47 +223,25 @@ class ReachabilityIndex:
         """
         _check_parameters(dims, seed, hubs)
         resolved = backends.resolve_backend(backend)
-        timer = _Timer(progress)
-        with timer.phase("graph"):
-            digraph = Digraph.from_edges(graph.num_nodes, graph.src, graph.dst)
-        with timer.phase("condense"):
-            condensation = condense(digraph)
-        dag = condensation.dag
-        with timer.phase("labels"):
-            indptr, indices, root = with_virtual_root(dag.out_indptr, dag.out_indices)
-            orders = make_child_orders(indptr, indices, dims, seed)
-            labels = backends.compute_labels(resolved, indptr, orders, root, num_levels=condensation.num_levels + 1)
-        with timer.phase("hubs"):
-            hub_nodes = choose_hubs(dag, hubs)
-            fwd, bwd = hub_reach_masks(dag, hub_nodes)
-        n_dag = dag.num_nodes
-        arrays = QueryArrays(
-            comp=condensation.comp,
-            out_indptr=dag.out_indptr,
-            out_indices=dag.out_indices,
-            level=condensation.level,
-            lo=np.ascontiguousarray(labels.minpost[:, :n_dag].T),
-            hi=np.ascontiguousarray(labels.post[:, :n_dag].T),
-            tree_lo=np.ascontiguousarray(labels.tree_low[:, :n_dag].T),
-            fwd=fwd,
-            bwd=bwd,
+        built = build_index_arrays(
+            graph.num_nodes, graph.src, graph.dst, dims=dims, seed=seed, hubs=hubs, backend=resolved, progress=progress
         )
-        phase_seconds = dict(timer.seconds)
-        phase_seconds.update({f"labels.{name}": value for name, value in labels.phase_seconds.items()})
+        arrays = built.arrays
         stats = IndexStats(
-            nodes=digraph.num_nodes,
-            edges=digraph.num_edges,
+            nodes=built.num_nodes,
+            edges=built.num_edges,
             edge_entries=graph.num_edge_entries,
-            components=n_dag,
-            dag_nodes=n_dag,
-            dag_edges=dag.num_edges,
-            levels=condensation.num_levels,
+            components=arrays.level.size,
+            dag_nodes=arrays.level.size,
+            dag_edges=arrays.out_indices.size,
+            levels=built.levels,
             dims=int(dims),
             seed=int(seed),
-            backend=labels.backend,
-            hubs=int(hub_nodes.size),
+            backend=built.labels_backend,
+            hubs=built.hubs,
             names=graph.names.kind,
-            phase_seconds=phase_seconds,
+            phase_seconds=built.phase_seconds,
+            phase_backends=built.phase_backends,
         )
         log.info(
             "indexed %d nodes, %d edges (%d DAG nodes) on %s in %.3f s",
@@ -288,7 +251,7 @@ class ReachabilityIndex:
             stats.backend,
             stats.build_seconds,
         )
-        return cls(graph.names, (digraph.out_indptr, digraph.out_indices), arrays, stats, search_backend=resolved)
+        return cls(graph.names, built.graph_csr, arrays, stats, search_backend=resolved)
 
     @classmethod
     def from_edges(cls, src: Any, dst: Any = None, *, num_nodes: int | None = None, **build: Any) -> ReachabilityIndex:
@@ -307,13 +270,14 @@ class ReachabilityIndex:
             raise InvalidParameterError("src and dst must be one-dimensional arrays of equal length")
         if src.size and (src.dtype.kind not in "iu" or dst.dtype.kind not in "iu"):
             raise InvalidParameterError("edge arrays must hold integer node ids")
-        largest = int(max(src.max(), dst.max())) if src.size else -1
+        src, dst = _edge_array(src), _edge_array(dst)
+        smallest, largest = edge_id_range(src, dst) if src.size else (0, -1)
         n = largest + 1 if num_nodes is None else int(num_nodes)
-        if src.size and (min(src.min(), dst.min()) < 0 or largest >= n):
+        if smallest < 0 or largest >= n:
             raise InvalidParameterError(f"node ids must lie in 0..{n - 1}")
         if n == 0:
             raise InvalidParameterError("empty graph: no nodes")
-        graph = GraphInput(n, src.astype(np.int64), dst.astype(np.int64), NodeNames.identity(n), "arrays")
+        graph = GraphInput(n, src, dst, NodeNames.identity(n), "arrays")
         return cls.build(graph, **build)
 
     @classmethod
@@ -544,24 +508,25 @@ class ReachabilityIndex:
         """'u reaches v' on a version's graph, by a search over it (one pair, the calling thread)."""
         delta, forward, _ = self._delta(snap)
         with self._walk_pool(_walk_size(self.views, snap)).take() as (stamp, queue, mark):
-            found, _ = walk_from(self.views.forward(), delta, forward, self.hot, u, v, True, stamp, mark, queue)
+            found, _ = walk(self.views.forward(), delta, forward, self.hot, u, v, True, stamp, mark, queue)
         return bool(found)
 
     def _walk_batch(self, snap: Snapshot, pairs: np.ndarray, which: np.ndarray, answers: np.ndarray) -> None:
-        """Answers of ``pairs[which]`` on a version's graph into ``answers``, over all cores."""
+        """Answers of ``pairs[which]`` on a version's graph into ``answers``, slices over the cores."""
         delta, forward, _ = self._delta(snap)
-        size = _walk_size(self.views, snap)
-        available = numba.get_num_threads()
-        threads = 1 if which.size < SERIAL_BATCH else available
-        dtype = np.int32 if size < 2**31 else np.int64
-        stamps = np.zeros((threads, size), dtype=np.int32)
-        queues = np.empty((threads, size), dtype=dtype)
-        numba.set_num_threads(threads)
-        try:
-            with numba.parallel_chunksize(pairs_per_chunk(which.size, threads)):
-                walk_pairs(self.views.forward(), delta, forward, self.hot, pairs, which, answers, stamps, queues)
-        finally:
-            numba.set_num_threads(available)
+        pool = self._walk_pool(_walk_size(self.views, snap))
+        side = self.views.forward()
+        threads = 1 if which.size < SERIAL_BATCH else numba.get_num_threads()
+
+        def run(part: np.ndarray) -> None:
+            with pool.take(marks=max(1, part.size)) as (stamp, queue, mark):
+                walk_pairs(side, delta, forward, self.hot, pairs, part, True, answers, stamp, mark, queue)
+
+        if threads == 1:
+            run(which)
+            return
+        with ThreadPoolExecutor(threads) as executor:
+            list(executor.map(run, np.array_split(which, threads)))
 
     def path(self, source: Any, target: Any) -> list[int | str] | None:
         """A shortest path from ``source`` to ``target`` through the graph (names as uploaded, both ends
@@ -680,7 +645,7 @@ class ReachabilityIndex:
         side = self.views.forward() if forward else self.views.backward()
         added = added_forward if forward else added_backward
         with self._walk_pool(_walk_size(self.views, snap)).take() as (stamp, queue, mark):
-            _, count = walk_from(side, delta, added, self.hot, u, -1, False, stamp, mark, queue)
+            _, count = walk(side, delta, added, self.hot, u, -1, False, stamp, mark, queue)
             return consume(queue, count)
 
     def _walk_count(self, snap: Snapshot | None, u: int, forward: bool) -> int:

@@ -11,7 +11,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["make_child_orders", "label_all", "with_virtual_root", "label_dtype"]
+from .graph import row_chunks
+from .parallel import chunk_count, chunk_range, key_cursors
+
+__all__ = [
+    "make_child_orders",
+    "dimension_seeds",
+    "order_key",
+    "label_all",
+    "with_virtual_root",
+    "label_dtype",
+]
 
 
 def label_dtype(num_nodes: int) -> type[np.integer]:
@@ -32,38 +42,130 @@ def with_virtual_root(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarr
 
 
 @njit(nogil=True, inline="always")
-def _next_random(state):
-    # splitmix64: a fast, well-mixed, seedable generator; numba's np.random costs ~10x more per draw.
-    state = state + np.uint64(0x9E3779B97F4A7C15)
-    z = state
+def order_key(seed, position):
+    """The random sort key (32 bits) of the edge at ``position`` in one dimension's child order.
+
+    splitmix64's output function of the dimension's seed plus the position times its increment: one
+    independent draw per edge, computed where it is needed (the GPU build draws the very same keys).
+    """
+    z = np.uint64(seed) + (np.uint64(position) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return state, z ^ (z >> np.uint64(31))
+    return np.uint32((z ^ (z >> np.uint64(31))) >> np.uint64(32))
 
 
-@njit(nogil=True, cache=True)
-def _shuffle_rows(indptr, indices, seed):
-    state = np.uint64(seed)
-    out = indices.copy()
-    for row in range(indptr.size - 1):
-        start = indptr[row]
-        for i in range(indptr[row + 1] - 1, start, -1):
-            state, draw = _next_random(state)
-            j = start + np.int64(draw % np.uint64(i - start + 1))
-            out[i], out[j] = out[j], out[i]
-    return out
+# Rows longer than this are ordered by parallel radix passes over their keys, not inside the loop over
+# rows, where one thread would sort a hub row (the virtual root has one child per DAG root: millions) alone.
+LONG_ROW = 1 << 14
+_RADIX_BITS = 8  # four passes (11-bit digits, three passes, measured slower: more scatter streams)
+_DIGIT_MASK = (1 << _RADIX_BITS) - 1
+
+
+@njit(nogil=True, inline="always")
+def _insertion_order(keys, size, indices, start, out, k):
+    """out[k, start:start+size] = the row's children by key, ties by position (short rows)."""
+    for i in range(size):
+        key = keys[i]
+        child = indices[start + i]
+        j = i - 1
+        while j >= 0 and keys[j] > key:
+            keys[j + 1] = keys[j]
+            out[k, start + j + 1] = out[k, start + j]
+            j -= 1
+        keys[j + 1] = key
+        out[k, start + j + 1] = child
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _order_rows(indptr, indices, seeds, orders, bounds, long_row):
+    """Each row of at most ``long_row`` children sorted by their edges' keys (ties by position); rows cut
+    into chunks of about equal edges (``bounds``), one key buffer a chunk."""
+    for chunk in prange(bounds.size - 1):
+        keys = np.empty(long_row, dtype=np.uint32)
+        for row in range(bounds[chunk], bounds[chunk + 1]):
+            start = indptr[row]
+            size = indptr[row + 1] - start
+            if size > long_row:
+                continue
+            for k in range(seeds.size):
+                for i in range(size):
+                    keys[i] = order_key(seeds[k], start + i)
+                if size <= 16:
+                    _insertion_order(keys, size, indices, start, orders, k)
+                    continue
+                ranked = np.argsort(keys[:size], kind="mergesort")
+                for i in range(size):
+                    orders[k, start + i] = indices[start + ranked[i]]
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _row_keys(seed, start, keys, positions):
+    for i in prange(keys.size):
+        keys[i] = order_key(seed, start + i)
+        positions[i] = i
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _digit_counts(keys, shift, counts):
+    chunks = counts.shape[0]
+    for chunk in prange(chunks):
+        first, stop = chunk_range(chunk, chunks, keys.size)
+        for i in range(first, stop):
+            counts[chunk, (keys[i] >> shift) & _DIGIT_MASK] += 1
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _digit_scatter(keys, positions, shift, cursors, keys_out, positions_out):
+    chunks = cursors.shape[0]
+    for chunk in prange(chunks):
+        first, stop = chunk_range(chunk, chunks, keys.size)
+        for i in range(first, stop):
+            digit = (keys[i] >> shift) & _DIGIT_MASK
+            at = cursors[chunk, digit]
+            cursors[chunk, digit] = at + 1
+            keys_out[at] = keys[i]
+            positions_out[at] = positions[i]
+
+
+def _order_long_row(indices: np.ndarray, start: int, size: int, seed: np.uint64) -> np.ndarray:
+    """The row's children by key, ties by position: a least-significant-digit radix sort of the keys
+    (every pass stable: each chunk writes its run of a digit in order, the chunks in order)."""
+    keys, positions = np.empty(size, dtype=np.uint32), np.empty(size, dtype=np.int64)
+    spare_keys, spare_positions = np.empty_like(keys), np.empty_like(positions)
+    _row_keys(seed, start, keys, positions)
+    chunks = chunk_count(size)
+    starts = np.empty((1 << _RADIX_BITS) + 1, dtype=np.int64)
+    for shift in range(0, 32, _RADIX_BITS):
+        counts = np.zeros((chunks, 1 << _RADIX_BITS), dtype=np.int64)
+        _digit_counts(keys, shift, counts)
+        key_cursors(counts, starts)
+        _digit_scatter(keys, positions, shift, counts, spare_keys, spare_positions)
+        keys, spare_keys, positions, spare_positions = spare_keys, keys, spare_positions, positions
+    return indices[start + positions]
 
 
 def make_child_orders(indptr: np.ndarray, indices: np.ndarray, dims: int, seed: int) -> np.ndarray:
-    """One shuffled copy of ``indices`` per dimension (rows permuted independently), seeded.
+    """One randomly ordered copy of ``indices`` per dimension (rows permuted independently), seeded.
 
-    Returns an array of shape (dims, m); row k is the child order the DFS of dimension k follows.
+    Returns an array of shape (dims, m); row k is the child order the DFS of dimension k follows. Row r
+    of dimension k holds the row's children sorted by ``order_key(dimension_seeds(dims, seed)[k], e)``
+    of their positions e (ties by position), which the GPU build computes with one sort.
     """
-    seeds = np.random.SeedSequence(seed).generate_state(dims, dtype=np.uint64)
+    seeds = dimension_seeds(dims, seed)
     orders = np.empty((dims, indices.size), dtype=indices.dtype)
-    for k in range(dims):
-        orders[k] = _shuffle_rows(indptr, indices, seeds[k])
+    _order_rows(indptr, indices, seeds, orders, row_chunks(indptr, chunk_count(indices.size)), LONG_ROW)
+    sizes = np.diff(indptr)
+    for row in np.flatnonzero(sizes > LONG_ROW):
+        for k in range(dims):
+            orders[k, indptr[row] : indptr[row + 1]] = _order_long_row(
+                indices, int(indptr[row]), int(sizes[row]), seeds[k]
+            )
     return orders
+
+
+def dimension_seeds(dims: int, seed: int) -> np.ndarray:
+    """The generator seed of each dimension (uint64) from the build's seed."""
+    return np.random.SeedSequence(seed).generate_state(dims, dtype=np.uint64)
 
 
 @njit(nogil=True, cache=True)

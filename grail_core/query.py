@@ -108,9 +108,37 @@ PROBE_GROUP = 4  # pairs a probe searches before it decides whether the rest fit
 
 
 def _aligned_rows(rows: int, words: int) -> np.ndarray:
-    buffer = np.zeros(rows * words + CACHE_LINE_WORDS, dtype=np.uint32)
+    """Rows starting on cache lines; not cleared (the packing kernels write every word)."""
+    buffer = np.empty(rows * words + CACHE_LINE_WORDS, dtype=np.uint32)
     offset = (-buffer.ctypes.data % 64) // 4
     return buffer[offset : offset + rows * words].reshape(rows, words)
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _dag_records(level, fwd, bwd, lo, hi, tree_lo, rec):
+    low = np.uint64(0xFFFFFFFF)
+    for v in prange(rec.shape[0]):
+        for w in range(rec.shape[1]):
+            rec[v, w] = 0
+        rec[v, ID] = v
+        rec[v, LEVEL] = level[v]
+        rec[v, FWD] = fwd[v] & low
+        rec[v, FWD + 1] = fwd[v] >> np.uint64(32)
+        rec[v, BWD] = bwd[v] & low
+        rec[v, BWD + 1] = bwd[v] >> np.uint64(32)
+        for k in range(lo.shape[1]):
+            base = HEADER_WORDS + LABEL_WORDS * k
+            rec[v, base + LO] = lo[v, k]
+            rec[v, base + HI] = hi[v, k]
+            rec[v, base + TREE_LO] = tree_lo[v, k]
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _node_records(rec_dag, comp, columns, rec_node):
+    for v in prange(comp.size):
+        row = comp[v]
+        for j in range(columns.size):
+            rec_node[v, j] = rec_dag[row, columns[j]]
 
 
 def pack(arrays: QueryArrays, compact: bool | None = None) -> HotArrays:
@@ -120,21 +148,12 @@ def pack(arrays: QueryArrays, compact: bool | None = None) -> HotArrays:
         raise InvalidParameterError("the CPU query engine handles up to 2**31 - 1 DAG nodes")
     words = record_words(dims)
     rec_dag = _aligned_rows(n_dag, words)
-    rec_dag[:, ID] = np.arange(n_dag)
-    rec_dag[:, LEVEL] = arrays.level
-    for column, mask in ((FWD, arrays.fwd), (BWD, arrays.bwd)):
-        rec_dag[:, column] = mask & np.uint64(0xFFFFFFFF)
-        rec_dag[:, column + 1] = mask >> np.uint64(32)
-    for k in range(dims):
-        base = HEADER_WORDS + LABEL_WORDS * k
-        rec_dag[:, base + LO] = arrays.lo[:, k]
-        rec_dag[:, base + HI] = arrays.hi[:, k]
-        rec_dag[:, base + TREE_LO] = arrays.tree_lo[:, k]
+    _dag_records(arrays.level, arrays.fwd, arrays.bwd, arrays.lo, arrays.hi, arrays.tree_lo, rec_dag)
     if compact is None:
         compact = (arrays.comp.size + n_dag) * words * 4 > COMPACT_ABOVE_BYTES
-    columns = list(COMPACT_COLUMNS) if compact else slice(None)
-    rec_node = _aligned_rows(arrays.comp.size, len(COMPACT_COLUMNS) if compact else words)
-    np.take(rec_dag[:, columns], arrays.comp, axis=0, out=rec_node)
+    columns = np.array(COMPACT_COLUMNS) if compact else np.arange(words)
+    rec_node = _aligned_rows(arrays.comp.size, columns.size)
+    _node_records(rec_dag, arrays.comp, columns, rec_node)
     return HotArrays(
         rec_node, rec_dag, np.asarray(arrays.out_indptr), np.asarray(arrays.out_indices), label_end(dims), compact
     )

@@ -25,10 +25,11 @@ class IndexStats:
     hubs: int
     names: str
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    phase_backends: dict[str, str] = field(default_factory=dict)  # where each phase ran: 'cpu' or 'cuda'
 
     @property
     def build_seconds(self) -> float:
-        return sum(self.phase_seconds.values())
+        return sum(value for name, value in self.phase_seconds.items() if "." not in name)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"build_seconds": self.build_seconds}

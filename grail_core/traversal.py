@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numba
 import numpy as np
 from numba import njit, prange
 
@@ -245,21 +244,14 @@ def walk(g, d, a, h, start, target, labels, stamp, mark, queue):
     return False, tail
 
 
-@njit(nogil=True, parallel=True, cache=True)
-def walk_pairs(g, d, a, h, pairs, which, answers, stamps, queues):
-    """Answers of the pairs ``pairs[which]`` on the updated graph, spread over the threads."""
-    for j in prange(which.size):
-        i = which[j]
-        thread = numba.get_thread_id()
-        answers[i] = walk(g, d, a, h, pairs[i, 0], pairs[i, 1], True, stamps[thread], np.int32(j + 1), queues[thread])[
-            0
-        ]
-
-
 @njit(nogil=True, cache=True)
-def walk_from(g, d, a, h, start, target, labels, stamp, mark, queue):
-    """``walk`` for one start, compiled on its own (the single-pair and listing entry point)."""
-    return walk(g, d, a, h, start, target, labels, stamp, mark, queue)
+def walk_pairs(g, d, a, h, pairs, which, labels, answers, stamp, first_mark, queue):
+    """Answers of the pairs ``pairs[which]`` on the updated graph (``labels``: True), on the calling thread;
+    callers spread slices of ``which`` over threads (the walk releases the GIL). One serial entry beside
+    ``walk`` rather than a parallel loop: that would compile ``walk`` a second time (28 s more on the 2-core VM)."""
+    for j in range(which.size):
+        i = which[j]
+        answers[i] = walk(g, d, a, h, pairs[i, 0], pairs[i, 1], labels, stamp, np.int32(first_mark + j), queue)[0]
 
 
 @njit(nogil=True, cache=True)

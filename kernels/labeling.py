@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from .arrays import device_arrays
 from .device import free_memory
 from .frontier import (
     EngineConfig,
@@ -54,6 +55,7 @@ __all__ = [
     "LabelingDeclined",
     "LabelingOptions",
     "build_labels",
+    "device_child_orders",
     "label_dag",
     "level_budget",
 ]
@@ -255,6 +257,17 @@ def _check_edge(v, e, lvl, args):
             bad[0] = 1
 
 
+@cuda.jit(device=True)
+def _order_key(i, args):
+    """``grail_core.labeling.order_key`` of edge i, in the low half of its row's sort key."""
+    seed, rows, keys = args
+    z = seed + (np.uint64(i) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    keys[i] = (np.uint64(rows[i]) << np.uint64(32)) | ((z ^ (z >> np.uint64(31))) >> np.uint64(32))
+
+
+_map_order_key = make_edge_map(_order_key)
 _sweep_counts = make_sweep(_add_child_count, _finish_count)
 _map_child_limb = make_edge_map(_child_limb)
 _sweep_relax = make_sweep(edge_op=_relax)
@@ -265,6 +278,21 @@ _sweep_place = make_sweep(node_op=_place)
 _sweep_minpost = make_sweep(edge_op=_pull_minpost)
 _advance_check = make_advance(_check_edge)
 _map_seed_root = make_edge_map(_seed_root)
+
+
+def device_child_orders(indptr: Any, children: Any, seeds: np.ndarray, config: EngineConfig) -> Any:
+    """``grail_core.labeling.make_child_orders`` on the device: (dims, m) orders of the CSR's rows, each row
+    sorted by its edges' keys with ties by position (a stable sort of row << 32 | key)."""
+    xp = device_arrays()
+    m = children.size
+    rows = (xp.searchsorted(indptr, xp.arange(m, dtype=np.int64), side="right") - 1).astype(np.int32)
+    keys = xp.empty(m, dtype=np.uint64)
+    orders = xp.empty((seeds.size, m), dtype=children.dtype)
+    for k, seed in enumerate(seeds):
+        if m:
+            _map_order_key[config.grid(), config.block](m, (np.uint64(seed), rows, keys))
+        orders[k] = children[xp.argsort(keys, kind="stable")]
+    return orders
 
 
 def _path_counts(
@@ -288,9 +316,9 @@ def _path_counts(
 class GpuLabels:
     """What a GPU build returns: labels of shape (dims, N+1), phase times, and what the build chose."""
 
-    post: np.ndarray
-    minpost: np.ndarray
-    tree_low: np.ndarray
+    post: Any  # host arrays, or device arrays with ``keep_on_device``
+    minpost: Any
+    tree_low: Any
     phase_seconds: dict[str, float]
     words: int  # weight words per path count (1 unless a count passed 2**word_bits)
     levels: int  # topological levels of the labeling graph
@@ -314,18 +342,29 @@ def label_dag(
     return built.post, built.minpost, built.tree_low, built.phase_seconds
 
 
+def _on_device(array: Any, dtype: Any = None) -> Any:
+    """Host arrays are uploaded; device arrays (numba's, CuPy's) are used as they are."""
+    if isinstance(array, np.ndarray):
+        return cuda.to_device(np.ascontiguousarray(array, dtype=dtype))
+    return array
+
+
 def build_labels(
-    indptr: np.ndarray,
-    child_orders: np.ndarray,
+    indptr: Any,
+    child_orders: Any,
     root: int,
     options: LabelingOptions | None = None,
     level_hint: int | None = None,
+    level_queues: LevelQueues | None = None,
+    keep_on_device: bool = False,
 ) -> GpuLabels:
     """GRAIL labels of every dimension on the GPU.
 
     ``indptr`` (N+2, int64) and ``child_orders`` (dims, m) describe the labeling graph with root
     ``root`` = N, as for ``grail_core.labeling.label_all``; the three label arrays have shape
-    (dims, N+1) and equal ``label_all``'s exactly. ``phase_seconds`` maps each phase name (transfer,
+    (dims, N+1) and equal ``label_all``'s exactly. The inputs may be host or device arrays (the GPU
+    build passes device arrays and its ``level_queues`` of the same graph, and ``keep_on_device`` to
+    get device arrays back, with no transfer either way). ``phase_seconds`` maps each phase name (transfer,
     level queues, subgraph sizes DAG, edge offsets, parent SSSP, subgraph sizes DT, post-order,
     min post-order, check, transfer back) to its wall time in seconds.
 
@@ -355,11 +394,13 @@ def build_labels(
     timer = _Timer()
 
     with timer.phase("transfer"):
-        d_indptr = cuda.to_device(np.ascontiguousarray(indptr, dtype=np.int64))
-        d_orders = cuda.to_device(np.ascontiguousarray(child_orders))
+        d_indptr = _on_device(indptr, np.int64)
+        d_orders = _on_device(child_orders)
     with timer.phase("level queues"):
-        lq = build_level_queues(d_indptr, d_orders[0], root, int(indptr[root + 1] - indptr[root]), n1, cfg, max_levels)
-    if lq is None:
+        lq = level_queues
+        if lq is None:
+            lq = build_level_queues(d_indptr, d_orders[0], root, n1, cfg, max_levels)
+    if lq is None or lq.levels > max_levels:
         raise LabelingDeclined(f"more than {max_levels} levels: level-synchronous labeling would be launch-bound")
 
     with timer.phase("subgraph sizes DAG"):
@@ -430,6 +471,8 @@ def build_labels(
     if failed:
         raise LabelingCheckFailed("GPU labels violate post(u) > post(v) or minpost(u) <= minpost(v) on some edge")
 
+    if keep_on_device:
+        return GpuLabels(post, minpost, tree_low, phase_seconds=timer.seconds, words=words, levels=lq.levels)
     with timer.phase("transfer back"):
         result = (post.copy_to_host(), minpost.copy_to_host(), tree_low.copy_to_host())
     return GpuLabels(*result, phase_seconds=timer.seconds, words=words, levels=lq.levels)

@@ -63,7 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gate = CoreGate()
         # In the background: /health answers at once; requests that need a kernel meanwhile wait at the gate
         # (seconds on a cold numba cache, well under one on a warm one); /ready says when it is done.
-        start_warm_up(warm_up, gate, readiness)
+        start_warm_up(lambda: warm_up(settings.backend), gate, readiness)
         runner = BuildRunner(
             registry, metrics, settings.build_workers, gate, settings.max_graph_bytes, settings.max_name_bytes
         )

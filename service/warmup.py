@@ -1,11 +1,12 @@
-"""Compile grail_core's query kernels at start-up instead of in the first user's request, in the background.
+"""Compile grail_core's build and query kernels at start-up instead of in the first user's request, in the background.
 
-numba compiles one specialization per argument layout: freshly built indexes and memory-mapped
-(read-only) loaded ones differ, and so do writable and read-only (zero-copy binary) pair arrays, and each
-kind of node names (the range, integers, strings) has its own lookups, from integers, from text and from
-JSON. Without this, the first query of each kind after a start waits seconds for the compiler; with a warm
-numba cache on disk (NUMBA_CACHE_DIR, see service.main) this takes well under a second. The server
-answers ``/health`` while it runs; ``/ready`` says when it is done (``Readiness``).
+``grail_core.warmup.warm_up`` runs a small build and the core's query paths once (numba compiles one
+specialization per argument layout); then every request body's path runs once on each kind of node names
+(the range, integers, strings: each has its own lookups, from integers, from text and from JSON). Without
+this, the first build and the first query of each kind after a start wait seconds for the compiler; with a
+warm numba cache on disk (NUMBA_CACHE_DIR, see service.main) it takes well under a second on the CPU (the
+GPU's engine kernels are always compiled: a few seconds). The server answers ``/health`` while it runs;
+``/ready`` says when it is done (``Readiness``).
 
 The warm-up is also numba's first parallel launch, which picks its threading layer for the process:
 TBB or OpenMP when installed (``tbb`` from pip, or the system's ``libgomp``), else "workqueue", which
@@ -30,6 +31,7 @@ import numba
 import numpy as np
 
 from grail_core import ReachabilityIndex
+from grail_core.warmup import warm_up as warm_up_kernels
 
 from .codecs import decode_pairs
 
@@ -55,9 +57,11 @@ _PAIRS = {
 }
 
 
-def warm_up() -> str:
-    """Run every query path once; returns numba's threading layer."""
+def warm_up(backend: str = "auto") -> str:
+    """Compile the build and query kernels of ``backend`` and run every request body's path once; returns
+    numba's threading layer."""
     started = time.perf_counter()
+    warm_up_kernels(backend)
     with tempfile.TemporaryDirectory(prefix="grail-warmup-") as tmp:
         for kind, edges in _GRAPHS.items():
             built = ReachabilityIndex.from_bytes(edges.encode(), format="edgelist", backend="cpu")
@@ -77,7 +81,7 @@ def warm_up() -> str:
                 index.query_batch_with_stats(integers.astype(np.int64))
                 index.query_batch_with_stats(decode_pairs(binary, "application/octet-stream"))
     layer = str(numba.threading_layer())
-    log.info("query kernels ready in %.2f s (numba threading layer %s)", time.perf_counter() - started, layer)
+    log.info("kernels ready in %.2f s (numba threading layer %s)", time.perf_counter() - started, layer)
     return layer
 
 

@@ -3,6 +3,8 @@ short as a BFS finds; listings and counts equal to BFS reach sets."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,7 +28,7 @@ def check_path(path: list | None, source, target, edges: set, distance: int) -> 
         assert path is None
         return
     assert path is not None and path[0] == source and path[-1] == target
-    assert all((a, b) in edges for a, b in zip(path, path[1:], strict=False)), path
+    assert all((a, b) in edges for a, b in itertools.pairwise(path)), path
     assert len(path) - 1 == distance
 
 

@@ -36,7 +36,9 @@ class UpdatedGraph(RuleBasedStateMachine):
         self.edges = {(self.name(u), self.name(v)) for u, v in edges if u != v}
         lines = "".join(f"{self.name(u)} {self.name(v)}\n" for u, v in edges)
         lines += "".join(f"{self.name(i)} {self.name(i)}\n" for i in range(n))  # every node, isolated ones too
-        self.index = ReachabilityIndex.from_bytes(lines.encode(), format="edgelist", dims=dims, hubs=hubs, backend="cpu")
+        self.index = ReachabilityIndex.from_bytes(
+            lines.encode(), format="edgelist", dims=dims, hubs=hubs, backend="cpu"
+        )
         self.version = self.index.version
         self.fresh = 1000
 

@@ -1,13 +1,14 @@
 """The one frontier engine: level queues split by degree, balanced queues, advance, node and map operators, sweeps.
 
-Every GPU traversal in ``kernels`` (the five labeling phases, the schedule that orders them, the
-bitmask search) is written as a per-edge, per-item or per-node device function handed to this engine;
-none of them has a loop of its own over a frontier. One module per concern, as Gunrock splits its
-operators:
+Every GPU traversal in ``kernels`` (the five labeling phases, the levels that order them, the build's
+components and hub masks, the bitmask search) is written as a per-edge, per-item or per-node device
+function handed to this engine; none of them has a loop of its own over a frontier. One module per
+concern, as Gunrock splits its operators:
 
 * ``launch``: the launch shape (``EngineConfig``) and the grid of persistent kernels;
-* ``levels``: topological levels on the device (Kahn), as *level queues*: four int32 queues (one per
-  degree class), each holding the nodes of level 0, then level 1, and so on;
+* ``discovery``: *level queues* (four int32 queues, one per degree class, each holding the nodes of
+  level 0, then level 1, and so on) grown from a start set by a discover rule, in one persistent launch;
+* ``levels``: topological levels (Kahn's rule from the root), the level queues the labeling sweeps;
 * ``advance``: the degree-class advance over a level's out-edges (thread / warp / block / grid);
 * ``balanced``: balanced queues for work known only at run time (slots with item starts, filled with
   one atomic per block, walked in tiles);
@@ -42,8 +43,9 @@ from .balanced import (
     make_balanced_advance_body,
     make_balanced_fill_body,
 )
+from .discovery import Discovery, DiscoveryRule, LevelQueues, append_next, make_level_discovery, node_levels
 from .launch import WARP, EngineConfig, cooperative_blocks
-from .levels import LevelQueues, build_level_queues
+from .levels import build_level_queues
 from .maps import make_edge_map, make_map_body, make_map_extent_body
 from .sweeps import make_sweep
 
@@ -59,9 +61,12 @@ __all__ = [
     "SMALL",
     "WARP",
     "DegreeSplit",
+    "Discovery",
+    "DiscoveryRule",
     "EngineConfig",
     "LevelArrays",
     "LevelQueues",
+    "append_next",
     "balanced_slots",
     "build_level_queues",
     "cooperative_blocks",
@@ -71,8 +76,10 @@ __all__ = [
     "make_balanced_advance_body",
     "make_balanced_fill_body",
     "make_edge_map",
+    "make_level_discovery",
     "make_map_body",
     "make_map_extent_body",
     "make_node_body",
     "make_sweep",
+    "node_levels",
 ]

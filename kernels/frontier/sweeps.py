@@ -17,8 +17,8 @@ __all__ = ["make_sweep"]
 
 
 @cuda.jit(device=True, inline=True)
-def _no_edge(v, e, lvl, args):
-    pass
+def no_edge(v, e, lvl, args):
+    """The edge op of a kernel without an edge step (also ``discovery``'s one-way rules)."""
 
 
 @cuda.jit(device=True, inline=True)
@@ -35,7 +35,7 @@ def make_sweep(edge_op: Callable[..., None] | None = None, node_op: Callable[...
     """
     if edge_op is None and node_op is None:
         raise ValueError("a sweep needs an edge or a node operation")
-    advance_level = make_advance_body(edge_op or _no_edge)
+    advance_level = make_advance_body(edge_op or no_edge)
     node_level = make_node_body(node_op or _no_node)
     # Constants to the compiler: the step left out is compiled away.
     with_edges = edge_op is not None

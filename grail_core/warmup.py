@@ -1,0 +1,86 @@
+"""Compile every kernel of a build and of the queries before the first real one needs it.
+
+numba compiles a kernel at its first call with a new argument layout; with ``cache=True`` it keeps
+the machine code on disk (``NUMBA_CACHE_DIR``) and a later process only loads it (milliseconds).
+``warm_up`` runs a small build and every query path on tiny graphs so that each kernel is compiled or
+loaded once, with the layouts real requests use: edge arrays of int64 (the readers) and int32 (arrays
+passed to ``from_edges``), freshly built and memory-mapped (read-only) indexes, writable and read-only
+pair arrays. The thresholds that send small frontiers to a serial loop are lowered here so that the
+parallel branches and the coloring rounds of the SCC run too; on 'cuda' the GPU build and search
+kernels are compiled as well (closures of the frontier engine, which numba cannot cache, so they are
+compiled in every process: the warm-up is what keeps that off the request path).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import backends
+from .build import build_index_arrays
+from .graph import Digraph
+from .index import ReachabilityIndex
+from .labeling import LONG_ROW
+from .scc import SccOptions, strongly_connected_components
+from .scheduler import GPU_MODES
+
+__all__ = ["warm_up"]
+
+log = logging.getLogger(__name__)
+
+# A cycle, a tail and an isolated node: the filter, the search and the same-component cases all run.
+_EDGES = np.array([[0, 1], [1, 2], [2, 0], [2, 3], [3, 4], [1, 4]], dtype=np.int64)
+_PAIRS = np.array([[0, 4], [4, 0], [1, 3], [3, 3], [5, 0]], dtype=np.int64)
+# Several cycles in a row, each reached from the one before, and a self loop: every SCC step has work.
+_CYCLES = np.array([[i, i + 1] for i in range(11)] + [[3, 0], [7, 4], [11, 8], [5, 5]], dtype=np.int64)
+_EVERY_BRANCH = SccOptions(parallel_min_nodes=1, serial_below=0, min_round_share=0.0)
+_MEDIUM = 1 << 18
+_STAR = LONG_ROW + 1
+
+
+def _queries(index: ReachabilityIndex) -> None:
+    read_only = np.frombuffer(_PAIRS.astype("<i8").tobytes(), dtype="<i8").reshape(-1, 2)
+    index.reachable(0, 4)
+    index.reachable("4", "0")
+    index.query_batch_with_stats(_PAIRS)
+    index.query_batch_with_stats(read_only)
+    index.query_batch_with_stats(_PAIRS.astype(str))
+
+
+def warm_up(backend: str = "auto") -> float:
+    """Compile (or load from numba's cache) the build and query kernels of ``backend``; returns seconds."""
+    started = time.perf_counter()
+    resolved = backends.resolve_backend(backend)
+    for dtype in (np.int32, np.int64):
+        src, dst = (np.ascontiguousarray(column, dtype=dtype) for column in _CYCLES.T)
+        graph = Digraph.from_edges(12, src, dst)
+        strongly_connected_components(graph, _EVERY_BRANCH)
+        ReachabilityIndex.from_edges(src, dst, num_nodes=13, backend="cpu", dims=2)
+        # A star whose centre has more children than labeling.LONG_ROW: the long rows' radix passes.
+        leaves = np.arange(1, _STAR + 1, dtype=dtype)
+        ReachabilityIndex.from_edges(np.zeros_like(leaves), leaves, backend="cpu", dims=2)
+    if resolved == "cuda":
+        backends.warm_up_device()
+        # A graph of 2**18 nodes through the whole GPU build: CuPy compiles the variants of its reductions
+        # for large arrays on first use (and keeps them on disk), which a tiny graph does not reach.
+        rng = np.random.default_rng(0)
+        src, dst = (rng.integers(0, _MEDIUM, 4 * _MEDIUM).astype(np.int32) for _ in range(2))
+        build_index_arrays(_MEDIUM, src, dst, dims=2, seed=0, hubs=64, backend="cuda", force_device=True)
+    with tempfile.TemporaryDirectory(prefix="grail-warmup-") as tmp:
+        built = ReachabilityIndex.from_edges(_EDGES, num_nodes=6, backend=resolved)
+        built.save(Path(tmp) / "index")
+        loaded = ReachabilityIndex.load(Path(tmp) / "index", mmap=True, backend=resolved)
+        for index in (built, loaded):
+            _queries(index)
+            gpu = index.scheduler.gpu
+            if gpu is not None:
+                comp = index.arrays.comp
+                for mode in GPU_MODES:
+                    gpu.answer(comp[_PAIRS[:, 0]], comp[_PAIRS[:, 1]], mode)
+    seconds = time.perf_counter() - started
+    log.info("build and query kernels (%s) ready in %.2f s", resolved, seconds)
+    return seconds

@@ -1,0 +1,202 @@
+"""Level discovery: level queues grown from a start set by a discover rule, one persistent launch.
+
+A rule is a per-edge function ``edge_op(v, e, lvl, args)`` run by the degree-class advance over the
+out-edges of every node of level ``lvl``; it puts a node on level ``lvl + 1`` with ``append_next``.
+Kahn's levels (``levels.build_level_queues``: the last parent puts a child on the next level) are one
+rule; the build's trim (a node whose last live parent or child left) and reach (a node first reached)
+are others. A rule may also look backwards along a second CSR (``reverse_op``), both in the same level.
+One cooperative launch runs every level, a grid barrier between levels, and stops on the device at the
+first empty level or after ``max_levels`` levels (a long chain would otherwise cost a barrier per node).
+
+The queues are the engine's level queues (``LevelQueues``), so its sweeps run over them too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+from numba import cuda
+
+from .advance import CLASSES, HUGE, LARGE, MEDIUM, SMALL, DegreeSplit, LevelArrays, degree_class, make_advance_body
+from .launch import EngineConfig, cooperative_blocks
+from .maps import make_edge_map
+from .sweeps import make_sweep, no_edge
+
+__all__ = ["Discovery", "DiscoveryRule", "LevelQueues", "append_next", "make_level_discovery", "node_levels"]
+
+
+@dataclass
+class LevelQueues:
+    """Level queues on the device plus host copies of their per-level layout."""
+
+    arrays: LevelArrays  # level l of class c: queues[c, ptr[c, l] : ptr[c, l] + cnt[c, l]]
+    everything: LevelArrays  # the same queues as one level 0 holding every node (for phases over all nodes)
+    levels: int
+    host_cnt: np.ndarray  # (CLASSES, levels)
+
+    def top_down(self) -> tuple[int, int, int]:
+        """(first, count, step) of a sweep from the root level down."""
+        return 0, self.levels, 1
+
+    def bottom_up(self) -> tuple[int, int, int]:
+        """(first, count, step) of a sweep from the deepest level up."""
+        return self.levels - 1, self.levels, -1
+
+
+@cuda.jit(device=True, inline=True)
+def append_next(c, cls, lvl, levels):
+    """Puts node c (degree class ``cls``) on level ``lvl + 1`` of ``levels`` (``LevelArrays``): one atomic
+    on that level's class counter."""
+    queues, ptr, cnt = levels
+    slot = cuda.atomic.add(cnt, (cls, lvl + 1), 1)
+    queues[cls, ptr[cls, lvl] + cnt[cls, lvl] + slot] = c
+
+
+@cuda.jit(device=True, inline=True)
+def _next_level_empty(cnt, lvl):
+    return cnt[SMALL, lvl + 1] + cnt[MEDIUM, lvl + 1] + cnt[LARGE, lvl + 1] + cnt[HUGE, lvl + 1] == 0
+
+
+@dataclass(frozen=True)
+class DiscoveryRule:
+    """A discovery kernel and whether its rule also walks a reverse CSR (``Discovery.run`` checks it)."""
+
+    kernel: Any
+    both_ways: bool
+
+
+def make_level_discovery(edge_op: Callable[..., None], reverse_op: Callable[..., None] | None = None) -> DiscoveryRule:
+    """The rule's persistent kernel ``discover(indptr, reverse_indptr, levels, max_levels, args, reverse_args,
+    status)``: per level ``edge_op`` over the level's edges along ``indptr`` (and ``reverse_op`` along
+    ``reverse_indptr``); ``status[0]`` gets the number of levels, ``status[1]`` 1 when ``max_levels``
+    stopped it with the next level not empty."""
+    forward = make_advance_body(edge_op)
+    backward = make_advance_body(reverse_op or no_edge)
+    both_ways = reverse_op is not None  # a constant to the compiler: a one-way kernel has no second advance
+
+    @cuda.jit
+    def discover(indptr, reverse_indptr, levels, max_levels, args, reverse_args, status):
+        grid = cuda.cg.this_grid()
+        gtid = cuda.grid(1)
+        _queues, ptr, cnt = levels
+        lvl = 0
+        while True:
+            forward(indptr, levels, lvl, args)
+            if both_ways:
+                backward(reverse_indptr, levels, lvl, reverse_args)
+            if gtid < CLASSES:
+                ptr[gtid, lvl + 1] = ptr[gtid, lvl] + cnt[gtid, lvl]
+            grid.sync()
+            if _next_level_empty(cnt, lvl) or lvl + 1 >= max_levels:
+                break
+            lvl += 1
+        if gtid == 0:
+            status[0] = lvl + 1
+            status[1] = 0 if _next_level_empty(cnt, lvl) else 1
+
+    return DiscoveryRule(discover, both_ways)
+
+
+class _Seed(NamedTuple):
+    nodes: Any
+    indptr: Any
+    reverse_indptr: Any
+    both_ways: bool
+    levels: LevelArrays
+    split: DegreeSplit
+
+
+@cuda.jit(device=True)
+def _seed(i, args):
+    """Start node i on level 0, in the class of its work (its degree along the CSRs the rule walks)."""
+    v = args.nodes[i]
+    work = args.indptr[v + 1] - args.indptr[v]
+    if args.both_ways:
+        work += args.reverse_indptr[v + 1] - args.reverse_indptr[v]
+    queues, _ptr, cnt = args.levels
+    cls = degree_class(work, args.split)
+    queues[cls, cuda.atomic.add(cnt, (cls, 0), 1)] = v
+
+
+_map_seed = make_edge_map(_seed)
+
+
+class Discovery:
+    """Level queues for traversals of one graph, each seeded from a start set and grown by a rule.
+
+    The queues are reused by every ``run`` after a ``reset``; ``level_queues`` hands out views of them,
+    valid until the next reset.
+    """
+
+    def __init__(self, num_nodes: int, max_levels: int, config: EngineConfig) -> None:
+        """Queues for ``num_nodes`` nodes (each enters once per run) over at most ``max_levels`` levels."""
+        self.config = config
+        self.split = DegreeSplit(config.medium_min, config.large_min, config.huge_min)
+        self.max_levels = max(1, max_levels)
+        self._no_counts = np.zeros((CLASSES, self.max_levels + 2), dtype=np.int64)
+        self.levels = LevelArrays(
+            cuda.device_array((CLASSES, max(1, num_nodes)), dtype=np.int32),
+            cuda.to_device(self._no_counts),  # ptr[c, 0] stays 0; the kernel writes every later level's start
+            cuda.to_device(self._no_counts),
+        )
+        self.status = cuda.to_device(np.zeros(2, dtype=np.int64))
+
+    def reset(self) -> None:
+        """Empties the queues for the next run."""
+        self.levels.cnt.copy_to_device(self._no_counts)
+
+    def run(
+        self,
+        rule: DiscoveryRule,
+        nodes: Any,
+        indptr: Any,
+        args: tuple,
+        reverse_indptr: Any = None,
+        reverse_args: tuple = (),
+    ) -> tuple[int, bool]:
+        """Seeds level 0 with the device array ``nodes`` and grows the levels by ``rule`` (along ``indptr``,
+        and ``reverse_indptr`` for a rule made with a ``reverse_op``); returns (levels, whether the
+        level bound stopped it)."""
+        if rule.both_ways != (reverse_indptr is not None):
+            raise ValueError("a rule with a reverse_op needs reverse_indptr, and only such a rule takes one")
+        cfg = self.config
+        reverse = indptr if reverse_indptr is None else reverse_indptr  # a one-way kernel never reads it
+        if nodes.size:
+            _map_seed[cfg.grid(), cfg.block](
+                nodes.size, _Seed(nodes, indptr, reverse, rule.both_ways, self.levels, self.split)
+            )
+        rule.kernel[cooperative_blocks(rule.kernel, cfg), cfg.block](
+            indptr, reverse, self.levels, self.max_levels, args, reverse_args, self.status
+        )
+        levels, stopped = (int(x) for x in self.status.copy_to_host())
+        return levels, bool(stopped)
+
+    def level_queues(self, levels: int) -> LevelQueues:
+        """The first ``levels`` levels of the last run as the engine's ``LevelQueues`` (for its sweeps)."""
+        host_cnt = self.levels.cnt[:, :levels].copy_to_host()
+        everything = LevelArrays(
+            self.levels.queues,
+            cuda.to_device(np.zeros((CLASSES, 1), dtype=np.int64)),
+            cuda.to_device(host_cnt.sum(axis=1).reshape(CLASSES, 1)),
+        )
+        return LevelQueues(arrays=self.levels, everything=everything, levels=levels, host_cnt=host_cnt)
+
+
+@cuda.jit(device=True)
+def _write_level(v, lvl, args):
+    (level,) = args
+    level[v] = lvl
+
+
+_sweep_levels = make_sweep(node_op=_write_level)
+
+
+def node_levels(lq: LevelQueues, indptr: Any, level: Any, config: EngineConfig) -> None:
+    """``level[v]`` = the level of every node in ``lq`` (the level queues of the CSR ``indptr``), by one
+    persistent sweep."""
+    _sweep_levels[cooperative_blocks(_sweep_levels, config), config.block](
+        indptr, lq.arrays, *lq.top_down(), (), (level,)
+    )
