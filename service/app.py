@@ -23,7 +23,7 @@ from .jobs import BuildRunner
 from .logs import RequestIdMiddleware
 from .metrics import Metrics, MetricsMiddleware
 from .registry import GraphRegistry
-from .routers import graphs, health, queries
+from .routers import graphs, health, queries, reach
 from .settings import Settings
 from .warmup import CoreGate, Readiness, start_warm_up, warm_up
 
@@ -94,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(graphs.router)
     app.include_router(queries.router)
+    app.include_router(reach.router)
     # First in the list: the router tries routes in order, and each FastAPI router it passes costs time.
     app.router.routes.insert(
         0, Route(queries.REACHABLE_PATH, queries.reachable, methods=["GET"], include_in_schema=False)

@@ -19,6 +19,8 @@ __all__ = [
     "PairsIn",
     "PairOut",
     "PairsOut",
+    "PathOut",
+    "ListingOut",
     "BatchOut",
     "HealthOut",
     "ReadyOut",
@@ -99,6 +101,24 @@ class PairOut(BaseModel):
 
 class PairsOut(BaseModel):
     reachable: list[bool]
+
+
+class PathOut(BaseModel):
+    source: NodeName
+    target: NodeName
+    path: list[NodeName] | None = Field(
+        description="the nodes of a path, source and target included; null: unreachable"
+    )
+
+
+class ListingOut(BaseModel):
+    node: NodeName
+    count: int = Field(description="how many nodes the whole listing holds (before offset and limit)")
+    offset: int | None = Field(None, description="where this page starts in the listing")
+    nodes: list[NodeName] | None = Field(None, description="the page of the listing, in upload order")
+    method: Literal["labels", "traversal"] | None = Field(
+        None, description="with ?count=true: read off the index's labels, or counted by a search"
+    )
 
 
 class BatchOut(BaseModel):

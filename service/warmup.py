@@ -80,9 +80,25 @@ def warm_up(backend: str = "auto") -> str:
                 binary = _body(integers.astype("<i8").tobytes())
                 index.query_batch_with_stats(integers.astype(np.int64))
                 index.query_batch_with_stats(decode_pairs(binary, "application/octet-stream"))
+                _beyond_yes_or_no(index, names)
     layer = str(numba.threading_layer())
     log.info("kernels ready in %.2f s (numba threading layer %s)", time.perf_counter() - started, layer)
     return layer
+
+
+def _beyond_yes_or_no(index: ReachabilityIndex, names: np.ndarray) -> None:
+    """Paths, listings and counts, then the same and the queries with an edge update pending."""
+    for _ in range(2):
+        index.path(*names[0])
+        index.descendant_ids(names[0][0])
+        index.ancestor_ids(names[0][1])
+        index.count_descendants(names[0][0])
+        index.count_ancestors(names[0][1])
+        if index.pending.updates:
+            break
+        index.update(add=[names[0][::-1].tolist()])
+        index.reachable(*names[1])
+        index.query_batch_with_stats(names)
 
 
 def _body(data: bytes) -> np.ndarray:
