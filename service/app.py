@@ -25,7 +25,7 @@ from .metrics import Metrics, MetricsMiddleware
 from .registry import GraphRegistry
 from .routers import graphs, health, queries, reach
 from .settings import Settings
-from .warmup import CoreGate, Readiness, start_warm_up, warm_up
+from .warmup import CoreGate, Readiness, start_warm_up, warm_up, warm_up_beyond
 
 __all__ = ["create_app"]
 
@@ -63,7 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gate = CoreGate()
         # In the background: /health answers at once; requests that need a kernel meanwhile wait at the gate
         # (seconds on a cold numba cache, well under one on a warm one); /ready says when it is done.
-        start_warm_up(lambda: warm_up(settings.backend), gate, readiness)
+        start_warm_up(lambda: warm_up(settings.backend), gate, readiness, then=warm_up_beyond)
         runner = BuildRunner(
             registry, metrics, settings.build_workers, gate, settings.max_graph_bytes, settings.max_name_bytes
         )
