@@ -3,8 +3,10 @@
 #
 #   docker build -t grail .                                  # GPU-ready (numba-cuda + NVIDIA's CUDA wheels)
 #   docker build --build-arg WITH_CUDA=0 -t grail:cpu .      # CPU only, ~1 GB smaller
-#   docker run -d -p 8000:8000 -v grail-data:/data grail     # CPU
-#   docker run -d --gpus all -p 8000:8000 -v grail-data:/data grail   # GPU (NVIDIA Container Toolkit)
+#   docker run -d -p 127.0.0.1:8000:8000 -v grail-data:/data grail     # CPU, this machine only
+#   docker run -d --gpus all -p 127.0.0.1:8000:8000 -v grail-data:/data grail   # GPU (NVIDIA Container Toolkit)
+# Without access keys anyone who reaches the port may upload and delete: publish on 127.0.0.1, or mount a keys
+# file and set GRAIL_API_KEYS_FILE before publishing on other interfaces (docker/README.md, "Access keys").
 #
 # Labels: --build-arg VERSION=... REVISION=$(git rev-parse HEAD) CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) SOURCE=<repo URL>
 # Behind a TLS-intercepting proxy, pass its CA bundle as a build secret (it does not stay in the image):
@@ -97,13 +99,16 @@ RUN echo /opt/grail/lib > /etc/ld.so.conf.d/grail.conf && ldconfig
 # Configuration: every setting of grail-serve has a GRAIL_* variable; these are the image's defaults.
 # NUMBA_CACHE_DIR keeps numba's compiled code in a writable place (mount a volume there to keep it
 # across containers: a new container otherwise compiles again, in the background, before /ready).
+# GRAIL_ALLOW_ANONYMOUS: inside its own network namespace the server listens on every interface of the
+# container; who reaches it is decided by how the port is published (-p 127.0.0.1:8000:8000), or by keys.
+# The memory limits' defaults follow the container's memory limit (--memory), where one is set.
 ENV PATH=/opt/grail/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     GRAIL_HOST=0.0.0.0 \
     GRAIL_PORT=8000 \
     GRAIL_DATA_DIR=/data \
     GRAIL_BACKEND=auto \
-    GRAIL_MAX_UPLOAD_MB=1024 \
+    GRAIL_ALLOW_ANONYMOUS=true \
     NUMBA_CACHE_DIR=/var/cache/grail/numba \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility

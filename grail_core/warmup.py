@@ -28,7 +28,7 @@ from .labeling import LONG_ROW
 from .scc import SccOptions, strongly_connected_components
 from .scheduler import GPU_MODES
 
-__all__ = ["warm_up"]
+__all__ = ["warm_up", "warm_up_build"]
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +51,8 @@ def _queries(index: ReachabilityIndex) -> None:
     index.query_batch_with_stats(_PAIRS.astype(str))
 
 
-def warm_up(backend: str = "auto") -> float:
-    """Compile (or load from numba's cache) the build and query kernels of ``backend``; returns seconds."""
-    started = time.perf_counter()
+def warm_up_build(backend: str = "auto") -> str:
+    """Compile (or load from numba's cache) the build kernels of ``backend``; returns the backend resolved."""
     resolved = backends.resolve_backend(backend)
     for dtype in (np.int32, np.int64):
         src, dst = (np.ascontiguousarray(column, dtype=dtype) for column in _CYCLES.T)
@@ -70,6 +69,13 @@ def warm_up(backend: str = "auto") -> float:
         rng = np.random.default_rng(0)
         src, dst = (rng.integers(0, _MEDIUM, 4 * _MEDIUM).astype(np.int32) for _ in range(2))
         build_index_arrays(_MEDIUM, src, dst, dims=2, seed=0, hubs=64, backend="cuda", force_device=True)
+    return resolved
+
+
+def warm_up(backend: str = "auto") -> float:
+    """Compile (or load from numba's cache) the build and query kernels of ``backend``; returns seconds."""
+    started = time.perf_counter()
+    resolved = warm_up_build(backend)
     with tempfile.TemporaryDirectory(prefix="grail-warmup-") as tmp:
         built = ReachabilityIndex.from_edges(_EDGES, num_nodes=6, backend=resolved)
         built.save(Path(tmp) / "index")

@@ -13,12 +13,16 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi_offline import FastAPIOffline
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
 from grail_core.backends import device_name, resolve_backend
 
+from .access import AccessMiddleware, load_keys
+from .conventions import MethodsMiddleware
 from .deps import ServiceState
 from .errors import install_error_handlers
+from .guards import Admission, BodyGuard
 from .jobs import BuildRunner
 from .logs import RequestIdMiddleware
 from .metrics import Metrics, MetricsMiddleware
@@ -53,6 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     registry = GraphRegistry(settings.data_dir)
     metrics = Metrics(registry.count_by_status)
+    keys = load_keys(settings.api_keys_file)  # AccessKeysError (a bad keys file) stops the start here
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -64,13 +69,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # In the background: /health answers at once; requests that need a kernel meanwhile wait at the gate
         # (seconds on a cold numba cache, well under one on a warm one); /ready says when it is done.
         start_warm_up(lambda: warm_up(settings.backend), gate, readiness, then=warm_up_beyond)
-        runner = BuildRunner(
-            registry, metrics, settings.build_workers, gate, settings.max_graph_bytes, settings.max_name_bytes
-        )
+        runner = BuildRunner(registry, metrics, settings)
+        runner.start()
+        admission = Admission(settings.max_concurrent_uploads, settings.max_batch_memory_bytes)
         gpu = device_name() if settings.backend != "cpu" else None
-        app.state.grail = ServiceState(settings, registry, runner, metrics, default_backend, gpu, gate, readiness)
+        app.state.grail = ServiceState(
+            settings, registry, runner, metrics, default_backend, gpu, gate, readiness, admission
+        )
         for record in to_build:
-            runner.submit(record)
+            # Rebuilt in the main lane: the estimate is not known again, the build's own limit still holds.
+            runner.submit(record, runner.small_lane_bytes + 1)
         log.info(
             "grail service up: data dir %s, default backend %s (%s), gpu %s; compiling the query kernels",
             settings.data_dir,
@@ -100,6 +108,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         0, Route(queries.REACHABLE_PATH, queries.reachable, methods=["GET"], include_in_schema=False)
     )
     app.include_router(health.router)
+    # Innermost first: each add_middleware wraps the ones before it.
+    app.add_middleware(MethodsMiddleware, router=app.router)
+    app.add_middleware(BodyGuard, large_body_bytes=settings.max_upload_bytes, body_timeout=settings.body_timeout)
+    app.add_middleware(AccessMiddleware, keys=keys, origins=settings.cors_origin_list)
+    if settings.cors_origin_list:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origin_list,
+            allow_methods=["GET", "HEAD", "POST", "DELETE", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type", "Content-Encoding", "Accept", "X-Request-ID"],
+            expose_headers=["X-Request-ID", "Location", "Retry-After"],
+        )
     app.add_middleware(MetricsMiddleware, metrics=metrics, router=app.router)
     app.add_middleware(RequestIdMiddleware)  # added last: outermost, so that every response and log line has it
 
@@ -107,8 +127,37 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
             schema["paths"][queries.REACHABLE_PATH] = queries.REACHABLE_OPENAPI
+            _document_common_errors(schema, bool(keys))
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+# What any operation may answer beside its own statuses: the guards' and the access rules' refusals.
+_COMMON_ERRORS = {
+    "406": "nothing Accept allows can be answered",
+    "408": "the headers or the body took too long to arrive",
+    "413": "the body is over this route's limit",
+    "503": "too busy (Retry-After says when to try again), or the data directory is read-only",
+}
+_ACCESS_ERRORS = {"401": "no access key, or an unknown one", "403": "the key's scope (or the page's origin) forbids it"}
+
+
+def _document_common_errors(schema: dict[str, Any], keys: bool) -> None:
+    """Every error the guards and access rules may answer, on every operation; 422 is the service's own error
+    shape (ErrorOut), not FastAPI's HTTPValidationError."""
+    errors = {**_COMMON_ERRORS, **(_ACCESS_ERRORS if keys else {"403": "a write from a web page of another origin"})}
+    reference = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+    for path, operations in schema["paths"].items():
+        for operation in operations.values():
+            responses = operation["responses"]
+            for status, description in errors.items():
+                if path == "/health" and status in ("401", "403"):
+                    continue
+                responses.setdefault(status, {"description": description, "content": reference})
+            if "422" in responses:
+                responses["422"]["content"] = reference
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schema.get("components", {}).get("schemas", {}).pop(unused, None)

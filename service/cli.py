@@ -1,6 +1,6 @@
 """``grail``: a small command line on the client, for scripts.
 
-grail upload FILE [--name N] [--format F] [--dims D] [--seed S] [--backend B] [--wait]
+grail [--url URL] [--api-key KEY] upload FILE [--name N] [--format F] [--dims D] [--seed S] [--backend B] [--wait]
 grail query GRAPH_ID [FILE|-]        # 'u v' lines in, 0/1 lines out
 grail list [--status failed] | grail show GRAPH_ID | grail delete GRAPH_ID
 """
@@ -18,7 +18,7 @@ import httpx
 
 from grail_core.backend_names import BACKENDS
 
-from .client import DEFAULT_URL, GrailClient, GrailServiceError
+from .client import API_KEY_VARIABLE, DEFAULT_URL, GrailClient, GrailServiceError
 
 __all__ = ["main"]
 
@@ -50,6 +50,9 @@ class ProgressBar:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grail", description="Client of a grail reachability server.")
     parser.add_argument("--url", default=DEFAULT_URL, help="server address (env GRAIL_URL; default %(default)s)")
+    parser.add_argument(
+        "--api-key", help=f"access key of a server that requires keys (env {API_KEY_VARIABLE}; never printed)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     up = commands.add_parser("upload", help="upload a graph file; prints its record as JSON")
@@ -79,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        with GrailClient(args.url, timeout=600.0) as client:
+        with GrailClient(args.url, timeout=600.0, api_key=args.api_key) as client:
             return _run(client, args)
     except GrailServiceError as exc:
         print(f"grail: {exc}", file=sys.stderr)

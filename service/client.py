@@ -42,9 +42,11 @@ __all__ = [
     "BuildFailedError",
     "content_type_for",
     "DEFAULT_URL",
+    "API_KEY_VARIABLE",
 ]
 
 DEFAULT_URL = os.environ.get("GRAIL_URL", "http://127.0.0.1:8000")
+API_KEY_VARIABLE = "GRAIL_API_KEY"
 _CHUNK = 1 << 20
 _PACKED_ANSWERS = f"{BINARY}; width=1"
 _TEXT_HEADERS = {"Content-Type": "text/plain", "Accept": "text/plain"}
@@ -256,6 +258,12 @@ def _check(response: httpx.Response) -> httpx.Response:
     raise GrailServiceError(response.status_code, error, detail, body, line)
 
 
+def _auth_headers(api_key: str | None) -> dict[str, str]:
+    """``Authorization: Bearer KEY`` for ``api_key``, else for ``GRAIL_API_KEY``; none without either."""
+    key = api_key if api_key is not None else os.environ.get(API_KEY_VARIABLE)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
 def _status_filter(status: str | Sequence[str] | None) -> dict[str, Any]:
     if status is None:
         return {}
@@ -269,10 +277,18 @@ def _finished(record: Record) -> bool:
 
 
 class GrailClient:
-    """Synchronous client. Use as a context manager, or call ``close()``."""
+    """Synchronous client. Use as a context manager, or call ``close()``. ``api_key`` (default: the variable
+    ``GRAIL_API_KEY``) is sent as ``Authorization: Bearer KEY`` to a server that requires keys."""
 
-    def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0, http: httpx.Client | None = None) -> None:
-        self.http = http or httpx.Client(base_url=base_url, timeout=timeout)
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        timeout: float = 60.0,
+        api_key: str | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self.http = http or httpx.Client(base_url=base_url, timeout=timeout, headers=_auth_headers(api_key))
 
     def __enter__(self) -> GrailClient:
         return self
@@ -373,9 +389,14 @@ class AsyncGrailClient:
     """The same API as GrailClient, awaitable. Use as an async context manager, or ``await aclose()``."""
 
     def __init__(
-        self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0, http: httpx.AsyncClient | None = None
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        timeout: float = 60.0,
+        api_key: str | None = None,
+        http: httpx.AsyncClient | None = None,
     ) -> None:
-        self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
+        self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=_auth_headers(api_key))
 
     async def __aenter__(self) -> AsyncGrailClient:
         return self

@@ -13,6 +13,7 @@ import numpy as np
 
 from grail_core.names import NameTokens, utf8_error
 
+from .conventions import negotiate
 from .errors import ServiceError
 from .textscan import json_pairs, words
 from .wire import (
@@ -28,7 +29,22 @@ from .wire import (
     pair_dtype,
 )
 
-__all__ = ["BINARY", "parse_get_pairs", "pair_format", "decode_pairs", "answer_type", "encode_answers"]
+__all__ = [
+    "BINARY",
+    "parse_get_pairs",
+    "pair_format",
+    "decode_pairs",
+    "answer_type",
+    "encode_answers",
+    "batch_memory",
+]
+
+# The memory a batch takes to answer, in bytes of its body: binary pairs are read in place (ids, answers and
+# their encoding beside them); text and JSON names are scanned into spans of the body (two int64 a name) and
+# ids; JSON that is not plain names becomes Python objects. See benchmarks/bench_hardening.py.
+_BATCH_MEMORY_FACTOR = {"binary": 3, "text": 12, "json": 16}
+
+_ANSWER_TYPES = ("application/json", "text/plain", BINARY)
 
 
 def parse_get_pairs(text: str, limit: int) -> list[tuple[str, str]]:
@@ -63,6 +79,13 @@ def pair_format(content_type: str) -> tuple[str, int | None]:
     )
 
 
+def batch_memory(media: str, width: int | None) -> int:
+    """Bytes of memory per body byte that answering a batch of this media type takes, at most."""
+    if width is not None:
+        return _BATCH_MEMORY_FACTOR["binary"]
+    return _BATCH_MEMORY_FACTOR["json" if media == "application/json" else "text"]
+
+
 def decode_pairs(body: bytes | np.ndarray, content_type: str) -> np.ndarray | NameTokens | list[Any]:
     """The pairs of a POST body (Content-Type header as sent), in a form the index accepts: an (M, 2) integer
     array (binary, read in place without a copy), NameTokens of 2M names (text, and JSON whose names are
@@ -86,9 +109,15 @@ def decode_pairs(body: bytes | np.ndarray, content_type: str) -> np.ndarray | Na
             data = json.loads(body.tobytes() if isinstance(body, np.ndarray) else body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ServiceError(422, "BadJSON", f"the body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise ServiceError(422, "BadJSON", "the body is not valid JSON: it is nested too deeply") from None
         pairs = data.get("pairs") if isinstance(data, dict) else None
         if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
             raise ServiceError(422, "BadPairs", 'the body must be {"pairs": [[source, target], ...]}')
+        for number, pair in enumerate(pairs, start=1):
+            # Numbers and strings go to the index, which knows its names; anything else names no node.
+            if not all(isinstance(name, int | float | str) and not isinstance(name, bool) for name in pair):
+                raise ServiceError(422, "BadPairs", f"pair {number}: a node name is a number or a string, not {pair!r}")
         return pairs
     tokens = words(body)
     bad = utf8_error(tokens.data)  # whitespace is ASCII: the names are UTF-8 when the whole body is
@@ -101,19 +130,14 @@ def decode_pairs(body: bytes | np.ndarray, content_type: str) -> np.ndarray | Na
 
 
 def answer_type(accept: str | None) -> str:
-    """The Content-Type of the answers: the first of binary, text/plain or JSON that Accept names (JSON when
-    it names none, or names JSON or a wildcard first; no q-value arithmetic needed here). 406 for binary
-    answers of a width that service.wire does not define."""
-    for item in (accept or "").split(","):
-        media, params = media_type(item)
-        if media == BINARY:
-            width = _width(params, ANSWER_WIDTHS, DEFAULT_ANSWER_WIDTH, 406, "answers")
-            return binary_type(width, DEFAULT_ANSWER_WIDTH)
-        if media == "text/plain":
-            return media
-        if media in ("application/json", "*/*", "application/*"):
-            break
-    return "application/json"
+    """The Content-Type of the answers, by content negotiation over JSON, text/plain and binary (service.conventions:
+    q-values, 406 when none is acceptable); 406 too for binary answers of a width that service.wire does not
+    define."""
+    media, params = negotiate(accept, _ANSWER_TYPES)
+    if media == BINARY:
+        width = _width(params, ANSWER_WIDTHS, DEFAULT_ANSWER_WIDTH, 406, "answers")
+        return binary_type(width, DEFAULT_ANSWER_WIDTH)
+    return media
 
 
 def _width(params: dict[str, str], allowed: tuple[int, ...], default: int, status: int, what: str) -> int:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from .guards import Admission
 from .jobs import BuildRunner
 from .metrics import Metrics
 from .registry import GraphRegistry
@@ -26,6 +27,7 @@ class ServiceState:
     # Held around every call into grail_core; a real lock only where numba cannot run threads concurrently.
     core_gate: CoreGate
     readiness: Readiness
+    admission: Admission
 
 
 async def get_state(request: Request) -> ServiceState:

@@ -1,8 +1,14 @@
-"""grail_core and registry exceptions -> HTTP answers. The core knows nothing of HTTP; this is the one mapping."""
+"""The service's one exception root (``ServiceError``) and the one mapping of exceptions to HTTP answers.
+
+grail_core knows nothing of HTTP: its client-fault errors get their status here. Every error answer is JSON
+``{"detail", "error", ...}`` with the detail cut to ``MAX_DETAIL_CHARS`` and safe to encode as UTF-8.
+"""
 
 from __future__ import annotations
 
+import errno
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,27 +24,68 @@ from grail_core import (
     UnknownNodeError,
 )
 
-from .registry import GraphNotFound, GraphNotReady
-
-__all__ = ["ServiceError", "install_error_handlers", "error_response", "status_for", "status_for_kind"]
+__all__ = [
+    "ServiceError",
+    "Overloaded",
+    "MAX_DETAIL_CHARS",
+    "truncate",
+    "storage_error",
+    "install_error_handlers",
+    "error_response",
+    "status_for",
+    "status_for_kind",
+    "response_for",
+    "BUILD_FAILURE_STATUS",
+]
 
 log = logging.getLogger("grail.service")
 
+# Long enough for any message the service words itself; a client's 15 MB repr of a malformed edge is cut here.
+MAX_DETAIL_CHARS = 300
+
 
 class ServiceError(Exception):
-    """A request the service itself refuses (body too large, unknown media type, malformed pairs ...)."""
+    """Root of everything the service raises on purpose: a request it refuses, with its status and kind."""
 
-    def __init__(self, status: int, kind: str, detail: str) -> None:
+    def __init__(self, status: int, kind: str, detail: str, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.kind = kind
         self.detail = detail
+        self.headers = dict(headers or {})
 
 
-def error_response(status: int, kind: str, detail: str, **extra: Any) -> JSONResponse:
-    body: dict[str, Any] = {"detail": _utf8_safe(detail), "error": kind}
+class Overloaded(ServiceError):
+    """503 with ``Retry-After``: a cap on concurrent work is reached; the same request later will be served."""
+
+    def __init__(self, detail: str, retry_after: int = 1) -> None:
+        super().__init__(503, "Overloaded", detail, {"Retry-After": str(retry_after)})
+
+
+def truncate(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters in all)"
+
+
+def storage_error(exc: OSError, doing: str) -> ServiceError | None:
+    """A full disk (507) or a read-only data directory (503) as the client's answer; None for other errors."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ServiceError(507, "DiskFull", f"the server's disk is full ({doing}); free space and try again")
+    if exc.errno == errno.EROFS:
+        return ServiceError(
+            503, "ReadOnlyStorage", f"the server's data directory is read-only ({doing})", {"Retry-After": "60"}
+        )
+    return None
+
+
+def error_response(
+    status: int, kind: str, detail: str, headers: Mapping[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    body: dict[str, Any] = {"detail": _utf8_safe(truncate(detail)), "error": kind}
     body.update({k: v for k, v in extra.items() if v is not None})
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
 # grail_core's errors that are the client's fault, and their status; anything unlisted is ours (500).
@@ -50,10 +97,21 @@ _CORE_STATUS: tuple[tuple[type[Exception], int], ...] = (
     (BackendUnavailableError, 422),
 )
 
+# The status of a failed build, by the kind its record keeps (answers to wait=true). Kinds of the build worker:
+# GraphTooLarge (its index needs more memory than this server builds with), OutOfMemory (the build ran past its
+# memory), DiskFull, ReadOnlyStorage, BuildCrashed (the worker died: ours), Interrupted (a restart lost the upload).
+BUILD_FAILURE_STATUS: dict[str, int] = {
+    **{cls.__name__: status for cls, status in _CORE_STATUS},
+    "GraphTooLarge": 413,
+    "OutOfMemory": 507,
+    "DiskFull": 507,
+    "ReadOnlyStorage": 503,
+}
+
 
 def status_for_kind(kind: str) -> int:
-    """The status of a failed build recorded by its exception's class name (answers to ``wait=true``)."""
-    return next((status for cls, status in _CORE_STATUS if cls.__name__ == kind), 500)
+    """The status of a failed build recorded by its kind."""
+    return BUILD_FAILURE_STATUS.get(kind, 500)
 
 
 def status_for(exc: BaseException) -> int:
@@ -61,23 +119,20 @@ def status_for(exc: BaseException) -> int:
     for cls, status in _CORE_STATUS:
         if isinstance(exc, cls):
             return status
-    if isinstance(exc, GraphNotFound):
-        return 404
-    if isinstance(exc, GraphNotReady):
-        return 409
     if isinstance(exc, ServiceError):
         return exc.status
     return 500
 
 
-def response_for(exc: BaseException) -> JSONResponse:
-    status = status_for(exc)
+def response_for(exc: BaseException, status: int | None = None) -> JSONResponse:
+    """The error answer of ``exc``; ``status`` overrides the usual one."""
+    status = status_for(exc) if status is None else status
     if isinstance(exc, GraphFormatError):
         return error_response(status, "GraphFormatError", str(exc), line=exc.line)
     if isinstance(exc, UnknownNodeError):
         return error_response(status, "UnknownNodeError", str(exc), node=_jsonable(exc.name))
     if isinstance(exc, ServiceError):
-        return error_response(status, exc.kind, exc.detail)
+        return error_response(status, exc.kind, exc.detail, exc.headers)
     return error_response(status, type(exc).__name__, str(exc))
 
 
@@ -88,7 +143,7 @@ def _jsonable(name: object) -> object:
     if isinstance(name, bytes):
         return name.decode("utf-8", "replace")
     if isinstance(name, str):
-        return _utf8_safe(name)
+        return _utf8_safe(truncate(name))
     return name if isinstance(name, int) else str(name)
 
 
@@ -114,8 +169,17 @@ def install_error_handlers(app: FastAPI) -> None:
             422,
             "InvalidParameter",
             "; ".join(parts) or str(exc),
-            errors=[{"loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in errors],
+            errors=[{"loc": list(e.get("loc", ())), "msg": truncate(str(e.get("msg")))} for e in errors[:20]],
         )
+
+    async def handle_os_error(request: Request, exc: Exception) -> JSONResponse:
+        # A disk that filled up or went read-only under a request: the client hears which, never a bare 500.
+        assert isinstance(exc, OSError)
+        known = storage_error(exc, f"{request.method} {request.url.path}")
+        if known is None:
+            log.exception("unexpected OS error on %s %s", request.method, request.url.path, exc_info=exc)
+            return error_response(500, "InternalServerError", "the server failed on this request; see its log")
+        return response_for(known)
 
     app.add_exception_handler(RequestValidationError, handle_validation)
     for kind in (
@@ -123,9 +187,9 @@ def install_error_handlers(app: FastAPI) -> None:
         UnknownNodeError,
         InvalidParameterError,
         BackendUnavailableError,
-        GraphNotFound,
-        GraphNotReady,
+        InputTooLargeError,
         ServiceError,
     ):
         app.add_exception_handler(kind, handle)
     app.add_exception_handler(IndexFileError, handle_index_file)
+    app.add_exception_handler(OSError, handle_os_error)

@@ -1,92 +1,254 @@
-"""Index builds off the event loop: a thread pool, since grail_core's numba kernels release the GIL."""
+"""Index builds, run in worker processes (service.worker) under a memory budget, in two lanes.
+
+Every upload gets an estimate of the memory its build needs (grail_core.sizing, from the first MiB of its text
+and its size); one over what a build may use here is refused at once (413, saying how much it needs). The budget
+(``--max-build-memory-mb``) is split: a small lane (a quarter, at most ``SMALL_LANE_BYTES``) with its own worker
+takes builds that fit in it, so that a small graph never waits behind a large one; the main lane's
+``--build-workers`` workers take the others in order, each build reserving its share of the lane (or its
+estimate, when larger) before it starts, and idle main workers help the small lane. A build that allocates
+past its reservation fails (507) without touching the others or the server.
+"""
 
 from __future__ import annotations
 
 import contextvars
 import logging
+import shutil
+import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+import zlib
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from grail_core import GrailError, ReachabilityIndex, read_graph
+from grail_core import sizing
 
+from .errors import Overloaded, ServiceError
+from .logs import current_request_id
 from .metrics import Metrics
 from .registry import GraphRecord, GraphRegistry
-from .warmup import CoreGate
+from .settings import Settings
+from .worker import BuildJob, BuildOutcome, BuildWorker
 
-__all__ = ["BuildRunner"]
+__all__ = ["BuildRunner", "estimate_upload", "SMALL_LANE_BYTES"]
 
 log = logging.getLogger("grail.service.build")
 
+SMALL_LANE_BYTES = 256 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass
+class _Job:
+    record: GraphRecord
+    estimate: int
+    future: Future[GraphRecord | None] = field(default_factory=Future)
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
+
+
+def estimate_upload(path: Path, format: str | None) -> sizing.BuildEstimate:
+    """The build's memory from the upload's first MiB of text and its size. A gzip upload's text size is
+    its trailer's (the size modulo 4 GiB) or its ratio in the first MiB times its size, whichever is larger."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(sizing.SAMPLE_BYTES)
+        if head[:2] != _GZIP_MAGIC:
+            return sizing.estimate(head, size, format)
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            sample = inflater.decompress(head, sizing.SAMPLE_BYTES)
+        except zlib.error:
+            sample = b""
+        if not sample:  # corrupt or cut short: its trailer means nothing, and the worker says what is wrong
+            return sizing.estimate(b"", size, format)
+        consumed = len(head) - len(inflater.unconsumed_tail)
+        fh.seek(max(size - 4, 0))
+        trailer = int.from_bytes(fh.read(4), "little")
+    ratio = len(sample) / max(consumed, 1)
+    text_bytes = size if inflater.eof else max(trailer, int(ratio * size))
+    return sizing.estimate(sample, max(text_bytes, len(sample)), format)
+
 
 class BuildRunner:
-    """Runs read_graph -> build -> save -> publish for one graph per job."""
+    """Queues builds and runs them in worker processes; ``submit`` gives a future of the final record."""
 
-    def __init__(
-        self,
-        registry: GraphRegistry,
-        metrics: Metrics,
-        workers: int,
-        core_gate: CoreGate,
-        max_graph_bytes: int,
-        max_name_bytes: int,
-    ) -> None:
+    def __init__(self, registry: GraphRegistry, metrics: Metrics, settings: Settings) -> None:
         self._registry = registry
-        self._max_graph_bytes = max_graph_bytes
-        self._max_name_bytes = max_name_bytes
-        self._core_gate = core_gate
         self._metrics = metrics
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grail-build")
+        self._settings = settings
+        budget = settings.max_build_memory_bytes
+        self.small_lane_bytes = min(SMALL_LANE_BYTES, budget // 4)
+        self.main_lane_bytes = budget - self.small_lane_bytes
+        self._share = self.main_lane_bytes // settings.build_workers
+        self._cond = threading.Condition()
+        self._small: deque[_Job] = deque()
+        self._main: deque[_Job] = deque()
+        self._reserved = 0
+        self._stopping = False
+        self._workers = [
+            BuildWorker(f"grail-build-{lane}", settings.backend, settings.log_level, settings.log_format)
+            for lane in ["small", *(f"main{i}" for i in range(settings.build_workers))]
+        ]
+        self._threads = [
+            threading.Thread(target=self._drive, args=(worker, i == 0), name=worker.name, daemon=True)
+            for i, worker in enumerate(self._workers)
+        ]
 
-    def submit(self, record: GraphRecord) -> Future[GraphRecord | None]:
+    def start(self) -> None:
+        """Start the workers (each warms up in the background) and their lanes."""
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [pid for pid in (w.pid for w in self._workers) if pid is not None]
+
+    def admit(self) -> None:
+        """503 before an upload is read when the queue is full."""
+        with self._cond:
+            queued = len(self._small) + len(self._main)
+        if queued >= self._settings.max_queued_builds:
+            raise Overloaded(f"{queued} builds are waiting (--max-queued-builds); upload again later", retry_after=5)
+
+    def check(self, estimate: sizing.BuildEstimate) -> None:
+        """413 for a graph whose text is over --max-graph-mb (a gzip body by its ratio in the first MiB: a zip
+        bomb is refused before anything decompresses it) or whose build needs more memory than any build may
+        have here."""
+        if estimate.text_bytes > self._settings.max_graph_bytes:
+            raise ServiceError(
+                413,
+                "InputTooLargeError",
+                f"the graph decompresses to about {estimate.text_bytes >> 20} MiB (judging by its first MiB), more "
+                f"than this server's {self._settings.max_graph_mb} MiB (--max-graph-mb)",
+            )
+        if estimate.bytes > self.main_lane_bytes:
+            raise ServiceError(
+                413,
+                "GraphTooLarge",
+                f"this graph (about {estimate.text_bytes >> 20} MiB of {estimate.format} text, some "
+                f"{estimate.edges} edges) needs about {estimate.bytes >> 20} MiB to build; this server builds with "
+                f"at most {self.main_lane_bytes >> 20} MiB (--max-build-memory-mb)",
+            )
+
+    def submit(self, record: GraphRecord, estimate: int) -> Future[GraphRecord | None]:
         """Queue the build; the future gives the final record (None if the graph was deleted meanwhile).
         The build's log lines carry the request id of the upload that queued it."""
-        return self._pool.submit(contextvars.copy_context().run, self._build, record)
+        job = _Job(record, estimate)
+        with self._cond:
+            (self._small if estimate <= self.small_lane_bytes else self._main).append(job)
+            self._cond.notify_all()
+        return job.future
 
     def shutdown(self) -> None:
-        # Queued builds are dropped: their records stay "queued" and the next start rebuilds them from the uploads.
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        # Queued and running builds are dropped: their records stay queued or building, and the next start
+        # rebuilds them from their uploads.
+        with self._cond:
+            self._stopping = True
+            pending = [*self._small, *self._main]
+            self._small.clear()
+            self._main.clear()
+            self._cond.notify_all()
+        for job in pending:
+            job.future.cancel()
+        for worker in self._workers:
+            worker.stop()
 
-    def _build(self, record: GraphRecord) -> GraphRecord | None:
+    # ---- the lanes ---------------------------------------------------------------------------------------
+
+    def _drive(self, worker: BuildWorker, small_lane: bool) -> None:
+        try:
+            worker.start()
+        except Exception:  # retried at its first build, which fails with the reason if it fails again
+            log.exception("build worker %s did not start", worker.name)
+        while True:
+            taken = self._next(small_lane)
+            if taken is None:
+                return
+            job, reservation, from_main = taken
+            try:
+                job.context.run(self._run, job, worker, reservation)
+            except Exception as exc:  # never a dead lane: the build is failed, the next one runs
+                log.exception("graph %s: build failed", job.record.id)
+                job.future.set_exception(exc)
+            finally:
+                if from_main:
+                    with self._cond:
+                        self._reserved -= reservation
+                        self._cond.notify_all()
+            try:
+                if not self._stopping:
+                    worker.start()  # a worker that retired or died is replaced now, not at the next build
+            except Exception:
+                log.exception("build worker %s did not start", worker.name)
+
+    def _next(self, small_lane: bool) -> tuple[_Job, int, bool] | None:
+        """The next job of this lane and the memory it may use (the job, its reservation, whether that is
+        taken from the main lane's budget); blocks until there is one that fits, None once stopping."""
+        with self._cond:
+            while not self._stopping:
+                if small_lane and self._small:
+                    return self._small.popleft(), self.small_lane_bytes, False
+                if not small_lane:
+                    free = self.main_lane_bytes - self._reserved
+                    if self._main:
+                        need = min(self.main_lane_bytes, max(self._main[0].estimate, self._share))
+                        if need <= free:
+                            self._reserved += need
+                            return self._main.popleft(), need, True
+                    elif self._small and self.small_lane_bytes <= free:
+                        self._reserved += self.small_lane_bytes
+                        return self._small.popleft(), self.small_lane_bytes, True
+                self._cond.wait()
+            return None
+
+    def _run(self, job: _Job, worker: BuildWorker, memory: int) -> None:
+        record, registry = job.record, self._registry
         graph_id, params = record.id, record.params
         started = time.perf_counter()
-
-        def progress(phase: str, fraction: float) -> None:
-            self._registry.set_progress(graph_id, phase, fraction)
-
-        try:
-            progress("read", 0.0)
-            with self._core_gate:
-                graph = read_graph(
-                    self._registry.upload_path(graph_id),
-                    format=params.format,
-                    max_bytes=self._max_graph_bytes,
-                    max_name_bytes=self._max_name_bytes,
-                )
-                index = ReachabilityIndex.build(
-                    graph, dims=params.dims, seed=params.seed, backend=params.backend, progress=progress
-                )
-            progress("save", 1.0)
-            index.save(self._registry.index_path(graph_id))
-        except Exception as exc:  # every failure becomes the graph's error, never a dead worker
-            if isinstance(exc, GrailError):
-                log.warning("graph %s (%s): build failed: %s", graph_id, record.name, exc)
-            else:
-                log.exception("graph %s (%s): build failed", graph_id, record.name)
-            self._metrics.build_finished("failed", time.perf_counter() - started, {})
-            return self._registry.fail(graph_id, exc)
-        elapsed = time.perf_counter() - started
-        stats = index.stats.to_dict()
-        phases = stats.get("phase_seconds") or {}
-        log.info(
-            "graph %s (%s): built in %.3f s: %d nodes, %d edges, %d components, backend %s; phases %s",
-            graph_id,
-            record.name,
-            elapsed,
-            stats.get("nodes", -1),
-            stats.get("edges", -1),
-            stats.get("components", -1),
-            stats.get("backend"),
-            ", ".join(f"{k} {v:.3f}s" for k, v in phases.items()),
+        if not registry.set_progress(graph_id, "read", 0.0):
+            job.future.set_result(self._current(graph_id))
+            return
+        staging = registry.staging_path(graph_id)
+        build = BuildJob(
+            graph_id=graph_id,
+            name=record.name,
+            upload=registry.upload_path(graph_id),
+            staging=staging,
+            format=params.format,
+            dims=params.dims,
+            seed=params.seed,
+            backend=params.backend,
+            max_graph_bytes=self._settings.max_graph_bytes,
+            max_name_bytes=self._settings.max_name_bytes,
+            memory_bytes=memory,
+            request_id=current_request_id(),
         )
-        self._metrics.build_finished("ready", elapsed, phases)
-        return self._registry.publish(graph_id, index)
+        try:
+            outcome: BuildOutcome | None = worker.run(build, lambda p, f: registry.set_progress(graph_id, p, f))
+        except Exception as exc:  # the worker could not start
+            log.exception("graph %s: no build worker", graph_id)
+            outcome = BuildOutcome(kind="BuildCrashed", message=f"no build worker could start: {exc}")
+        try:
+            if outcome is None:  # deleted meanwhile, or its record could not be written
+                final = self._current(graph_id)
+            elif outcome.stats is not None:
+                final = registry.publish(graph_id, staging / "index")
+            else:
+                assert outcome.kind is not None
+                final = registry.fail(graph_id, outcome.kind, outcome.message or "", outcome.line)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        elapsed = time.perf_counter() - started
+        result = "ready" if final is not None and final.stats is not None and final.error is None else "failed"
+        phases = (final.stats or {}).get("phase_seconds", {}) if final is not None else {}
+        self._metrics.build_finished(result, elapsed, phases)
+        if final is not None and final.error is not None:
+            log.warning("graph %s (%r): build failed: %s", graph_id, record.name, final.error.get("message"))
+        job.future.set_result(final)
+
+    def _current(self, graph_id: str) -> GraphRecord | None:
+        try:
+            return self._registry.get(graph_id)
+        except ServiceError:
+            return None

@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import error_response
 
-__all__ = ["REQUEST_ID_HEADER", "RequestIdMiddleware", "configure_logging", "current_request_id"]
+__all__ = ["REQUEST_ID_HEADER", "RequestIdMiddleware", "configure_logging", "current_request_id", "set_request_id"]
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _HEADER_KEY = REQUEST_ID_HEADER.lower().encode()
@@ -33,6 +33,11 @@ log = logging.getLogger("grail.service")
 def current_request_id() -> str:
     """The id of the request this code runs for; build threads inherit the id of the upload that queued them."""
     return _request_id.get()
+
+
+def set_request_id(request_id: str) -> None:
+    """The id for this context's log lines from now on: a build worker takes that of the upload it builds."""
+    _request_id.set(request_id)
 
 
 class RequestIdMiddleware:
@@ -70,6 +75,19 @@ class RequestIdMiddleware:
             _request_id.reset(token)
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+class _TextFormatter(logging.Formatter):
+    """Control characters in a message (a graph name with a newline) are written as escapes: one event, one
+    line, whatever a client sends. Tracebacks, which are not part of the message, keep their lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        if not record.message.isprintable():
+            record.message = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), record.message)
+        return super().formatMessage(record)
+
+
 class _RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = _request_id.get()
@@ -90,7 +108,7 @@ def configure_logging(level: str, fmt: str) -> None:
             )
         )
     else:
-        handler.setFormatter(logging.Formatter(_TEXT_FORMAT))
+        handler.setFormatter(_TextFormatter(_TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from .machine import raise_open_files_limit
 from .settings import Settings, SettingsError
 
 __all__ = ["main", "numba_cache_dir"]
@@ -23,21 +25,34 @@ def numba_cache_dir() -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # numba reads its cache folder once, when it is first imported: before the app (and grail_core) is. The
+    # build workers inherit it.
+    os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_dir())
+    from .access import load_keys
+
     try:
         settings = Settings.from_args(argv)
-    except SettingsError as exc:
+        _check_exposure(settings)
+        _check_data_dir(settings.data_dir)
+        # Read here, so that a bad keys file is one line on stderr; the app reads it again when it starts.
+        load_keys(settings.api_keys_file)
+    except SettingsError as exc:  # AccessKeysError too
         print(f"grail-serve: {exc}", file=sys.stderr)
         return 2
-    # numba reads its cache folder once, when it is first imported: before the app (and grail_core) is.
-    os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_dir())
+    open_files = raise_open_files_limit()
 
     import uvicorn
 
     from .app import create_app
+    from .guards import ConnectionLimits, protocol_class
     from .logs import configure_logging
 
     configure_logging(settings.log_level, settings.log_format)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    limits = ConnectionLimits(
+        max_connections=min(settings.max_connections, max(open_files - 64, 1)),
+        max_header_bytes=settings.max_header_kb * 1024,
+        header_timeout=settings.header_timeout,
+    )
     # No access log: one line per query would drown what matters (uploads, builds, errors); /metrics counts
     # requests. log_config=None: uvicorn's own lines go through the handler above (request ids, JSON).
     uvicorn.run(
@@ -48,8 +63,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_config=None,
         access_log=False,
         server_header=False,
+        http=protocol_class(limits),
+        # Idle keep-alive connections go after the header timeout too; a burst of clients queues in the backlog.
+        timeout_keep_alive=max(int(settings.header_timeout), 1),
+        backlog=_BACKLOG,
+        h11_max_incomplete_event_size=limits.max_header_bytes,
     )
     return 0
+
+
+_BACKLOG = 4096
+
+
+def _check_exposure(settings: Settings) -> None:
+    """Without access keys only this machine may connect, unless the operator says otherwise."""
+    from .access import is_loopback
+
+    if settings.api_keys_file is None and not settings.allow_anonymous and not is_loopback(settings.host):
+        raise SettingsError(
+            f"--host {settings.host} without --api-keys would let anyone who reaches it upload, read and delete "
+            "graphs; give --api-keys FILE, bind 127.0.0.1, or pass --allow-anonymous"
+        )
+
+
+def _check_data_dir(data_dir: Path) -> None:
+    """The data directory must exist (it is created) and be writable: say so in one line, not a traceback."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=data_dir):
+            pass
+    except OSError as exc:
+        raise SettingsError(f"the data directory {data_dir} is not writable: {exc.strerror or exc}") from None
 
 
 if __name__ == "__main__":

@@ -1,9 +1,15 @@
 """The graphs the service knows: one folder per graph under ``<data_dir>/graphs/<id>/``.
 
 Each folder holds ``record.json`` (small, rewritten atomically: temp file, fsync, rename) and, once
-built, ``index/`` (written by ``ReachabilityIndex.save``, itself atomic). The upload waits in
-``<data_dir>/uploads/<id>`` until its index is published, so that a build a crash interrupted can be
-redone from it. A graph is served only when its record says ``ready`` and its index loaded.
+built, ``index/``. The upload waits in ``<data_dir>/uploads/<id>`` until its index is published, so that a
+build a crash interrupted can be redone from it. A build worker writes the index under
+``<data_dir>/staging/<id>/`` and this registry, the only writer of records and graph folders, renames it into
+place. A graph is served only when its record says ``ready`` and its index loaded.
+
+A record that cannot be written (full disk, read-only data directory) never leaves a graph stuck: the graph is
+kept as failed, saying why, or not added at all. Deleting renames the folder into ``<data_dir>/trash/`` first (the
+graph is gone at once, or still whole if the rename fails), then removes it. Start-up removes what a crash left:
+temporary files, staged indexes, the trash, uploads and folders without a record.
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ from typing import Any
 
 from grail_core import IndexFileError, ReachabilityIndex
 
+from .errors import ServiceError, storage_error, truncate
+
 __all__ = ["GraphStatus", "GraphRecord", "GraphRegistry", "GraphNotFound", "GraphNotReady", "BuildParams"]
 
 log = logging.getLogger("grail.service.registry")
 
 RECORD_FILE = "record.json"
 INDEX_DIR = "index"
+_RECORD_TMP = f".{RECORD_FILE}.tmp"
 
 
 class GraphStatus(str, Enum):
@@ -37,16 +46,16 @@ class GraphStatus(str, Enum):
     failed = "failed"
 
 
-class GraphNotFound(LookupError):
+class GraphNotFound(ServiceError):
     def __init__(self, graph_id: str) -> None:
-        super().__init__(f"no graph with id {graph_id!r}")
+        super().__init__(404, "GraphNotFound", f"no graph with id {truncate(graph_id, 40)!r}")
         self.graph_id = graph_id
 
 
-class GraphNotReady(RuntimeError):
+class GraphNotReady(ServiceError):
     def __init__(self, record: GraphRecord) -> None:
         detail = f": {record.error['message']}" if record.error else ""
-        super().__init__(f"graph {record.id!r} is {record.status.value}, not ready{detail}")
+        super().__init__(409, "GraphNotReady", f"graph {record.id!r} is {record.status.value}, not ready{detail}")
         self.record = record
 
 
@@ -102,6 +111,8 @@ class GraphRegistry:
         self.data_dir = Path(data_dir)
         self.uploads_dir = self.data_dir / "uploads"
         self.graphs_dir = self.data_dir / "graphs"
+        self.staging_dir = self.data_dir / "staging"
+        self.trash_dir = self.data_dir / "trash"
         self._lock = threading.Lock()
         # Serialises the rare writes that touch disk (record files, removal), so that a delete racing a
         # build's publish can never leave a record behind for a graph the user deleted.
@@ -115,6 +126,10 @@ class GraphRegistry:
 
     def index_path(self, graph_id: str) -> Path:
         return self.graphs_dir / graph_id / INDEX_DIR
+
+    def staging_path(self, graph_id: str) -> Path:
+        """Where a build worker writes the graph's index (and a decompressed text) before it is published."""
+        return self.staging_dir / graph_id
 
     def new_upload_file(self) -> tuple[str, Path]:
         """A fresh id and the path its upload streams to (created empty, so the id is taken on disk)."""
@@ -135,16 +150,22 @@ class GraphRegistry:
 
         A ``ready`` graph whose index does not load is marked failed. A ``queued`` or ``building``
         one was interrupted by a crash: it is ready if its index was published before the crash
-        (saving is atomic, so a loadable index is a complete one), rebuilt if its upload survived,
+        (publishing is a rename, so a loadable index is a complete one), rebuilt if its upload survived,
         failed otherwise.
         """
-        self.uploads_dir.mkdir(parents=True, exist_ok=True)
-        self.graphs_dir.mkdir(parents=True, exist_ok=True)
+        for folder in (self.uploads_dir, self.graphs_dir, self.staging_dir, self.trash_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        for leftover in (self.staging_dir, self.trash_dir):
+            for path in leftover.iterdir():
+                log.info("removing leftover %s", path)
+                _remove(path)
         to_build: list[GraphRecord] = []
         known: set[str] = set()
         for folder in sorted(self.graphs_dir.iterdir()):
             record_file = folder / RECORD_FILE
             if not record_file.is_file():
+                log.info("removing %s: it has no record", folder)
+                _remove(folder)
                 continue
             try:
                 record = GraphRecord.from_json(json.loads(record_file.read_text()))
@@ -194,20 +215,16 @@ class GraphRegistry:
         for orphan in self.uploads_dir.iterdir():
             if orphan.name not in known:
                 log.info("removing orphan upload %s", orphan)
-                orphan.unlink(missing_ok=True)
+                _remove(orphan)
         log.info("registry at %s: %d graphs, %d to build", self.data_dir, len(self._entries), len(to_build))
         return to_build
 
     @staticmethod
     def _remove_leftovers(folder: Path) -> None:
-        # Temporary files and folders of writes a crash interrupted (ours and those of ReachabilityIndex.save).
+        # Temporary files and folders of writes a crash interrupted (.record.json.tmp, half-renamed indexes).
         for path in folder.iterdir():
-            if path.name in (RECORD_FILE, INDEX_DIR):
-                continue
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+            if path.name not in (RECORD_FILE, INDEX_DIR):
+                _remove(path)
 
     def _try_load(self, graph_id: str, backend: str) -> ReachabilityIndex | None:
         path = self.index_path(graph_id)
@@ -228,6 +245,11 @@ class GraphRegistry:
             if entry is None or entry.deleted:
                 raise GraphNotFound(graph_id)
             return entry.record
+
+    def exists(self, graph_id: str) -> bool:
+        """Whether the graph is still wanted (not deleted); what a running build checks."""
+        entry = self._entries.get(graph_id)
+        return entry is not None and not entry.deleted
 
     def records(self) -> list[GraphRecord]:
         with self._lock:
@@ -251,6 +273,7 @@ class GraphRegistry:
     # ---- writes ------------------------------------------------------------------------------------
 
     def add(self, graph_id: str, name: str, params: BuildParams, upload_bytes: int) -> GraphRecord:
+        """Register an upload as queued; a record that cannot be written removes the upload and raises."""
         now = time.time()
         record = GraphRecord(
             id=graph_id,
@@ -261,17 +284,22 @@ class GraphRegistry:
             updated_at=now,
             upload_bytes=upload_bytes,
         )
-        self._write_record(record)
+        try:
+            self._write_record(record)
+        except OSError:
+            self._remove_files(graph_id)
+            raise
         with self._lock:
             self._entries[graph_id] = _Entry(record)
         return record
 
-    def set_progress(self, graph_id: str, phase: str, progress: float) -> None:
-        """Called from the build thread, often: memory only; the status change to building is persisted once."""
+    def set_progress(self, graph_id: str, phase: str, progress: float) -> bool:
+        """Called from a build's thread, often: memory only; the status change to building is persisted once.
+        False when the build should stop: the graph was deleted, or its record could not be written."""
         with self._lock:
             entry = self._entries.get(graph_id)
             if entry is None or entry.deleted:
-                return
+                return False
             first = entry.record.status is GraphStatus.queued
             entry.record = replace(
                 entry.record,
@@ -282,69 +310,113 @@ class GraphRegistry:
             )
         if first:
             with self._io_lock:
-                if not entry.deleted:
+                if entry.deleted:
+                    return False
+                try:
                     self._write_record(entry.record)
+                except OSError as exc:
+                    self._fail_unwritable(graph_id, entry, exc, "recording that its build started")
+                    return False
+        return True
 
-    def publish(self, graph_id: str, index: ReachabilityIndex) -> GraphRecord | None:
-        """Index saved: serve it. Returns None when the graph was deleted meanwhile (its files are removed)."""
+    def publish(self, graph_id: str, staged_index: Path) -> GraphRecord | None:
+        """Move a built index into place and serve it. Returns None when the graph was deleted meanwhile, and
+        the failed record when the index cannot be moved, loaded or recorded (the graph never stays building)."""
         with self._io_lock:
             entry = self._entries.get(graph_id)
             if entry is None or entry.deleted:
                 self._remove_files(graph_id)
                 return None
-            record = replace(
-                entry.record,
-                status=GraphStatus.ready,
-                phase=None,
-                progress=None,
-                error=None,
-                stats=index.stats.to_dict(),
-                updated_at=time.time(),
-            )
-            self._write_record(record)
+            final = self.index_path(graph_id)
+            try:
+                shutil.rmtree(final, ignore_errors=True)
+                os.replace(staged_index, final)
+                index = ReachabilityIndex.load(
+                    final, mmap=True, backend="cpu" if entry.record.params.backend == "cpu" else "auto"
+                )
+                record = replace(
+                    entry.record,
+                    status=GraphStatus.ready,
+                    phase=None,
+                    progress=None,
+                    error=None,
+                    stats=index.stats.to_dict(),
+                    updated_at=time.time(),
+                )
+                self._write_record(record)
+            except OSError as exc:
+                shutil.rmtree(final, ignore_errors=True)
+                return self._fail_unwritable(graph_id, entry, exc, "publishing its index")
+            except IndexFileError as exc:
+                shutil.rmtree(final, ignore_errors=True)
+                return self._fail_locked(graph_id, entry, "IndexFileError", str(exc))
             with self._lock:
                 entry.record = record
                 entry.index = index
-            self.upload_path(graph_id).unlink(missing_ok=True)
+            _unlink(self.upload_path(graph_id))
         return record
 
-    def fail(self, graph_id: str, exc: BaseException) -> GraphRecord | None:
-        """The build raised: keep the graph as failed with the error, so its owner can read why."""
+    def fail(self, graph_id: str, kind: str, message: str, line: int | None = None) -> GraphRecord | None:
+        """The build failed: keep the graph as failed with the error, so its owner can read why."""
         with self._io_lock:
             entry = self._entries.get(graph_id)
             if entry is None or entry.deleted:
                 self._remove_files(graph_id)
                 return None
-            record = self._failed(
-                entry.record,
-                type(exc).__name__,
-                getattr(exc, "message", None) or str(exc),
-                line=getattr(exc, "line", None),
-            )
+            return self._fail_locked(graph_id, entry, kind, message, line)
+
+    def _fail_locked(
+        self, graph_id: str, entry: _Entry, kind: str, message: str, line: int | None = None
+    ) -> GraphRecord:
+        record = self._failed(entry.record, kind, message, line)
+        with self._lock:
+            entry.record = record
+        try:
             self._write_record(record)
-            with self._lock:
-                entry.record = record
-            self.upload_path(graph_id).unlink(missing_ok=True)
+        except OSError as exc:
+            # Failed in memory all the same; on disk the record still says queued or building, and with its
+            # upload removed below the next start marks it failed too.
+            log.error("graph %s: cannot record its failure: %s", graph_id, exc)
+        _unlink(self.upload_path(graph_id))
         return record
 
+    def _fail_unwritable(self, graph_id: str, entry: _Entry, exc: OSError, doing: str) -> GraphRecord:
+        known = storage_error(exc, doing)
+        if known is None:
+            log.error("graph %s: %s failed: %s", graph_id, doing, exc)
+            return self._fail_locked(graph_id, entry, "StorageError", f"{doing} failed: {exc}")
+        return self._fail_locked(graph_id, entry, known.kind, known.detail)
+
     def delete(self, graph_id: str) -> None:
-        """Forget the graph and remove its files. Queries already holding the index finish on it
-        (memory-mapped files stay readable after unlink); a running build discards its result."""
+        """Forget the graph and remove its files. The folder is renamed away first: if that fails (read-only
+        disk) the graph stays, whole and listed, and the error is raised. Queries already holding the index
+        finish on it (memory-mapped files stay readable after unlink); a running build discards its result."""
         with self._io_lock:
             with self._lock:
-                entry = self._entries.pop(graph_id, None)
+                entry = self._entries.get(graph_id)
                 if entry is None or entry.deleted:
                     raise GraphNotFound(graph_id)
+            folder = self.graphs_dir / graph_id
+            retired = self.trash_dir / f"{graph_id}.{secrets.token_hex(4)}"
+            try:
+                self.trash_dir.mkdir(parents=True, exist_ok=True)
+                os.rename(folder, retired)
+            except FileNotFoundError:
+                retired = folder  # never written (its record failed to save): nothing to move
+            with self._lock:
+                self._entries.pop(graph_id, None)
                 entry.deleted = True
-            self._remove_files(graph_id)
+            _remove(retired)
+            _unlink(self.upload_path(graph_id))
+            _remove(self.staging_path(graph_id))
 
     def _remove_files(self, graph_id: str) -> None:
-        shutil.rmtree(self.graphs_dir / graph_id, ignore_errors=True)
-        self.upload_path(graph_id).unlink(missing_ok=True)
+        _remove(self.graphs_dir / graph_id)
+        _unlink(self.upload_path(graph_id))
 
     @staticmethod
     def _failed(record: GraphRecord, kind: str, message: str, line: int | None = None) -> GraphRecord:
-        error: dict[str, Any] = {"type": kind, "message": message}
+        error: dict[str, Any] = {"type": kind, "message": truncate(message)}
         if line is not None:
             error["line"] = line
         return replace(
@@ -354,9 +426,28 @@ class GraphRegistry:
     def _write_record(self, record: GraphRecord) -> None:
         folder = self.graphs_dir / record.id
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{RECORD_FILE}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(record.to_json(), fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, folder / RECORD_FILE)
+        tmp = folder / _RECORD_TMP
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(record.to_json(), fh, indent=1)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, folder / RECORD_FILE)
+        except OSError:
+            _unlink(tmp)
+            raise
+
+
+def _unlink(path: Path) -> None:
+    """Remove a file if it can be; what cannot (read-only disk) start-up removes later."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("cannot remove %s: %s", path, exc)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        _unlink(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -13,9 +14,11 @@ from grail_core.backends import resolve_backend
 from grail_core.index import MAX_DIMS
 
 from ..bodies import declared_length, stream_to_file
+from ..conventions import accepts_json
 from ..deps import ServiceState, get_state
 from ..errors import ServiceError, error_response, status_for_kind
 from ..formats import format_for
+from ..jobs import estimate_upload
 from ..models import Backend, ErrorOut, GraphFormat, GraphList, GraphOut, GraphStatusName
 from ..registry import BuildParams, GraphRecord, GraphStatus
 
@@ -24,6 +27,8 @@ __all__ = ["router"]
 log = logging.getLogger("grail.service.graphs")
 
 router = APIRouter(prefix="/graphs", tags=["graphs"])
+
+_TEXT_BODY: dict[str, Any] = {"minLength": 1, "description": "the graph file's text", "example": "0 1\n1 2\n"}
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown graph"},
@@ -37,22 +42,26 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     summary="Upload a graph and build its index",
     responses={
         201: {"model": GraphOut, "description": "with wait=true: the index is ready"},
-        413: {"model": ErrorOut, "description": "body over the size limit"},
+        400: {"model": ErrorOut, "description": "the client went away before the body was complete"},
+        413: {"model": ErrorOut, "description": "body over the size limit, or a graph needing more build memory"},
         415: {"model": ErrorOut, "description": "format unknown from Content-Type and no ?format="},
         422: {"model": ErrorOut, "description": "bad parameter, or (wait=true) malformed graph, with its line"},
+        500: {"model": ErrorOut, "description": "(wait=true) the build failed on the server's side"},
+        503: {"model": ErrorOut, "description": "too many uploads or builds at once (Retry-After), read-only disk"},
+        507: {"model": ErrorOut, "description": "the disk is full, or (wait=true) the build ran out of memory"},
     },
     openapi_extra={
         "requestBody": {
             "required": True,
+            # Text formats take any bytes (their grammar is checked by the server: 422 with the line), so their
+            # schema is any value, at least one byte long; a JSON graph is an object.
             "content": {
-                "text/x-grail-gra": {"schema": {"type": "string"}},
-                "text/csv": {"schema": {"type": "string"}},
-                "text/tab-separated-values": {"schema": {"type": "string"}},
-                "text/plain": {"schema": {"type": "string"}},
+                **{media: {"schema": _TEXT_BODY} for media in ("text/x-grail-gra", "text/csv", "text/plain")},
+                "text/tab-separated-values": {"schema": _TEXT_BODY},
                 "application/json": {
                     "schema": {"type": "object", "example": {"edges": [[0, 1], [1, 2]], "nodes": [3]}}
                 },
-                "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+                "application/gzip": {"schema": {"type": "string", "format": "binary", "minLength": 1}},
             },
         }
     },
@@ -67,27 +76,39 @@ async def upload_graph(
     backend: Annotated[Backend | None, Query(description="build backend; the server's default if omitted")] = None,
     wait: Annotated[bool, Query(description="answer 201 only once the index is ready")] = False,
 ) -> Response:
+    accepts_json(request.headers.get("accept"))
     graph_format = format_for(format, request.headers.get("content-type"), request.headers.get("content-encoding"))
     chosen_backend = backend or state.settings.backend
     # The core's own check, run before the upload so that a bad backend costs no transfer.
     resolve_backend(chosen_backend)
-    limit = state.settings.max_upload_bytes
+    settings = state.settings
+    limit = settings.max_upload_bytes
     declared_length(request, limit)
-
-    graph_id, path = state.registry.new_upload_file()
-    try:
-        size = await stream_to_file(request, path, limit)
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-    if size == 0:
-        path.unlink(missing_ok=True)
-        raise ServiceError(422, "EmptyBody", "the request body is empty; send the graph file as the body")
+    state.runner.admit()
+    with state.admission.upload():
+        graph_id, path = await asyncio.to_thread(state.registry.new_upload_file)
+        try:
+            size = await stream_to_file(request, path, limit)
+            if size == 0:
+                raise ServiceError(422, "EmptyBody", "the request body is empty; send the graph file as the body")
+            if graph_format == "json" or _media(request) == "application/json":
+                await asyncio.to_thread(_check_json_object, path)
+            if await request.is_disconnected():
+                # The connection broke after the body (e.g. bytes past its Content-Length): no one would hear of it.
+                raise ServiceError(400, "ClientDisconnect", "the connection broke before the upload was answered")
+            estimate = await asyncio.to_thread(estimate_upload, path, graph_format)
+            state.runner.check(estimate)
+            params = BuildParams(format=graph_format, dims=dims, seed=seed, backend=chosen_backend)
+            record = await asyncio.to_thread(state.registry.add, graph_id, name or graph_id, params, size)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        if await request.is_disconnected():  # it broke while the upload was registered: take it back
+            await asyncio.to_thread(state.registry.delete, graph_id)
+            raise ServiceError(400, "ClientDisconnect", "the connection broke before the upload was answered")
     state.metrics.uploaded(size)
-    params = BuildParams(format=graph_format, dims=dims, seed=seed, backend=chosen_backend)
-    record = state.registry.add(graph_id, name or graph_id, params, size)
     log.info(
-        "graph %s (%s): uploaded %d bytes, format %s, dims %d, seed %d, backend %s",
+        "graph %s (%r): uploaded %d bytes, format %s, dims %d, seed %d, backend %s; build needs about %d MiB",
         graph_id,
         record.name,
         size,
@@ -95,8 +116,9 @@ async def upload_graph(
         dims,
         seed,
         chosen_backend,
+        estimate.bytes >> 20,
     )
-    future = state.runner.submit(record)
+    future = state.runner.submit(record, estimate.bytes)
     headers = {"Location": f"/graphs/{graph_id}"}
     if not wait:
         return JSONResponse(GraphOut.from_record(record).model_dump(mode="json"), status_code=202, headers=headers)
@@ -104,6 +126,18 @@ async def upload_graph(
     if final is None:
         return error_response(404, "GraphNotFound", f"graph {graph_id!r} was deleted while it was building")
     return _final_response(final, headers)
+
+
+def _media(request: Request) -> str:
+    return (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+
+
+def _check_json_object(path: Path) -> None:
+    """A JSON graph is an object: anything else is refused now, not after a queued build (gzip is left to it)."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096).lstrip()
+    if head and head[:1] != b"{" and head[:2] != b"\x1f\x8b":
+        raise ServiceError(422, "GraphFormatError", 'a JSON graph is an object: {"edges": [[u, v], ...]}')
 
 
 def _final_response(record: GraphRecord, headers: dict[str, str]) -> Response:
@@ -120,11 +154,13 @@ def _final_response(record: GraphRecord, headers: dict[str, str]) -> Response:
 
 @router.get("", response_model=GraphList, summary="All graphs, oldest first (?status= keeps those in a status)")
 async def list_graphs(
+    request: Request,
     state: Annotated[ServiceState, Depends(get_state)],
     status: Annotated[
         list[GraphStatusName] | None, Query(description="only graphs in this status; repeat for several")
     ] = None,
 ) -> GraphList:
+    accepts_json(request.headers.get("accept"))
     records = state.registry.records()
     if status is not None:
         records = [r for r in records if r.status.value in status]
@@ -134,11 +170,17 @@ async def list_graphs(
 @router.get(
     "/{graph_id}", response_model=GraphOut, responses=_ERRORS, summary="A graph's record: status, progress, stats"
 )
-async def get_graph(graph_id: str, state: Annotated[ServiceState, Depends(get_state)]) -> GraphOut:
+async def get_graph(graph_id: str, request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> GraphOut:
+    accepts_json(request.headers.get("accept"))
     return GraphOut.from_record(state.registry.get(graph_id))
 
 
-@router.delete("/{graph_id}", status_code=204, responses=_ERRORS, summary="Forget a graph and remove its files")
+@router.delete(
+    "/{graph_id}",
+    status_code=204,
+    responses={**_ERRORS, 503: {"model": ErrorOut, "description": "the data directory is read-only: nothing removed"}},
+    summary="Forget a graph and remove its files",
+)
 async def delete_graph(graph_id: str, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
     await asyncio.to_thread(state.registry.delete, graph_id)
     log.info("graph %s: deleted", graph_id)

@@ -8,10 +8,13 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Depends, Request, Response
 
-from ..bodies import read_array
-from ..codecs import BINARY, answer_type, decode_pairs, encode_answers, pair_format, parse_get_pairs
+from grail_core import UnknownNodeError
+
+from ..bodies import declared_length, read_array
+from ..codecs import BINARY, answer_type, batch_memory, decode_pairs, encode_answers, pair_format, parse_get_pairs
+from ..conventions import accepts_json
 from ..deps import ServiceState, get_state
-from ..errors import ServiceError
+from ..errors import ServiceError, response_for
 from ..models import BatchOut, ErrorOut, PairOut, PairsIn, PairsOut
 from ..wire import json_answers
 
@@ -36,7 +39,7 @@ def _json(body: Any, version: int) -> Response:
 
 
 def _parameter(name: str, description: str) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "schema": {"type": "string"}, "description": description}
+    return {"name": name, "in": "query", "required": True, "schema": {"type": "string"}, "description": description}
 
 
 def _error_ref() -> dict[str, Any]:
@@ -48,13 +51,15 @@ REACHABLE_PATH = "/graphs/{graph_id}/reachable"
 REACHABLE_OPENAPI: dict[str, Any] = {
     "get": {
         "tags": ["queries"],
-        "summary": "Does source reach target? (or ?pairs=U1,V1;U2,V2 for a few pairs)",
+        "summary": "Does source reach target?",
+        # OpenAPI cannot say "source and target, or else pairs": the second form is described here instead.
+        "description": "A few pairs at once: ?pairs=U1,V1;U2,V2;... instead of source and target, answered in "
+        'order as {"reachable": [...]} (up to --max-get-pairs).',
         "operationId": "reachable",
         "parameters": [
             {"name": "graph_id", "in": "path", "required": True, "schema": {"type": "string"}},
             _parameter("source", "node name as uploaded (an integer name may be given as its decimal string)"),
             _parameter("target", "node name as uploaded"),
-            _parameter("pairs", "instead of source and target: U1,V1;U2,V2;... answered in order"),
         ],
         "responses": {
             "200": {
@@ -78,6 +83,7 @@ async def reachable(request: Request) -> Response:
     parameter validation and dependency solving cost more than the query itself (2,800 against 4,700
     answers/s measured here with wrk)."""
     state: ServiceState = request.app.state.grail
+    accepts_json(request.headers.get("accept"))
     index = state.registry.ready_index(request.path_params["graph_id"])
     params = request.query_params
     source, target, pairs = params.get("source"), params.get("target"), params.get("pairs")
@@ -126,9 +132,15 @@ _ANSWERS_DESCRIPTION = (
     response_model=BatchOut,
     responses={
         **_ERRORS,
+        404: {"model": ErrorOut, "description": "unknown graph"},
+        422: {"model": ErrorOut, "description": "malformed pairs, or a node the graph does not have (named in node)"},
         200: {"content": {"text/plain": {}, BINARY: {}}, "description": _ANSWERS_DESCRIPTION},
-        406: {"model": ErrorOut, "description": "binary answers of a width other than 8 or 1"},
-        413: {"model": ErrorOut, "description": "body over --max-upload-mb"},
+        406: {
+            "model": ErrorOut,
+            "description": "no answer type Accept allows, or binary answers of a width not 8 or 1",
+        },
+        413: {"model": ErrorOut, "description": "body over --max-upload-mb, or a batch over --max-batch-memory-mb"},
+        503: {"model": ErrorOut, "description": "the batches being answered hold their memory (Retry-After)"},
         415: {"model": ErrorOut, "description": "unknown Content-Type, or binary pairs of a width not 64, 32 or 16"},
     },
     summary="Large batches: JSON pairs, 'u v' text lines, or binary integer pairs",
@@ -137,7 +149,8 @@ _ANSWERS_DESCRIPTION = (
             "required": True,
             "content": {
                 "application/json": {"schema": PairsIn.model_json_schema()},
-                "text/plain": {"schema": {"type": "string", "example": "0 5\n3 1\n"}},
+                # Any text: its "u v" lines are checked by the server (422 for an odd number of names).
+                "text/plain": {"schema": {"description": "'u v' lines", "example": "0 5\n3 1\n"}},
                 BINARY: {"schema": {"type": "string", "format": "binary", "description": _PAIRS_DESCRIPTION}},
             },
         }
@@ -147,10 +160,27 @@ async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceS
     index = state.registry.ready_index(graph_id)
     content_type = request.headers.get("content-type") or "application/json"
     # Both formats are checked before the body is read: a refused request costs no transfer.
-    pair_format(content_type)
+    media, width = pair_format(content_type)
     out_type = answer_type(request.headers.get("accept"))
+    # The batch's memory is held from before its body is read until its answers are sent: a body of unknown
+    # length may use what is left of the budget.
+    settings = state.settings
+    factor = batch_memory(media, width)
+    declared = declared_length(request, settings.max_upload_bytes)
+    limit = (
+        settings.max_upload_bytes
+        if declared is not None
+        else min(settings.max_upload_bytes, settings.max_batch_memory_bytes // factor)
+    )
+    with state.admission.batch(factor * (declared if declared is not None else limit)):
+        return await _answer_batch(request, state, index, content_type, out_type, limit)
+
+
+async def _answer_batch(
+    request: Request, state: ServiceState, index: Any, content_type: str, out_type: str, limit: int
+) -> Response:
     # Every format into one numpy buffer: text and JSON bodies are scanned in place as binary ones are read.
-    body = await read_array(request, state.settings.max_upload_bytes)
+    body = await read_array(request, limit)
 
     def run() -> tuple[bytes | memoryview, int]:
         # Decoding, the query and encoding together in a worker thread: a million pairs must not stall the loop.
@@ -162,5 +192,9 @@ async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceS
             return encode_answers(answers, out_type), stats.version
         return json_answers(answers, stats.to_dict()), stats.version
 
-    content, version = await anyio.to_thread.run_sync(run)
+    try:
+        content, version = await anyio.to_thread.run_sync(run)
+    except UnknownNodeError as exc:
+        # The graph exists (404 says it does not): the body names a node it does not have.
+        return response_for(exc, status=422)
     return Response(content, media_type=out_type, headers={VERSION_HEADER: str(version)})

@@ -3,6 +3,7 @@ generated graphs (tests/generated.py) it is tested on: nothing outside the repos
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import signal
 import socket
@@ -135,8 +136,20 @@ class Server:
                 return response.json()
             time.sleep(0.1)
 
-    def client(self) -> GrailClient:
-        return GrailClient(self.url, timeout=120.0)
+    def client(self, api_key: str | None = None) -> GrailClient:
+        return GrailClient(self.url, timeout=120.0, api_key=api_key)
+
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def children(self) -> set[int]:
+        """The build workers' process ids (the server's children)."""
+        kids: set[int] = set()
+        for task in Path(f"/proc/{self.pid()}/task").iterdir():
+            with contextlib.suppress(OSError):
+                kids |= {int(pid) for pid in (task / "children").read_text().split()}
+        return kids
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

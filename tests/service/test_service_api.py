@@ -196,7 +196,7 @@ def test_integer_names_wider_than_16_and_32_bits(client: GrailClient) -> None:
     assert client.query_lines(graph_id, f"{big} {-big}\n3 {mid}\n".encode()) == b"1\n0\n"
     with pytest.raises(GrailServiceError) as info:
         client.query_batch(graph_id, np.array([[mid, 2**40]]))
-    assert info.value.status == 404 and info.value.body["node"] in (2**40, str(2**40))
+    assert info.value.status == 422 and info.value.body["node"] in (2**40, str(2**40))
     with pytest.raises(ValueError):
         client.query_batch(graph_id, pairs, width=32)
 
@@ -340,14 +340,14 @@ def test_bad_queries(client: GrailClient, kegg: str) -> None:
     assert body["error"] == "UnsupportedWidth" and "1 or 8" in body["detail"]
     unknown = np.array([[0, 1], [30000, 2]], dtype="<i2").tobytes()
     body = error_of(
-        http.post(queries, content=unknown, headers={"Content-Type": "application/octet-stream; width=16"}), 404
+        http.post(queries, content=unknown, headers={"Content-Type": "application/octet-stream; width=16"}), 422
     )
     assert body["error"] == "UnknownNodeError" and body["node"] in (30000, "30000")
     too_big = np.zeros(13 * 1024 * 1024 // 8, dtype="<i8").tobytes()  # 13 MiB, the test server takes 12
     body = error_of(http.post(queries, content=too_big, headers={"Content-Type": "application/octet-stream"}), 413)
     assert body["error"] == "PayloadTooLarge"
     assert error_of(http.post(queries, content=b"1 2", headers={"Content-Type": "image/png"}), 415)
-    body = error_of(http.post(queries, json={"pairs": [[1, 2], [3, 123456]]}), 404)
+    body = error_of(http.post(queries, json={"pairs": [[1, 2], [3, 123456]]}), 422)  # the graph exists: not 404
     assert body["node"] in (123456, "123456")
 
 

@@ -106,7 +106,13 @@ def test_pairs_codecs() -> None:
     assert answer_type("text/plain, application/json") == "text/plain"
     assert answer_type("application/json, text/plain") == "application/json"
     assert answer_type("*/*, application/octet-stream") == "application/json"
-    assert answer_type(None) == answer_type("image/png") == "application/json"
+    assert answer_type(None) == answer_type("*/*") == "application/json"
+    assert answer_type("text/plain;q=0, */*") == "application/json"  # q=0 excludes, even behind a wildcard
+    assert answer_type("text/plain;q=0.5, application/octet-stream;q=0.9") == "application/octet-stream"
+    for unacceptable in ("image/png", "text/plain;q=0"):
+        with pytest.raises(ServiceError) as info:
+            answer_type(unacceptable)
+        assert info.value.status == 406
     assert answer_type("application/octet-stream") == answer_type("application/octet-stream; width=8; q=0.9")
     assert answer_type("Application/Octet-Stream; Width=1") == "application/octet-stream; width=1"
     for bad in ("application/octet-stream; width=2", "application/octet-stream; width=x"):
@@ -198,9 +204,15 @@ def test_json_pairs_scanner_agrees_with_the_json_module(pairs: list, indent: int
 
 
 def test_json_pairs_other_documents_take_the_json_module() -> None:
-    for other in ([[1, "a"], [2.5, 3]], [[1e20, 2]], [[True, 1]], [[None, 1]], [[[1], 2]]):
+    for other in ([[1, "a"], [2.5, 3]], [[1e20, 2]]):
         body = json.dumps({"pairs": other}).encode()
         assert json_pairs(body) is None and decode_pairs(body, "application/json") == json.loads(body)["pairs"]
+    for not_names in ([[True, 1]], [[None, 1]], [[[1], 2]]):
+        body = json.dumps({"pairs": not_names}).encode()
+        assert json_pairs(body) is None
+        with pytest.raises(ServiceError) as info:
+            decode_pairs(body, "application/json")
+        assert info.value.status == 422
     assert json_pairs(b'{"pairs": [[-0, 1]]}') is None  # read by json.loads as 0
     for body in (b'{"pairs": [[1, 2]], "x": 1}', b'{"x": 1, "pairs": [[1, 2]]}', b'\xef\xbb\xbf{"pairs": []}'):
         assert json_pairs(body) is None
@@ -233,3 +245,71 @@ def test_client_sends_string_pairs_as_text_only_where_text_keeps_them_apart() ->
     with pytest.raises(ValueError):  # not pairs: numpy refuses the ragged list, as before
         _batch([["a", "b", "c"], ["d"]], None)
     assert _batch([[1, "b"]], None).headers["Content-Type"] == "application/json"
+
+
+def test_text_logs_escape_control_characters(capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    from service.logs import configure_logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure_logging("info", "text")
+        logging.getLogger("grail.test").info("graph %s uploaded", "x\n2026-01-01 00:00:00,000 INFO forged\u2028y")
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\\n2026-01-01" in err and "\\u2028" in err
+
+
+def test_machine_defaults_fit_the_machine() -> None:
+    from service.machine import memory_bytes
+    from service.settings import machine_defaults
+
+    defaults = machine_defaults()
+    memory_mb = memory_bytes() >> 20
+    assert defaults["max_build_memory_mb"] <= memory_mb // 2 + 64
+    assert defaults["max_graph_mb"] <= defaults["max_build_memory_mb"]
+    assert defaults["max_upload_mb"] <= min(defaults["max_graph_mb"], 1024)
+    chosen = Settings(max_build_memory_mb=400)
+    assert (chosen.max_graph_mb, chosen.max_upload_mb) == (100, 100)  # they follow a given build memory
+
+
+def test_build_estimates() -> None:
+    from grail_core import sizing
+
+    lines = b"0 1\n" * (1 << 18)  # the bomb: two names, short lines
+    bomb = sizing.estimate(lines, 256 << 20)
+    assert bomb.edges == 64 << 20 and bomb.nodes < 1000 and bomb.bytes > 64 * 100 << 20
+    gra = sizing.estimate(b"graph_for_greach\n3\n0: 1 2 #\n1: #\n2: #\n", 36)
+    assert (gra.format, gra.nodes, gra.edges) == ("gra", 3, 2)
+    json_graph = sizing.estimate(b'{"edges": [[0, 1], [1, 2]]}', 27)
+    assert (json_graph.format, json_graph.edges, json_graph.nodes) == ("json", 2, 2)
+
+
+def test_admission_caps_concurrent_batches_and_uploads() -> None:
+    from service.errors import Overloaded
+    from service.guards import Admission
+
+    admission = Admission(max_uploads=1, batch_memory_bytes=100)
+    with admission.batch(60):
+        with pytest.raises(Overloaded) as busy:
+            with admission.batch(60):
+                pass
+        assert busy.value.status == 503 and busy.value.headers["Retry-After"]
+        with admission.batch(40):  # what is left fits
+            pass
+    with admission.batch(100):  # all of it, once the others are done
+        pass
+    with pytest.raises(ServiceError) as too_large:
+        with admission.batch(101):
+            pass
+    assert too_large.value.status == 413
+    with admission.upload():
+        with pytest.raises(Overloaded):
+            with admission.upload():
+                pass
+    with admission.upload():
+        pass

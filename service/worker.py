@@ -1,0 +1,377 @@
+"""Index builds in a separate process: a failed, killed or out-of-memory build returns all its memory to the
+system and cannot take the server down.
+
+``BuildWorker`` is the server's handle on one spawned process (``spawn``, not ``fork``: the server has threads,
+and a CUDA context must not cross a fork), reused build after build while it stays healthy; numba's on-disk
+cache (``NUMBA_CACHE_DIR``, inherited) keeps a new one warm, and it builds a small graph of every format before
+it says it is ready. The process runs at a lower priority than the server (queries first), decompresses the
+upload as a stream into its staging folder with the size cap enforced on the way, reads and indexes it under
+a data-size limit (``RLIMIT_DATA``: an allocation past it is a MemoryError, not the machine's OOM killer), and
+saves the index into the staging folder; the server moves it into place and writes every record.
+
+Messages, over a pipe: the server sends a ``BuildJob``; the worker answers ``("progress", phase, fraction)``
+any number of times, then ``("result", ("done", stats) or ("failed", kind, message, line), retiring)``; a
+retiring worker exits after that message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import gc
+import logging
+import multiprocessing
+import os
+import resource
+import shutil
+import signal
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BuildJob", "BuildWorker", "BuildOutcome", "WORKER_NICENESS", "warm_up_builds"]
+
+log = logging.getLogger("grail.service.worker")
+
+# Builds yield the CPU to the server's queries (a nice value of 10 gets about a tenth of a core's share
+# against the server where both want it).
+WORKER_NICENESS = 10
+# A worker whose resident memory stays this much above its idle size after a build is replaced, not reused.
+_RECYCLE_GROWTH_BYTES = 256 << 20
+_CHUNK = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+_POLL_SECONDS = 0.1
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class BuildJob:
+    graph_id: str
+    name: str
+    upload: Path
+    staging: Path
+    format: str | None
+    dims: int
+    seed: int
+    backend: str
+    max_graph_bytes: int
+    max_name_bytes: int
+    memory_bytes: int  # the most this build may allocate, beyond the worker's idle size
+    request_id: str
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    """``stats`` when the index is saved in ``job.staging / "index"``; else the failure's kind and message."""
+
+    stats: dict[str, Any] | None = None
+    kind: str | None = None
+    message: str | None = None
+    line: int | None = None
+
+
+class _Failure(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+# ---- the worker process ---------------------------------------------------------------------------------
+
+
+def _status(key: str, pid: int | str = "self") -> int:
+    """A size from /proc/PID/status in bytes (0 where it is not there)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _serve(conn: Connection, backend: str, log_level: str, log_format: str) -> None:
+    """The worker process's main loop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops its workers itself
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # no build outlives a killed server
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
+    from .logs import configure_logging, set_request_id
+
+    configure_logging(log_level, log_format)
+    warm_up_builds(backend)
+    idle_data, idle_rss = _status("VmData"), _status("VmRSS")
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            job: BuildJob = conn.recv()
+        except (EOFError, OSError):
+            return
+        set_request_id(job.request_id)
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        limit = idle_data + job.memory_bytes
+        resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+        try:
+            result = _build(job, lambda phase, fraction: conn.send(("progress", phase, fraction)))
+            healthy = True
+        except MemoryError:
+            result = ("failed", "OutOfMemory", _out_of_memory(job), None)
+            healthy = False
+        finally:
+            resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))
+        gc.collect()
+        # Retiring: all of this one's memory goes back to the system, and the server starts a fresh worker.
+        retiring = not healthy or _status("VmRSS") - idle_rss > _RECYCLE_GROWTH_BYTES
+        conn.send(("result", result, retiring))
+        if retiring:
+            return
+
+
+def _out_of_memory(job: BuildJob) -> str:
+    return (
+        f"the build ran out of memory: it needed more than the {job.memory_bytes >> 20} MiB it may use "
+        "(--max-build-memory-mb)"
+    )
+
+
+def warm_up_builds(backend: str) -> None:
+    """Compile the build kernels of ``backend`` (the GPU's in every process: numba cannot cache them) and read
+    and build a small graph of every format, so that the first real build compiles and loads nothing."""
+    from grail_core import ReachabilityIndex, read_graph
+    from grail_core.warmup import warm_up_build
+
+    warm_up_build(backend)
+
+    for text in (
+        b"0 1\n1 2\n2 0\n2 3\n",
+        b"a b\nb c\nc a\n",
+        b'{"edges": [[0, 1], [1, 2], [2, 0]], "nodes": [3]}',
+        b"graph_for_greach\n3\n0: 1 #\n1: 2 #\n2: 0 #\n",
+    ):
+        ReachabilityIndex.build(read_graph(text), backend="cpu")
+
+
+def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, ...]:
+    from grail_core import GrailError, GraphFormatError, ReachabilityIndex, read_graph, sizing
+
+    started = time.perf_counter()
+    job.staging.mkdir(parents=True, exist_ok=True)
+    try:
+        progress("read", 0.0)
+        text = _plain_text(job)
+        try:
+            graph = read_graph(
+                text, format=job.format, max_bytes=job.max_graph_bytes, max_name_bytes=job.max_name_bytes
+            )
+        except RecursionError:
+            raise GraphFormatError("the document is nested too deeply") from None
+        except OverflowError:
+            raise GraphFormatError("a node name is an integer outside the 64-bit range") from None
+        finally:
+            if text != job.upload:
+                text.unlink(missing_ok=True)
+        need = sizing.build_bytes(graph.format, 0, graph.num_nodes, graph.num_edge_entries)
+        if need > job.memory_bytes:
+            raise _Failure(
+                "GraphTooLarge",
+                f"the graph has {graph.num_nodes} nodes and {graph.num_edge_entries} edges: its index needs about "
+                f"{need >> 20} MiB to build, more than the {job.memory_bytes >> 20} MiB this server builds with "
+                "(--max-build-memory-mb)",
+            )
+        index = ReachabilityIndex.build(
+            graph, dims=job.dims, seed=job.seed, backend=job.backend, progress=lambda p, f: progress(p, f)
+        )
+        del graph
+        progress("save", 1.0)
+        index.save(job.staging / "index")
+    except _Failure as exc:
+        return ("failed", exc.kind, str(exc), None)
+    except GrailError as exc:
+        log.warning("graph %s (%r): build failed: %s", job.graph_id, job.name, exc)
+        return ("failed", type(exc).__name__, getattr(exc, "message", None) or str(exc), getattr(exc, "line", None))
+    except OSError as exc:
+        kind, message = _disk_failure(exc, job.staging)
+        log.warning("graph %s (%r): build failed: %s", job.graph_id, job.name, exc)
+        return ("failed", kind, message, None)
+    except MemoryError:
+        raise
+    except Exception as exc:  # a bug: the server records it as ours (500), with the traceback in the log
+        log.exception("graph %s (%r): build failed", job.graph_id, job.name)
+        return ("failed", "BuildCrashed", f"the build failed on the server ({type(exc).__name__}); see its log", None)
+    stats = index.stats.to_dict()
+    phases = stats.get("phase_seconds") or {}
+    log.info(
+        "graph %s (%r): built in %.3f s: %d nodes, %d edges, %d components, backend %s; phases %s",
+        job.graph_id,
+        job.name,
+        time.perf_counter() - started,
+        stats.get("nodes", -1),
+        stats.get("edges", -1),
+        stats.get("components", -1),
+        stats.get("backend"),
+        ", ".join(f"{k} {v:.3f}s" for k, v in phases.items()),
+    )
+    return ("done", stats)
+
+
+def _plain_text(job: BuildJob) -> Path:
+    """The upload itself, or for a gzip upload its text decompressed as a stream into the staging folder: the
+    size cap is enforced while decompressing, so a zip bomb stops at the cap, on disk, not in memory."""
+    from grail_core import GraphFormatError, InputTooLargeError
+
+    with open(job.upload, "rb") as source:
+        if source.read(2) != _GZIP_MAGIC:
+            return job.upload
+        source.seek(0)
+        # No suffix: read_graph guesses the format from the content, as it does for the upload.
+        target = job.staging / "decompressed"
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        pending, size = b"", 0
+        with open(target, "wb") as out:
+            while pending or (pending := source.read(_CHUNK)):
+                if inflater.eof:  # a concatenated member, or padding after the last one
+                    if pending.strip(b"\0") and not pending.startswith(_GZIP_MAGIC):
+                        raise GraphFormatError("corrupt gzip data: bytes after the end of the stream")
+                    if not pending.startswith(_GZIP_MAGIC):
+                        pending = b""
+                        continue
+                    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                try:
+                    data = inflater.decompress(pending, _CHUNK)
+                except zlib.error as exc:
+                    raise GraphFormatError(f"corrupt gzip data: {exc}") from None
+                pending = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+                size += len(data)
+                if size > job.max_graph_bytes:
+                    raise InputTooLargeError(
+                        f"the graph decompresses to more than {job.max_graph_bytes >> 20} MiB (--max-graph-mb)"
+                    )
+                out.write(data)
+        if not inflater.eof:
+            raise GraphFormatError("corrupt gzip data: the stream ends early")
+    return target
+
+
+def _disk_failure(exc: OSError, where: Path) -> tuple[str, str]:
+    # numpy reports a short write as "N requested and M written", without an errno: the disk filled up.
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT) or (exc.errno is None and "requested and" in str(exc)):
+        return "DiskFull", "the server's disk is full (saving the index); free space and upload again"
+    if exc.errno == errno.EROFS:
+        return "ReadOnlyStorage", "the server's data directory is read-only (saving the index)"
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        free = -1
+    return "StorageError", f"the index could not be written ({exc.strerror or exc}); free space {free >> 20} MiB"
+
+
+# ---- the server's handle --------------------------------------------------------------------------------
+
+
+class BuildWorker:
+    """One worker process, started on demand and replaced when it dies or asks to be."""
+
+    def __init__(self, name: str, backend: str, log_level: str, log_format: str) -> None:
+        self.name = name
+        self._backend = backend
+        self._log_level = log_level
+        self._log_format = log_format
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._conn: Connection | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> None:
+        """Spawn the process and wait until its warm-up is done (seconds; minutes on a cold numba cache)."""
+        with self._lock:
+            if self._process is not None and self._process.is_alive():
+                return
+            context = multiprocessing.get_context("spawn")
+            parent, child = context.Pipe()
+            process = context.Process(
+                target=_serve,
+                args=(child, self._backend, self._log_level, self._log_format),
+                name=self.name,
+                daemon=True,
+            )
+            process.start()
+            child.close()
+            self._process, self._conn = process, parent
+        while not parent.poll(_POLL_SECONDS):
+            if not process.is_alive():
+                raise RuntimeError(f"build worker {self.name} exited with {process.exitcode} while starting")
+        message = parent.recv()
+        if message[0] != "ready":
+            raise RuntimeError(f"build worker {self.name} said {message!r} while starting")
+        log.info("build worker %s ready (pid %d)", self.name, process.pid)
+
+    def run(
+        self,
+        job: BuildJob,
+        on_progress: Callable[[str, float], bool],
+    ) -> BuildOutcome | None:
+        """Build ``job``; None when ``on_progress`` says stop (the graph was deleted, or its record could not be
+        written: the worker is killed). A worker whose memory passes the job's limit (a backstop to its own
+        data limit) is killed too."""
+        self.start()
+        assert self._process is not None and self._conn is not None
+        process, conn = self._process, self._conn
+        idle_rss = _status("VmRSS", process.pid or 0)
+        try:
+            conn.send(job)
+            while True:
+                if not conn.poll(_POLL_SECONDS):
+                    if not process.is_alive():
+                        return self._died(job)
+                    if _status("RssAnon", process.pid or 0) > idle_rss + job.memory_bytes:
+                        self.stop()
+                        return BuildOutcome(kind="OutOfMemory", message=_out_of_memory(job))
+                    continue
+                message = conn.recv()
+                if message[0] == "progress":
+                    if not on_progress(message[1], message[2]):
+                        self.stop()
+                        return None
+                    continue
+                _, result, retiring = message
+                if retiring:
+                    self.stop()
+                if result[0] == "done":
+                    return BuildOutcome(stats=result[1])
+                return BuildOutcome(kind=result[1], message=result[2], line=result[3])
+        except (EOFError, OSError):
+            return self._died(job)
+
+    def _died(self, job: BuildJob) -> BuildOutcome:
+        assert self._process is not None
+        self._process.join(timeout=5)
+        code = self._process.exitcode
+        self.stop()
+        if code == -signal.SIGKILL:  # the kernel's OOM killer, most likely
+            return BuildOutcome(kind="OutOfMemory", message=_out_of_memory(job) + "; the system killed it")
+        log.error("build worker %s died (exit code %s) building graph %s", self.name, code, job.graph_id)
+        return BuildOutcome(kind="BuildCrashed", message=f"the build worker died (exit code {code}); see the log")
+
+    def stop(self) -> None:
+        """Kill the process now (a build in it is lost; the next run starts a fresh one)."""
+        with self._lock:
+            process, conn = self._process, self._conn
+            self._process = self._conn = None
+        if process is None:
+            return
+        if process.is_alive():
+            process.kill()
+        process.join(timeout=10)
+        if conn is not None:
+            conn.close()
