@@ -21,6 +21,8 @@ __all__ = [
     "PairsOut",
     "PathOut",
     "ListingOut",
+    "EdgesIn",
+    "EdgesOut",
     "BatchOut",
     "HealthOut",
     "ReadyOut",
@@ -55,10 +57,22 @@ class GraphOut(BaseModel):
     upload_bytes: int
     created_at: float
     updated_at: float
+    version: int | None = Field(None, description="the version queries answer for; each edge update makes the next")
+    checksum: str | None = Field(None, description="content checksum of the saved index (sha256 of its arrays)")
+    pending_updates: dict[str, int] | None = Field(
+        None,
+        description="edge updates not yet in the index's labels (updates, added_edges, removed_edges, new_nodes): "
+        "answered exactly all the same",
+    )
+    rebuild: dict[str, Any] | None = Field(
+        None, description="the background rebuild folding the pending updates in: version, phase, progress"
+    )
 
     @classmethod
-    def from_record(cls, record: GraphRecord) -> GraphOut:
+    def from_record(cls, record: GraphRecord, live: dict[str, Any] | None = None) -> GraphOut:
+        """``live``: what the served index adds (``GraphRegistry.live``)."""
         return cls(
+            **(live or {}),
             id=record.id,
             name=record.name,
             status=record.status.value,
@@ -109,6 +123,20 @@ class PathOut(BaseModel):
     path: list[NodeName] | None = Field(
         description="the nodes of a path, source and target included; null: unreachable"
     )
+
+
+class EdgesIn(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"example": {"add": [["a", "b"]], "remove": [["b", "c"]]}})
+    add: list[tuple[NodeName, NodeName]] = Field(default_factory=list, description="edges to add; new nodes allowed")
+    remove: list[tuple[NodeName, NodeName]] = Field(default_factory=list, description="edges to remove")
+
+
+class EdgesOut(BaseModel):
+    version: int = Field(description="the graph's version after this update; every later query answers for it")
+    added: int = Field(description="edges the graph did not have and now has")
+    removed: int = Field(description="edges the graph had and no longer has")
+    new_nodes: int
+    pending_updates: int = Field(description="updates not yet folded into the index by a rebuild")
 
 
 class ListingOut(BaseModel):

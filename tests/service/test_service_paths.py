@@ -82,8 +82,9 @@ def test_integer_names_and_a_listing_over_several_slices(client: GrailClient) ->
     assert past_the_end["nodes"] == [] and past_the_end["count"] == size
     assert get(client, f"{url}/ancestors", node=int(leaves[1])).json()["nodes"] == [-5, int(leaves[0])]
     assert get(client, f"{url}/path", source=int(leaves[3]), target=int(leaves[0])).json()["path"] is None
-    path = get(client, f"{url}/path", source=int(leaves[0]), target=int(leaves[9])).json()["path"]
-    assert path == [int(leaves[0]), -5, int(leaves[9])]
+    assert client.path(record["id"], int(leaves[0]), int(leaves[9])) == [int(leaves[0]), -5, int(leaves[9])]
+    above = client.descendants(record["id"], int(leaves[2]), ancestors=True, offset=1, limit=1)
+    assert above == {"node": int(leaves[2]), "count": 2, "offset": 1, "nodes": [int(leaves[0])]}
 
 
 def test_errors_in_the_service_shape(client: GrailClient, named: str) -> None:
