@@ -13,7 +13,7 @@ from grail_core import ReachabilityIndex
 from tests.reference import bfs_distances, reachability_matrix
 from tests.strategies import digraphs
 
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _index(n: int, edges: list[tuple[int, int]], **build: object) -> ReachabilityIndex:

@@ -146,7 +146,7 @@ class UpdatedGraph(RuleBasedStateMachine):
 
 
 UpdatedGraph.TestCase.settings = settings(
-    max_examples=40, stateful_step_count=8, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=30, stateful_step_count=8, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 test_updates_match_brute_force = UpdatedGraph.TestCase
 
