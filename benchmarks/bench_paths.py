@@ -8,7 +8,7 @@ second (adds and removes), with the answers after the stream checked against BFS
 
     .venv/bin/python -m benchmarks.bench_paths [--graphs a,b] [--pairs 1000] [--max-mb 1] [--stream-seconds 3]
 
-Writes benchmarks/results/paths-cpu.{md,csv} (and .png with matplotlib). Skips cleanly without datasets.
+Writes benchmarks/results/paths-cpu.{md,csv} (``--stem``; and .png with matplotlib). Skips cleanly without datasets.
 """
 
 from __future__ import annotations
@@ -214,6 +214,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=1000)
     parser.add_argument("--stream-seconds", type=float, default=3.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--stem", default="paths-cpu", help="file names of the results")
     args = parser.parse_args()
     folder = datasets_dir()
     if not folder.is_dir():
@@ -240,12 +241,12 @@ def main() -> None:
         "Latencies are single `reachable` calls on the calling thread, idle and while another thread applies "
         "single-edge updates (half adds of random pairs, half removals of random edges) at 1,000 per second.\n"
     )
-    write_results(args.out, "paths-cpu", text, HEADER, rows)
+    write_results(args.out, args.stem, text, HEADER, rows)
     print(text)
-    _plot(args.out, rows)
+    _plot(args.out / f"{args.stem}.png", rows)
 
 
-def _plot(out: Path, rows: list[list[object]]) -> None:
+def _plot(path: Path, rows: list[list[object]]) -> None:
     try:
         import matplotlib
 
@@ -267,7 +268,7 @@ def _plot(out: Path, rows: list[list[object]]) -> None:
         ax.set_xticks(x, names, rotation=60, ha="right", fontsize=7)
         ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "paths-cpu.png", dpi=110)
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
