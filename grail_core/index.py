@@ -84,7 +84,7 @@ class ReachCount(NamedTuple):
     """How many nodes a node reaches (or is reached from), and how that was found: ``"labels"`` (read off
     the labels at once) or ``"traversal"`` (a counting search)."""
 
-    count: int
+    total: int
     method: str
 
 
@@ -397,6 +397,7 @@ class ReachabilityIndex:
             searched, positives, decision = 0, 0, None
             if plain.size:
                 answers[plain], searched, positives, decision = self._base_answers(pairs[plain])
+            assert snap is not None  # flagged pairs come from pending updates
             self._walk_batch(snap, np.ascontiguousarray(pairs, dtype=np.int64), np.flatnonzero(flags), answers)
             positives = int(np.count_nonzero(answers))
         engine = decision.engine if decision is not None else ("cpu" if searched else "none")
@@ -754,7 +755,8 @@ class ReachabilityIndex:
             names = names.extended(self._overlay_of().new_names(snap))
         stats = self.stats
         hubs = HUB_BITS if stats.hubs >= min(HUB_BITS, stats.dag_nodes) else stats.hubs
-        params = {"dims": stats.dims, "seed": stats.seed, "hubs": hubs, "backend": self.search_backend} | build
+        params: dict[str, Any] = {"dims": stats.dims, "seed": stats.seed, "hubs": hubs, "backend": self.search_backend}
+        params |= build
         graph = GraphInput(names.size, src, dst, names, "update")
         fresh = ReachabilityIndex.build(graph, progress=progress, **params)
         fresh.base_version = self._version_of(snap)

@@ -141,8 +141,8 @@ class UpdatedGraph(RuleBasedStateMachine):
             below, above = nodes[truth[i]], nodes[truth[:, i]]
             assert sorted(self.index.descendants(node).tolist(), key=str) == sorted(below.tolist(), key=str)
             assert sorted(self.index.ancestors(node).tolist(), key=str) == sorted(above.tolist(), key=str)
-            assert self.index.count_descendants(node).count == below.size
-            assert self.index.count_ancestors(node).count == above.size
+            assert self.index.count_descendants(node).total == below.size
+            assert self.index.count_ancestors(node).total == above.size
 
 
 UpdatedGraph.TestCase.settings = settings(
