@@ -16,7 +16,6 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import StreamingResponse
 
 from ..deps import ServiceState, get_state
-from ..errors import ServiceError
 from ..models import ErrorOut, ListingOut, PathOut
 from .queries import VERSION_HEADER
 
@@ -38,12 +37,6 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _required(value: str | None, name: str, usage: str) -> str:
-    if value is None:
-        raise ServiceError(422, "BadParameters", f"missing ?{name}=: give {usage}")
-    return value
-
-
 @router.get(
     "/path",
     response_model=PathOut,
@@ -53,12 +46,10 @@ def _required(value: str | None, name: str, usage: str) -> str:
 async def path(
     graph_id: str,
     state: Annotated[ServiceState, Depends(get_state)],
-    source: Annotated[str | None, Query(description="node name as uploaded")] = None,
-    target: Annotated[str | None, Query(description="node name as uploaded")] = None,
+    source: Annotated[str, Query(description="node name as uploaded")],
+    target: Annotated[str, Query(description="node name as uploaded")],
 ) -> Response:
     index = state.registry.ready_index(graph_id)
-    usage = "?source=U&target=V"
-    source, target = _required(source, "source", usage), _required(target, "target", usage)
 
     def run() -> tuple[list[Any] | None, int]:
         with state.core_gate:
@@ -83,13 +74,13 @@ def _listing(kind: str) -> Any:
     async def listing(
         graph_id: str,
         state: Annotated[ServiceState, Depends(get_state)],
-        node: Annotated[str | None, Query(description="node name as uploaded")] = None,
+        node: Annotated[str, Query(description="node name as uploaded")],
         offset: Annotated[int, Query(ge=0, description="skip this many nodes of the listing")] = 0,
         limit: Annotated[int | None, Query(ge=0, description="at most this many nodes (default: all)")] = None,
         count: Annotated[bool, Query(description="only the count, no listing")] = False,
     ) -> Response:
         index = state.registry.ready_index(graph_id)
-        name = _required(node, "node", f"?node=U for the nodes {relation}")
+        name = node
         if count:
 
             def counted() -> tuple[Any, int]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import ValidationError
 
 from grail_core import UnknownNodeError
 
+from ..bodies import read_bytes
 from ..deps import ServiceState, get_state
 from ..errors import ServiceError, response_for, storage_error
 from ..models import EdgesIn, EdgesOut, ErrorOut
@@ -33,10 +35,22 @@ router = APIRouter(prefix="/graphs/{graph_id}", tags=["updates"])
         507: {"model": ErrorOut, "description": "the disk is full: the update was not made"},
     },
     summary="Add and remove edges (new nodes allowed in add); answered once journaled, with the new version",
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": EdgesIn.model_json_schema()}}}
+    },
 )
-async def update_edges(graph_id: str, body: EdgesIn, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
+async def update_edges(graph_id: str, request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
     registry = state.registry
     _, journal = registry.updatable(graph_id)
+    # Read and checked here, not by FastAPI: a body that is not JSON is a 422 with the reason, like every body.
+    raw = await read_bytes(request, state.settings.max_upload_bytes)
+    try:
+        body = EdgesIn.model_validate_json(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
+        raise ServiceError(
+            422, "InvalidParameter", f"the body is not {{'add': [[u, v], ...], 'remove': [...]}}: {problems}"
+        ) from None
     add = [list(edge) for edge in body.add]
     remove = [list(edge) for edge in body.remove]
 

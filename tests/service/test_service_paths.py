@@ -7,6 +7,7 @@ the record, the background rebuild folding them in, nothing lost to a SIGKILL; e
 from __future__ import annotations
 
 import itertools
+import json
 import time
 
 import httpx
@@ -96,9 +97,9 @@ def test_integer_names_and_a_listing_over_several_slices(client: GrailClient) ->
 def test_errors_in_the_service_shape(client: GrailClient, named: str) -> None:
     cases = [
         (f"/graphs/{named}/path", {"source": "a", "target": "nowhere"}, 404, "UnknownNodeError"),
-        (f"/graphs/{named}/path", {"source": "a"}, 422, "BadParameters"),
+        (f"/graphs/{named}/path", {"source": "a"}, 422, "InvalidParameter"),
         (f"/graphs/{named}/descendants", {"node": "nowhere"}, 404, "UnknownNodeError"),
-        (f"/graphs/{named}/ancestors", {}, 422, "BadParameters"),
+        (f"/graphs/{named}/ancestors", {}, 422, "InvalidParameter"),
         (f"/graphs/{named}/descendants", {"node": "a", "offset": -1}, 422, "InvalidParameter"),
         (f"/graphs/{named}/descendants", {"node": "a", "limit": "many"}, 422, "InvalidParameter"),
         ("/graphs/no-such-graph/path", {"source": "a", "target": "b"}, 404, "GraphNotFound"),
@@ -198,9 +199,13 @@ def test_update_errors_change_nothing(client: GrailClient) -> None:
         ({"add": [["a", "c"]], "remove": [["a", "c"]]}, 422, "InvalidParameterError"),
         ({"add": [["a", "b", "c"]]}, 422, "InvalidParameter"),
         ({"add": "a b"}, 422, "InvalidParameter"),
+        ("{not json", 422, "InvalidParameter"),
     ]
     for body, status, kind in cases:
-        response = client.http.post(f"/graphs/{graph_id}/edges", json=body)
+        content = body if isinstance(body, str) else json.dumps(body)
+        response = client.http.post(
+            f"/graphs/{graph_id}/edges", content=content, headers={"Content-Type": "application/json"}
+        )
         assert response.status_code == status, (body, response.text)
         assert response.json()["error"] == kind and response.json()["detail"]
     assert client.get(graph_id)["version"] == 1
