@@ -429,7 +429,8 @@ def main() -> None:
             folder.mkdir()
             out += ["", f"## {title}", "", *run(folder)]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    target = RESULTS / ("hardening.md" if args.only == "memory,bombs,slow,fair" else f"hardening-{args.only}.md")
+    only = args.only.replace(",", "-")
+    target = RESULTS / ("hardening.md" if args.only == "memory,bombs,slow,fair" else f"hardening-{only}.md")
     target.write_text("\n".join(out) + "\n")
     print(f"wrote {target}")
 

@@ -112,3 +112,5 @@ def configure_logging(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # numba's CUDA driver logs every device allocation and free at INFO: thousands of lines a GPU build.
+    logging.getLogger("numba").setLevel(max(logging.WARNING, root.level))
