@@ -202,7 +202,8 @@ class BuildRunner:
                 if not self._stopping:
                     worker.start()  # a worker that retired or died is replaced now, not at the next build
             except Exception:
-                log.exception("build worker %s did not start", worker.name)
+                if not self._stopping:  # a start the shutdown cut short is no fault (rebuilds make it likelier)
+                    log.exception("build worker %s did not start", worker.name)
 
     def _next(self, small_lane: bool) -> tuple[_Job, int, bool] | None:
         """The next job of this lane and the memory it may use (the job, its reservation, whether that is
