@@ -725,8 +725,19 @@ class NodeNames:
 
         ``names``: a numpy array (integers, str, floats, objects), ``NameTokens``, or nested Python lists.
         """
+        ids, found_all, name_at, shape = self._find(names)
+        return self._checked(ids, found_all, name_at).reshape(shape)
+
+    def find(self, names: Any) -> np.ndarray:
+        """``lookup`` that gives -1 for each unknown name instead of raising."""
+        ids, _, _, shape = self._find(names)
+        return ids.reshape(shape)
+
+    def _find(self, names: Any) -> tuple[np.ndarray, bool, Callable[[int], Any], tuple[int, ...]]:
+        """(flat ids with _EMPTY for the unknown, whether all were found, the name at a flat position, shape)."""
         if isinstance(names, NameTokens):
-            return self._checked(*self._lookup_tokens(names), names.text)
+            ids, found_all = self._lookup_tokens(names)
+            return ids, found_all, names.text, (len(names),)
         array = names if isinstance(names, np.ndarray) else np.array(names, dtype=object)
         flat = array.reshape(-1)
         kind = array.dtype.kind
@@ -744,32 +755,38 @@ class NodeNames:
             ids = self._lookup_objects(flat.tolist())
         else:  # booleans, bytes, dates ...: never node names
             ids = np.full(flat.size, _EMPTY, dtype=np.int64)
-        return self._checked(ids, found_all, lambda i: _python_value(flat[i])).reshape(array.shape)
+        return ids, found_all, lambda i: _python_value(flat[i]), array.shape
 
     def lookup_list(self, names: list[Any]) -> np.ndarray:
         """``lookup`` of a flat list of Python values, without an object array on the way."""
         ids = self._lookup_objects(names)
         return self._checked(ids, False, lambda i: _python_value(names[i]))
 
+    def find_list(self, names: list[Any]) -> np.ndarray:
+        """``lookup_list`` that gives -1 for each unknown name."""
+        return self._lookup_objects(names)
+
     def lookup_one(self, name: Any) -> int:
         """The id of one name (the single-pair path: no arrays, no threads)."""
+        node = self.find_one(name)
+        if node < 0:
+            raise UnknownNodeError(_python_value(name))
+        return node
+
+    def find_one(self, name: Any) -> int:
+        """``lookup_one`` that gives -1 for an unknown name."""
         if self.are_integers:
             key = _as_key(name)
             if key is None:
-                raise UnknownNodeError(_python_value(name))
+                return _EMPTY
             if self.kind == "range":
-                node = key if 0 <= key < self.size else _EMPTY
-            else:
-                node = _find_one_int(self.slots, self.seed, key)
-        else:
-            text = _as_text(name)
-            if text is None:
-                raise UnknownNodeError(_python_value(name))
-            data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-            node = _find_one_bytes(self.slots, self.seed, self.data, self.offsets, data)
-        if node < 0:
-            raise UnknownNodeError(_python_value(name))
-        return int(node)
+                return key if 0 <= key < self.size else _EMPTY
+            return int(_find_one_int(self.slots, self.seed, key))
+        text = _as_text(name)
+        if text is None:
+            return _EMPTY
+        data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        return int(_find_one_bytes(self.slots, self.seed, self.data, self.offsets, data))
 
     @staticmethod
     def _checked(ids: np.ndarray, found_all: bool, name_at: Callable[[int], Any]) -> np.ndarray:
@@ -848,6 +865,54 @@ class NodeNames:
         data, offsets = self.data, self.offsets
         assert data is not None and offsets is not None
         return [bytes(data[offsets[i] : offsets[i + 1]]).decode("utf-8") for i in ids.tolist()]
+
+    def names_array(self, ids: Any) -> np.ndarray:
+        """The names of internal ids as a numpy array: int64 for integer names, numpy's variable-width
+        ``StringDType`` for strings."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.kind == "range":
+            return ids.copy()
+        if self.kind == "int":
+            assert self.keys is not None
+            return self.keys[ids]
+        return np.array(self.names_of(ids), dtype=np.dtypes.StringDType())
+
+    def key_of(self, name: Any) -> int | str | None:
+        """The name as this graph stores it (an int for integer graphs, a str otherwise), or None when it
+        cannot be a name of this graph (a boolean, a string that is not a decimal integer on an integer graph)."""
+        return _as_key(name) if self.are_integers else _as_text(name)
+
+    def extended(self, names: Sequence[int | str], max_name_bytes: int = MAX_NAME_BYTES) -> NodeNames:
+        """These names followed by ``names`` (stored keys, see ``key_of``; none of them known here), which get
+        the ids ``size``, ``size + 1`` ...: a new table, built in one pass over all names (O(n))."""
+        if not names:
+            return self
+        if self.kind == "range" and list(names) == list(range(self.size, self.size + len(names))):
+            return NodeNames.identity(self.size + len(names))
+        interner = NameInterner(max_name_bytes)
+        if self.are_integers:
+            keys = np.arange(self.size, dtype=np.int64) if self.kind == "range" else self.keys
+            assert keys is not None
+            interner.add_integers(np.concatenate([keys, np.asarray(names, dtype=np.int64)]))
+        else:
+            assert self.data is not None and self.offsets is not None
+            interner.add_strings(NameTokens.from_offsets(self.data, self.offsets))
+            interner.add_strings(NameTokens.from_strings([str(name) for name in names]))
+        result = interner.finish()
+        if result.size != self.size + len(names):
+            raise ValueError("extended() takes only names the graph does not have, each once")
+        return result
+
+    @classmethod
+    def of(cls, names: Sequence[int | str], integers: bool, max_name_bytes: int = MAX_NAME_BYTES) -> NodeNames:
+        """A table of distinct stored keys (``key_of``), ids in their order; GraphFormatError for a string name
+        that is empty, not UTF-8 or longer than ``max_name_bytes``."""
+        interner = NameInterner(max_name_bytes)
+        if integers:
+            interner.add_integers(np.asarray(names, dtype=np.int64).reshape(-1))
+        else:
+            interner.add_strings(NameTokens.from_strings([str(name) for name in names]))
+        return interner.finish()
 
     # Files --------------------------------------------------------------------------------------
 

@@ -46,7 +46,8 @@ class QueryStats:
     ``search_backend`` is 'cpu', 'cuda' or 'none' (nothing left to search); ``search_engine`` names the
     engine ('cpu', 'cuda:0', 'cuda:0+cuda:1') and ``search_mode`` how it searched ('dfs', 'levels',
     'frontier'). Where the scheduler chose, ``predicted_seconds`` holds its cost model's prediction for
-    each engine ('cpu', and each GPU mode), to set beside the actual ``search_seconds``.
+    each engine ('cpu', and each GPU mode), to set beside the actual ``search_seconds``. With edge updates
+    pending, ``searched`` includes the ``searched_updated`` pairs searched on the updated graph (on the CPU).
     """
 
     pairs: int
@@ -60,6 +61,8 @@ class QueryStats:
     search_seconds: float = 0.0
     predicted_seconds: dict[str, float] = field(default_factory=dict)
     probe_pairs: int = 0  # pairs searched on the calling thread for the prediction (the engine answers them too)
+    version: int = 0  # the version of the graph the answers hold for
+    searched_updated: int = 0  # pairs that pending edge updates may have changed, searched on the updated graph
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -18,7 +18,14 @@ import numpy as np
 
 from .errors import IndexFileError
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READABLE_VERSIONS", "write_index_dir", "read_index_dir"]
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "READABLE_VERSIONS",
+    "write_index_dir",
+    "read_index_dir",
+    "index_checksum",
+]
 
 FORMAT_NAME = "grail-index"
 # Version 2 stores node names as a hash table (grail_core.names); version 1 stored them sorted, and still loads.
@@ -121,3 +128,15 @@ def read_index_dir(
         raise IndexFileError(f"{root / MANIFEST} is incomplete: {error}") from None
     except ValueError as error:
         raise IndexFileError(f"{root} holds an unreadable array: {error}") from None
+
+
+def index_checksum(directory: str | os.PathLike[str]) -> str:
+    """The checksum of an index's content: sha256 over the names and sha256 checksums of its arrays, as its
+    manifest records them (loading with ``verify`` checks each array against its own)."""
+    root = Path(directory)
+    try:
+        entries = json.loads((root / MANIFEST).read_text())["arrays"]
+        lines = "".join(f"{name} {entries[name]['sha256']}\n" for name in sorted(entries))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise IndexFileError(f"{root / MANIFEST} is unreadable: {error}") from None
+    return "sha256:" + hashlib.sha256(lines.encode()).hexdigest()

@@ -27,9 +27,9 @@ from .jobs import BuildRunner
 from .logs import RequestIdMiddleware
 from .metrics import Metrics, MetricsMiddleware
 from .registry import GraphRegistry
-from .routers import graphs, health, queries
+from .routers import graphs, health, queries, reach, updates
 from .settings import Settings
-from .warmup import CoreGate, Readiness, start_warm_up, warm_up
+from .warmup import CoreGate, Readiness, start_warm_up, warm_up, warm_up_beyond
 
 __all__ = ["create_app"]
 
@@ -68,7 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gate = CoreGate()
         # In the background: /health answers at once; requests that need a kernel meanwhile wait at the gate
         # (seconds on a cold numba cache, well under one on a warm one); /ready says when it is done.
-        start_warm_up(lambda: warm_up(settings.backend), gate, readiness)
+        start_warm_up(lambda: warm_up(settings.backend), gate, readiness, then=warm_up_beyond)
         runner = BuildRunner(registry, metrics, settings)
         runner.start()
         admission = Admission(settings.max_concurrent_uploads, settings.max_batch_memory_bytes)
@@ -79,6 +79,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         for record in to_build:
             # Rebuilt in the main lane: the estimate is not known again, the build's own limit still holds.
             runner.submit(record, runner.small_lane_bytes + 1)
+        for record in registry.records():  # edge updates replayed from a journal: folded in by a rebuild
+            runner.rebuild_if_pending(record.id)
         log.info(
             "grail service up: data dir %s, default backend %s (%s), gpu %s; compiling the query kernels",
             settings.data_dir,
@@ -102,6 +104,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(graphs.router)
     app.include_router(queries.router)
+    app.include_router(reach.router)
+    app.include_router(updates.router)
     # First in the list: the router tries routes in order, and each FastAPI router it passes costs time.
     app.router.routes.insert(
         0, Route(queries.REACHABLE_PATH, queries.reachable, methods=["GET"], include_in_schema=False)

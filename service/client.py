@@ -457,6 +457,29 @@ class GrailClient:
         text = ";".join(f"{u},{v}" for u, v in pairs)
         return _check(self.http.get(f"/graphs/{graph_id}/reachable", params={"pairs": text})).json()["reachable"]
 
+    def path(self, graph_id: str, source: int | str, target: int | str) -> builtins.list[int | str] | None:
+        """A shortest path from source to target (names, both ends included), None when unreachable."""
+        response = self.http.get(f"/graphs/{graph_id}/path", params={"source": source, "target": target})
+        return _check(response).json()["path"]
+
+    def descendants(
+        self, graph_id: str, node: int | str, *, ancestors: bool = False, offset: int = 0, limit: int | None = None
+    ) -> Record:
+        """``{"node", "count", "offset", "nodes"}``: what ``node`` reaches (or, with ``ancestors``, what reaches
+        it), itself excepted, a page of it with ``offset``/``limit``."""
+        params: dict[str, Any] = {"node": node, "offset": offset}
+        if limit is not None:
+            params["limit"] = limit
+        kind = "ancestors" if ancestors else "descendants"
+        return _check(self.http.get(f"/graphs/{graph_id}/{kind}", params=params)).json()
+
+    def update_edges(
+        self, graph_id: str, add: Sequence[Sequence[int | str]] = (), remove: Sequence[Sequence[int | str]] = ()
+    ) -> Record:
+        """Add and remove edges; ``{"version", "added", "removed", ...}`` once the server has journaled them."""
+        body = {"add": [list(edge) for edge in add], "remove": [list(edge) for edge in remove]}
+        return _check(self.http.post(f"/graphs/{graph_id}/edges", json=body)).json()
+
     def query_batch(self, graph_id: str, pairs: Any, *, width: int | None = None) -> np.ndarray:
         """Answers (bool array) for an (M, 2) array or a list of pairs of names. Integer names go as binary
         integers of ``width`` bits (16, 32 or 64; default: the narrowest that holds them)."""

@@ -45,6 +45,7 @@ class _Job:
     estimate: int
     future: Future[GraphRecord | None] = field(default_factory=Future)
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
+    rebuild_version: int | None = None  # a rebuild folding in the graph's edge updates up to this version
 
 
 def estimate_upload(path: Path, format: str | None) -> sizing.BuildEstimate:
@@ -140,6 +141,26 @@ class BuildRunner:
             self._cond.notify_all()
         return job.future
 
+    def rebuild_if_pending(self, graph_id: str) -> Future[GraphRecord | None] | None:
+        """Queue a rebuild of a ready graph that has edge updates pending, unless one is queued or running
+        (that one's end queues the next): the worker folds in every update journaled when it starts. In the lane
+        its size takes, like a build; None when nothing was queued."""
+        registry = self._registry
+        try:
+            index = registry.ready_index(graph_id)
+            record = registry.get(graph_id)
+        except ServiceError:
+            return None
+        if not index.pending.updates or self._stopping or not registry.start_rebuild(graph_id, index.version):
+            return None
+        edges = index.stats.edges + index.pending.added_edges
+        estimate = sizing.build_bytes(record.params.format or "edgelist", 0, index.num_nodes, edges)
+        job = _Job(record, estimate, rebuild_version=index.version)
+        with self._cond:
+            (self._small if estimate <= self.small_lane_bytes else self._main).append(job)
+            self._cond.notify_all()
+        return job.future
+
     def shutdown(self) -> None:
         # Queued and running builds are dropped: their records stay queued or building, and the next start
         # rebuilds them from their uploads.
@@ -167,7 +188,8 @@ class BuildRunner:
                 return
             job, reservation, from_main = taken
             try:
-                job.context.run(self._run, job, worker, reservation)
+                run = self._run if job.rebuild_version is None else self._rebuild
+                job.context.run(run, job, worker, reservation)
             except Exception as exc:  # never a dead lane: the build is failed, the next one runs
                 log.exception("graph %s: build failed", job.record.id)
                 job.future.set_exception(exc)
@@ -252,6 +274,52 @@ class BuildRunner:
         if final is not None and final.error is not None:
             log.warning("graph %s (%r): build failed: %s", graph_id, record.name, final.error.get("message"))
         job.future.set_result(final)
+
+    def _rebuild(self, job: _Job, worker: BuildWorker, memory: int) -> None:
+        record, registry = job.record, self._registry
+        graph_id, params = record.id, record.params
+        assert job.rebuild_version is not None
+        started = time.perf_counter()
+        staging = registry.staging_path(graph_id)
+        build = BuildJob(
+            graph_id=graph_id,
+            name=record.name,
+            upload=registry.index_path(graph_id),
+            staging=staging,
+            format=params.format,
+            dims=params.dims,
+            seed=params.seed,
+            backend=params.backend,
+            max_graph_bytes=self._settings.max_graph_bytes,
+            max_name_bytes=self._settings.max_name_bytes,
+            memory_bytes=memory,
+            request_id=current_request_id(),
+            base_index=registry.index_path(graph_id),
+            journal=registry.journal_of(graph_id).path,
+        )
+        final: GraphRecord | None = None
+        try:
+            outcome = worker.run(build, lambda p, f: registry.rebuild_progress(graph_id, p, f))
+            if outcome is not None and outcome.stats is not None:
+                if registry.publish_rebuild(graph_id, staging / "index") is not None:
+                    final = self._current(graph_id)
+                    log.info(
+                        "graph %s: version %d rebuilt and published in %.3f s",
+                        graph_id,
+                        job.rebuild_version,
+                        time.perf_counter() - started,
+                    )
+            elif outcome is not None:
+                # The served index and its journal stay exact; the next update queues another try.
+                log.warning("graph %s: rebuild failed: %s: %s", graph_id, outcome.kind, outcome.message)
+        except Exception:
+            log.exception("graph %s: rebuild failed", graph_id)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            registry.end_rebuild(graph_id)
+        job.future.set_result(final)
+        if final is not None:  # updates that came during the rebuild: the next one
+            self.rebuild_if_pending(graph_id)
 
     def _current(self, graph_id: str) -> GraphRecord | None:
         try:

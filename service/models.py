@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +20,10 @@ __all__ = [
     "PairsIn",
     "PairOut",
     "PairsOut",
+    "PathOut",
+    "ListingOut",
+    "EdgesIn",
+    "EdgesOut",
     "BatchOut",
     "HealthOut",
     "ReadyOut",
@@ -54,10 +58,22 @@ class GraphOut(BaseModel):
     upload_bytes: int
     created_at: float
     updated_at: float
+    version: int | None = Field(None, description="the version queries answer for; each edge update makes the next")
+    checksum: str | None = Field(None, description="content checksum of the saved index (sha256 of its arrays)")
+    pending_updates: dict[str, int] | None = Field(
+        None,
+        description="edge updates not yet in the index's labels (updates, added_edges, removed_edges, new_nodes): "
+        "answered exactly all the same",
+    )
+    rebuild: dict[str, Any] | None = Field(
+        None, description="the background rebuild folding the pending updates in: version, phase, progress"
+    )
 
     @classmethod
-    def from_record(cls, record: GraphRecord) -> GraphOut:
+    def from_record(cls, record: GraphRecord, live: dict[str, Any] | None = None) -> GraphOut:
+        """``live``: what the served index adds (``GraphRegistry.live``)."""
         return cls(
+            **(live or {}),
             id=record.id,
             name=record.name,
             status=record.status.value,
@@ -100,6 +116,43 @@ class PairOut(BaseModel):
 
 class PairsOut(BaseModel):
     reachable: list[bool]
+
+
+class PathOut(BaseModel):
+    source: NodeName
+    target: NodeName
+    path: list[NodeName] | None = Field(
+        description="the nodes of a path, source and target included; null: unreachable"
+    )
+
+
+# An edge as [source, target]: a two-item array, not a tuple's prefixItems (on which schemathesis's generator of
+# negative bodies failed with an internal error).
+Edge = Annotated[list[NodeName], Field(min_length=2, max_length=2)]
+
+
+class EdgesIn(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"example": {"add": [["a", "b"]], "remove": [["b", "c"]]}})
+    add: list[Edge] = Field(default_factory=list, description="edges to add; new nodes allowed")
+    remove: list[Edge] = Field(default_factory=list, description="edges to remove")
+
+
+class EdgesOut(BaseModel):
+    version: int = Field(description="the graph's version after this update; every later query answers for it")
+    added: int = Field(description="edges the graph did not have and now has")
+    removed: int = Field(description="edges the graph had and no longer has")
+    new_nodes: int
+    pending_updates: int = Field(description="updates not yet folded into the index by a rebuild")
+
+
+class ListingOut(BaseModel):
+    node: NodeName
+    count: int = Field(description="how many nodes the whole listing holds (before offset and limit)")
+    offset: int | None = Field(None, description="where this page starts in the listing")
+    nodes: list[NodeName] | None = Field(None, description="the page of the listing, in upload order")
+    method: Literal["labels", "traversal"] | None = Field(
+        None, description="with ?count=true: read off the index's labels, or counted by a search"
+    )
 
 
 class BatchOut(BaseModel):

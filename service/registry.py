@@ -29,6 +29,7 @@ from typing import Any
 from grail_core import IndexFileError, ReachabilityIndex
 
 from .errors import ServiceError, storage_error, truncate
+from .updates import JOURNAL_FILE, Journal, RebuildState, replay
 
 __all__ = ["GraphStatus", "GraphRecord", "GraphRegistry", "GraphNotFound", "GraphNotReady", "BuildParams"]
 
@@ -36,6 +37,9 @@ log = logging.getLogger("grail.service.registry")
 
 RECORD_FILE = "record.json"
 INDEX_DIR = "index"
+# A rebuild's swap: the new index comes in as index.new, the old one leaves as index.old (see publish_rebuild).
+_NEW_INDEX = f"{INDEX_DIR}.new"
+_OLD_INDEX = f"{INDEX_DIR}.old"
 _RECORD_TMP = f".{RECORD_FILE}.tmp"
 
 
@@ -106,6 +110,8 @@ class _Entry:
     index: ReachabilityIndex | None = None
     # Set by delete() so that a build still running for this graph drops its result instead of publishing it.
     deleted: bool = False
+    journal: Journal | None = None  # edge updates past the saved index (service.updates)
+    rebuild: RebuildState | None = None  # the background rebuild that folds them in, while one is queued or runs
 
 
 class GraphRegistry:
@@ -215,7 +221,7 @@ class GraphRegistry:
                         "the build was interrupted and its upload is gone; upload the graph again",
                     )
                     self._write_record(record)
-            self._entries[record.id] = _Entry(record, index)
+            self._entries[record.id] = _Entry(record, index, journal=self.journal_of(record.id))
         for orphan in self.uploads_dir.iterdir():
             if orphan.name not in known:
                 log.info("removing orphan upload %s", orphan)
@@ -226,9 +232,19 @@ class GraphRegistry:
     @staticmethod
     def _remove_leftovers(folder: Path) -> None:
         # Temporary files and folders of writes a crash interrupted (.record.json.tmp, half-renamed indexes).
+        # A rebuild's swap cut short leaves the index as index.new or index.old: either holds with the journal.
+        if not (folder / INDEX_DIR).exists():
+            for name in (_NEW_INDEX, _OLD_INDEX):
+                if (folder / name).is_dir():
+                    log.info("%s: completing an interrupted index swap with %s", folder, name)
+                    os.replace(folder / name, folder / INDEX_DIR)
+                    break
         for path in folder.iterdir():
-            if path.name not in (RECORD_FILE, INDEX_DIR):
+            if path.name not in (RECORD_FILE, INDEX_DIR, JOURNAL_FILE):
                 _remove(path)
+
+    def journal_of(self, graph_id: str) -> Journal:
+        return Journal(self.graphs_dir / graph_id / JOURNAL_FILE)
 
     def _try_load(self, graph_id: str, backend: str) -> ReachabilityIndex | None:
         path = self.index_path(graph_id)
@@ -236,10 +252,16 @@ class GraphRegistry:
             return None
         try:
             # A graph built on the CPU on request stays there; otherwise the GPU searches when there is one.
-            return ReachabilityIndex.load(path, mmap=True, backend="cpu" if backend == "cpu" else "auto")
-        except (IndexFileError, OSError) as exc:
-            log.error("graph %s: cannot load index %s: %s", graph_id, path, exc)
+            index = ReachabilityIndex.load(path, mmap=True, backend="cpu" if backend == "cpu" else "auto")
+            applied = replay(index, self.journal_of(graph_id))
+        except (IndexFileError, OSError, ValueError, KeyError, TypeError) as exc:
+            log.error("graph %s: cannot load index %s with its updates: %s", graph_id, path, exc)
             return None
+        if applied:
+            log.info(
+                "graph %s: %d edge updates replayed from the journal, at version %d", graph_id, applied, index.version
+            )
+        return index
 
     # ---- reads -------------------------------------------------------------------------------------
 
@@ -294,7 +316,7 @@ class GraphRegistry:
             self._remove_files(graph_id)
             raise
         with self._lock:
-            self._entries[graph_id] = _Entry(record)
+            self._entries[graph_id] = _Entry(record, journal=self.journal_of(graph_id))
         return record
 
     def set_progress(self, graph_id: str, phase: str, progress: float) -> bool:
@@ -359,6 +381,83 @@ class GraphRegistry:
                 entry.index = index
             _unlink(self.upload_path(graph_id))
         return record
+
+    def updatable(self, graph_id: str) -> tuple[ReachabilityIndex, Journal]:
+        """The served index of a ready graph and its journal (whose lock orders its updates)."""
+        index = self.ready_index(graph_id)
+        entry = self._entries[graph_id]
+        assert entry.journal is not None
+        return index, entry.journal
+
+    def live(self, graph_id: str) -> dict[str, Any]:
+        """What a ready graph's served index says beyond its record: version, checksum, pending updates, and
+        the rebuild under way."""
+        entry = self._entries.get(graph_id)
+        if entry is None or entry.index is None:
+            return {}
+        index, rebuild = entry.index, entry.rebuild
+        return {
+            "version": index.version,
+            "checksum": index.checksum,
+            "pending_updates": index.pending._asdict(),
+            "rebuild": rebuild.to_json() if rebuild is not None else None,
+        }
+
+    def start_rebuild(self, graph_id: str, version: int) -> bool:
+        """Mark a rebuild folding in ``version`` as queued; False when one is queued or running already."""
+        with self._lock:
+            entry = self._entries.get(graph_id)
+            if entry is None or entry.deleted or entry.rebuild is not None:
+                return False
+            entry.rebuild = RebuildState(version)
+            return True
+
+    def rebuild_progress(self, graph_id: str, phase: str, progress: float) -> bool:
+        """A rebuild's progress; False when the graph was deleted (the rebuild stops)."""
+        entry = self._entries.get(graph_id)
+        if entry is None or entry.deleted or entry.rebuild is None:
+            return False
+        entry.rebuild.phase, entry.rebuild.progress = phase, min(max(float(progress), 0.0), 1.0)
+        return True
+
+    def end_rebuild(self, graph_id: str) -> None:
+        entry = self._entries.get(graph_id)
+        if entry is not None:
+            entry.rebuild = None
+
+    def publish_rebuild(self, graph_id: str, staged_index: Path) -> ReachabilityIndex | None:
+        """Serve a rebuilt index: under the graph's update lock, the updates that came during the rebuild are
+        applied to it, it replaces the served one (queries move to it at once, those under way finish on the
+        old), and its files replace the old ones (index.new in, index out as index.old, index.new renamed: a
+        crash at any step leaves an index that, with the journal, is the same graph); the journal then drops
+        what the new index holds. Returns the new index, None when the graph was deleted meanwhile."""
+        entry = self._entries.get(graph_id)
+        if entry is None or entry.deleted or entry.index is None or entry.journal is None:
+            return None
+        folder = self.graphs_dir / graph_id
+        backend = "cpu" if entry.record.params.backend == "cpu" else "auto"
+        # Loaded (checksums verified) before the lock: updates wait only for the swap. Its maps follow the files.
+        fresh = ReachabilityIndex.load(staged_index, mmap=True, backend=backend)
+        folded = fresh.version
+        with self._io_lock, entry.journal.lock:
+            if entry.deleted:
+                return None
+            _remove(folder / _NEW_INDEX)  # what a failed swap left
+            os.replace(staged_index, folder / _NEW_INDEX)
+            replay(fresh, entry.journal)
+            os.replace(folder / INDEX_DIR, folder / _OLD_INDEX)
+            os.replace(folder / _NEW_INDEX, folder / INDEX_DIR)
+            # The files moved, the maps of the new index stay valid (a rename keeps them).
+            with self._lock:
+                entry.index = fresh
+                entry.record = replace(entry.record, stats=fresh.stats.to_dict(), updated_at=time.time())
+            _remove(folder / _OLD_INDEX)
+            entry.journal.drop_through(folded)
+            try:
+                self._write_record(entry.record)
+            except OSError as exc:  # the record's stats are a copy: the index and journal are what count
+                log.error("graph %s: cannot record its rebuilt stats: %s", graph_id, exc)
+        return fresh
 
     def fail(self, graph_id: str, kind: str, message: str, line: int | None = None) -> GraphRecord | None:
         """The build failed: keep the graph as failed with the error, so its owner can read why."""

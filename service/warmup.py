@@ -35,7 +35,7 @@ from grail_core.warmup import warm_up as warm_up_kernels
 
 from .codecs import decode_pairs
 
-__all__ = ["warm_up", "CoreGate", "Readiness", "KernelState", "start_warm_up"]
+__all__ = ["warm_up", "warm_up_beyond", "CoreGate", "Readiness", "KernelState", "start_warm_up"]
 
 _THREAD_SAFE_LAYERS = ("tbb", "omp")
 
@@ -83,6 +83,34 @@ def warm_up(backend: str = "auto") -> str:
     layer = str(numba.threading_layer())
     log.info("kernels ready in %.2f s (numba threading layer %s)", time.perf_counter() - started, layer)
     return layer
+
+
+def warm_up_beyond() -> None:
+    """Compile the kernels of paths, listings and edge updates (a minute on a cold numba cache, on two cores):
+    after ``/ready``, since most graphs are only asked yes or no; a path asked meanwhile waits for them."""
+    started = time.perf_counter()
+    names = np.array(_PAIRS["str"].split()).reshape(-1, 2)
+    with tempfile.TemporaryDirectory(prefix="grail-warmup-") as tmp:
+        built = ReachabilityIndex.from_bytes(_GRAPHS["str"].encode(), format="edgelist", backend="cpu")
+        built.save(Path(tmp) / "index")
+        for index in (ReachabilityIndex.load(Path(tmp) / "index", mmap=True), built):
+            _beyond_yes_or_no(index, names)
+    log.info("path, listing and update kernels ready in %.2f s", time.perf_counter() - started)
+
+
+def _beyond_yes_or_no(index: ReachabilityIndex, names: np.ndarray) -> None:
+    """Paths, listings and counts, then the same and the queries with an edge update pending."""
+    for _ in range(2):
+        index.path(*names[0])
+        index.descendant_ids(names[0][0])
+        index.ancestor_ids(names[0][1])
+        index.count_descendants(names[0][0])
+        index.count_ancestors(names[0][1])
+        if index.pending.updates:
+            break
+        index.update(add=[names[0][::-1].tolist()])
+        index.reachable(*names[1])
+        index.query_batch_with_stats(names)
 
 
 def _body(data: bytes) -> np.ndarray:
@@ -137,9 +165,12 @@ class Readiness:
         return self.kernels == "ready" and self.graphs_loaded
 
 
-def start_warm_up(warm: Callable[[], str], gate: CoreGate, readiness: Readiness) -> threading.Thread:
+def start_warm_up(
+    warm: Callable[[], str], gate: CoreGate, readiness: Readiness, then: Callable[[], None] | None = None
+) -> threading.Thread:
     """``warm`` (``warm_up``: returns numba's threading layer) in a daemon thread, so that a stop does not wait for
-    the compiler, holding the gate throughout; ``readiness`` follows it."""
+    the compiler, holding the gate throughout; ``readiness`` follows it. ``then`` runs once ready, under the
+    gate too (its failure is logged: queries compile what it would have)."""
 
     def run() -> None:
         started = time.perf_counter()
@@ -155,6 +186,12 @@ def start_warm_up(warm: Callable[[], str], gate: CoreGate, readiness: Readiness)
         readiness.threading_layer = layer
         readiness.kernels_seconds = round(time.perf_counter() - started, 3)
         readiness.kernels = "ready"
+        if then is not None:
+            try:
+                with gate:
+                    then()
+            except Exception:
+                log.exception("warm-up of the path, listing and update kernels failed")
 
     thread = threading.Thread(target=run, name="grail-warm-up", daemon=True)
     thread.start()

@@ -68,6 +68,11 @@ class BuildJob:
     header: bool | None = None
     source_column: str | None = None
     target_column: str | None = None
+    # A rebuild after edge updates: the served index's folder and its journal (service.updates), whose updates
+    # up to ``through_version`` the new index folds in; ``upload`` is then unused.
+    base_index: Path | None = None
+    journal: Path | None = None
+    through_version: int | None = None  # None: every update journaled when it starts
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,14 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
     job.staging.mkdir(parents=True, exist_ok=True)
     try:
         progress("read", 0.0)
+        if job.base_index is not None:
+            index = _rebuilt(job, progress)
+            progress("save", 1.0)
+            index.save(job.staging / "index")
+            log.info(
+                "graph %s: rebuilt at version %d in %.3f s", job.graph_id, index.version, time.perf_counter() - started
+            )
+            return ("done", index.stats.to_dict())
         text = _plain_text(job)
         try:
             graph = read_graph(
@@ -235,6 +248,18 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
         ", ".join(f"{k} {v:.3f}s" for k, v in phases.items()),
     )
     return ("done", stats)
+
+
+def _rebuilt(job: BuildJob, progress: Callable[[str, float], None]) -> Any:
+    """The index of a graph with its edge updates up to ``job.through_version`` folded in: new labels."""
+    from grail_core import ReachabilityIndex
+
+    from .updates import Journal, replay
+
+    assert job.base_index is not None and job.journal is not None
+    index = ReachabilityIndex.load(job.base_index, mmap=True, verify=False, backend="cpu")
+    replay(index, Journal(job.journal), through=job.through_version)
+    return index.rebuilt(progress=progress, backend=job.backend)
 
 
 def _plain_text(job: BuildJob) -> Path:

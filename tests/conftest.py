@@ -24,10 +24,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     service_tests = REPO_ROOT / "tests" / "service"
     if session.config.option.collectonly or not any(service_tests in item.path.parents for item in session.items):
         return
-    from service.warmup import warm_up
+    from service.warmup import warm_up, warm_up_beyond
     from service.worker import warm_up_builds
 
     warm_up("cpu")
+    warm_up_beyond()
     warm_up_builds("cpu")
 
 

@@ -71,3 +71,20 @@ def dag_levels(num_nodes: int, edges: np.ndarray) -> int:
                 order.append(v)
     assert len(order) == num_nodes, "not a DAG"
     return max(level, default=-1) + 1
+
+
+def bfs_distances(num_nodes: int, edges: list[tuple[int, int]], source: int) -> list[int]:
+    """Edges on a shortest path from ``source`` to every node (-1 where unreachable; 0 for itself)."""
+    children: list[list[int]] = [[] for _ in range(num_nodes)]
+    for u, v in edges:
+        children[u].append(v)
+    distance = [-1] * num_nodes
+    distance[source] = 0
+    queue = deque([source])
+    while queue:
+        node = queue.popleft()
+        for child in children[node]:
+            if distance[child] < 0:
+                distance[child] = distance[node] + 1
+                queue.append(child)
+    return distance

@@ -156,7 +156,7 @@ async def upload_graph(
     final = await asyncio.wrap_future(future)
     if final is None:
         return error_response(404, "GraphNotFound", f"graph {graph_id!r} was deleted while it was building")
-    return _final_response(final, headers)
+    return _final_response(final, headers, state.registry.live(graph_id))
 
 
 def _media(request: Request) -> str:
@@ -171,8 +171,8 @@ def _check_json_object(path: Path) -> None:
         raise ServiceError(422, "GraphFormatError", 'a JSON graph is an object: {"edges": [[u, v], ...]}')
 
 
-def _final_response(record: GraphRecord, headers: dict[str, str]) -> Response:
-    body = GraphOut.from_record(record).model_dump(mode="json")
+def _final_response(record: GraphRecord, headers: dict[str, str], live: dict[str, Any]) -> Response:
+    body = GraphOut.from_record(record, live).model_dump(mode="json")
     if record.status is GraphStatus.ready:
         return JSONResponse(body, status_code=201, headers=headers)
     error = record.error or {}
@@ -195,7 +195,7 @@ async def list_graphs(
     records = state.registry.records()
     if status is not None:
         records = [r for r in records if r.status.value in status]
-    return GraphList(graphs=[GraphOut.from_record(r) for r in records])
+    return GraphList(graphs=[GraphOut.from_record(r, state.registry.live(r.id)) for r in records])
 
 
 @router.get(
@@ -203,7 +203,7 @@ async def list_graphs(
 )
 async def get_graph(graph_id: str, request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> GraphOut:
     accepts_json(request.headers.get("accept"))
-    return GraphOut.from_record(state.registry.get(graph_id))
+    return GraphOut.from_record(state.registry.get(graph_id), state.registry.live(graph_id))
 
 
 @router.delete(

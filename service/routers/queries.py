@@ -18,7 +18,10 @@ from ..errors import ServiceError, response_for
 from ..models import BatchOut, ErrorOut, PairOut, PairsIn, PairsOut
 from ..wire import json_answers
 
-__all__ = ["router", "reachable", "REACHABLE_PATH", "REACHABLE_OPENAPI"]
+__all__ = ["router", "reachable", "REACHABLE_PATH", "REACHABLE_OPENAPI", "VERSION_HEADER"]
+
+# Every query's answer says which version of the graph it holds for (edge updates make new versions).
+VERSION_HEADER = "Grail-Graph-Version"
 
 router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"])
 
@@ -29,9 +32,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _json(body: Any) -> Response:
+def _json(body: Any, version: int) -> Response:
     # Hand-serialised: a pydantic round trip would cost more than the query on this hot path.
-    return Response(json.dumps(body, separators=(",", ":")), media_type="application/json")
+    headers = {VERSION_HEADER: str(version)}
+    return Response(json.dumps(body, separators=(",", ":")), media_type="application/json", headers=headers)
 
 
 def _parameter(name: str, description: str) -> dict[str, Any]:
@@ -91,14 +95,15 @@ async def reachable(request: Request) -> Response:
         with state.core_gate:
             answers, stats = index.query_batch_with_stats(batch)
         _count(state, stats)
-        return _json({"reachable": answers.tolist()})
+        return _json({"reachable": answers.tolist()}, stats.version)
     if source is None or target is None:
         raise ServiceError(422, "BadParameters", "give ?source=U&target=V (or ?pairs=U1,V1;U2,V2)")
     # query_pair rather than a batch of one: half the cost, and it still says what decided the pair.
     with state.core_gate:
-        answer, searched = index.query_pair(source, target)
+        answer, searched, version = index.query_pair(source, target)
     state.metrics.queries(int(not searched), int(searched))
-    return _json({"source": _name(index, source), "target": _name(index, target), "reachable": bool(answer)})
+    body = {"source": _name(index, source), "target": _name(index, target), "reachable": bool(answer)}
+    return _json(body, version)
 
 
 def _name(index: Any, name: str) -> int | str:
@@ -177,19 +182,19 @@ async def _answer_batch(
     # Every format into one numpy buffer: text and JSON bodies are scanned in place as binary ones are read.
     body = await read_array(request, limit)
 
-    def run() -> bytes | memoryview:
+    def run() -> tuple[bytes | memoryview, int]:
         # Decoding, the query and encoding together in a worker thread: a million pairs must not stall the loop.
         pairs = decode_pairs(body, content_type)
         with state.core_gate:
             answers, stats = index.query_batch_with_stats(pairs)
         _count(state, stats)
         if out_type != "application/json":
-            return encode_answers(answers, out_type)
-        return json_answers(answers, stats.to_dict())
+            return encode_answers(answers, out_type), stats.version
+        return json_answers(answers, stats.to_dict()), stats.version
 
     try:
-        content = await anyio.to_thread.run_sync(run)
+        content, version = await anyio.to_thread.run_sync(run)
     except UnknownNodeError as exc:
         # The graph exists (404 says it does not): the body names a node it does not have.
         return response_for(exc, status=422)
-    return Response(content, media_type=out_type)
+    return Response(content, media_type=out_type, headers={VERSION_HEADER: str(version)})
