@@ -15,6 +15,37 @@ from .conftest import Server
 pytestmark = pytest.mark.timeout(300)
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
+# CPython 3.11's ast.parse can fail this way when hypothesis describes one of schemathesis's own lambdas (a
+# crash of the tool, reported as a "Runtime Error", never a check on our API): such a run is run once more.
+_TOOL_CRASH = "SystemError: AST constructor recursion depth mismatch"
+
+
+def _schemathesis(command: str, url: str, folder: Path, seed: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            command,
+            "--config-file",
+            str(CONFIG),
+            "run",
+            f"{url}/openapi.json",
+            "--checks",
+            "all",
+            "--max-examples",
+            "12",
+            "--seed",
+            str(seed),
+            "--continue-on-failure",
+            "--workers",
+            "2",
+            "--max-time",
+            "60",
+            "--no-color",
+        ],
+        cwd=folder,  # its cache folder goes there, not into the repository
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
@@ -24,31 +55,9 @@ def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
     server = Server(tmp_path / "data", tmp_path / "server.log").start()
     try:
         server.client().upload(b"0 1\n1 2\n2 0\n2 3\n", content_type="text/plain", wait=True)
-        done = subprocess.run(
-            [
-                command,
-                "--config-file",
-                str(CONFIG),
-                "run",
-                f"{server.url}/openapi.json",
-                "--checks",
-                "all",
-                "--max-examples",
-                "12",
-                "--seed",
-                "15",
-                "--continue-on-failure",
-                "--workers",
-                "2",
-                "--max-time",
-                "60",
-                "--no-color",
-            ],
-            cwd=tmp_path,  # its cache folder goes there, not into the repository
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
+        done = _schemathesis(command, server.url, tmp_path, seed=15)
+        if done.returncode != 0 and _TOOL_CRASH in done.stdout:
+            done = _schemathesis(command, server.url, tmp_path, seed=16)
     finally:
         server.stop()
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
