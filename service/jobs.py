@@ -21,6 +21,7 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from grail_core import sizing
 
@@ -234,24 +235,15 @@ class BuildRunner:
         if not registry.set_progress(graph_id, "read", 0.0):
             job.future.set_result(self._current(graph_id))
             return
-        staging = registry.staging_path(graph_id)
-        build = BuildJob(
-            graph_id=graph_id,
-            name=record.name,
+        build = self._build_job(
+            record,
+            memory,
             upload=registry.upload_path(graph_id),
-            staging=staging,
-            format=params.format,
             header=params.header,
             source_column=params.source_column,
             target_column=params.target_column,
-            dims=params.dims,
-            seed=params.seed,
-            backend=params.backend,
-            max_graph_bytes=self._settings.max_graph_bytes,
-            max_name_bytes=self._settings.max_name_bytes,
-            memory_bytes=memory,
-            request_id=current_request_id(),
         )
+        staging = build.staging
         try:
             outcome: BuildOutcome | None = worker.run(build, lambda p, f: registry.set_progress(graph_id, p, f))
         except Exception as exc:  # the worker could not start
@@ -275,17 +267,13 @@ class BuildRunner:
             log.warning("graph %s (%r): build failed: %s", graph_id, record.name, final.error.get("message"))
         job.future.set_result(final)
 
-    def _rebuild(self, job: _Job, worker: BuildWorker, memory: int) -> None:
-        record, registry = job.record, self._registry
-        graph_id, params = record.id, record.params
-        assert job.rebuild_version is not None
-        started = time.perf_counter()
-        staging = registry.staging_path(graph_id)
-        build = BuildJob(
-            graph_id=graph_id,
+    def _build_job(self, record: GraphRecord, memory: int, **options: Any) -> BuildJob:
+        """What a worker needs to build ``record``'s graph with ``memory`` bytes; ``options`` say from what."""
+        params = record.params
+        return BuildJob(
+            graph_id=record.id,
             name=record.name,
-            upload=registry.index_path(graph_id),
-            staging=staging,
+            staging=self._registry.staging_path(record.id),
             format=params.format,
             dims=params.dims,
             seed=params.seed,
@@ -294,9 +282,22 @@ class BuildRunner:
             max_name_bytes=self._settings.max_name_bytes,
             memory_bytes=memory,
             request_id=current_request_id(),
+            **options,
+        )
+
+    def _rebuild(self, job: _Job, worker: BuildWorker, memory: int) -> None:
+        record, registry = job.record, self._registry
+        graph_id = record.id
+        assert job.rebuild_version is not None
+        started = time.perf_counter()
+        build = self._build_job(
+            record,
+            memory,
+            upload=registry.index_path(graph_id),
             base_index=registry.index_path(graph_id),
             journal=registry.journal_of(graph_id).path,
         )
+        staging = build.staging
         final: GraphRecord | None = None
         try:
             outcome = worker.run(build, lambda p, f: registry.rebuild_progress(graph_id, p, f))
