@@ -8,6 +8,7 @@ the index never sees the nodes themselves and every node type networkx accepts w
 from __future__ import annotations
 
 import inspect
+import itertools
 from typing import Any, NamedTuple
 
 import networkx as nx
@@ -53,10 +54,11 @@ def _index_graph(graph: Any, generation: object | None) -> _Indexed:
     ids = {node: i for i, node in enumerate(nodes.tolist())}
     if n == 0:
         return _Indexed(nodes, ids, graph.is_directed(), None, generation)
-    rows = list(graph.adj.items())
-    degrees = np.fromiter((len(neighbors) for _, neighbors in rows), dtype=np.int64, count=len(rows))
-    src = np.repeat(np.fromiter((ids[node] for node, _ in rows), dtype=np.int64, count=len(rows)), degrees)
-    dst = np.fromiter((ids[v] for _, neighbors in rows for v in neighbors), dtype=np.int64, count=int(degrees.sum()))
+    adjacency = graph.adj
+    degrees = np.fromiter(map(len, adjacency.values()), dtype=np.int64, count=n)
+    src = np.repeat(np.fromiter(map(ids.__getitem__, adjacency), dtype=np.int64, count=n), degrees)
+    neighbors = itertools.chain.from_iterable(adjacency.values())
+    dst = np.fromiter(map(ids.__getitem__, neighbors), dtype=np.int64, count=int(degrees.sum()))
     index = ReachabilityIndex.from_edges(src, dst, num_nodes=n)
     return _Indexed(nodes, ids, graph.is_directed(), index, generation)
 
