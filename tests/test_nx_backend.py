@@ -4,9 +4,11 @@ after the graph changes (views included); networkx's own tests of these function
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import os
+import pickle
 import subprocess
 import sys
 from typing import Any
@@ -135,6 +137,21 @@ def test_one_index_per_graph_until_it_changes(
         change(graph, operation, seed)
         check_same_answers(asked)
         assert builds == [asked] or not len(asked)
+
+
+@pytest.mark.parametrize("duplicate", [copy.deepcopy, lambda graph: pickle.loads(pickle.dumps(graph))])
+def test_a_graph_copied_with_its_cache_answers_for_itself(duplicate: Any) -> None:
+    """networkx's cache travels with a graph that is deep-copied or pickled: the copy indexes itself."""
+    graph = nx.DiGraph([(1, 2)])
+    graph.add_node(3)
+    assert nx.has_path(graph, 1, 2, backend=BACKEND_NAME)
+    copied = duplicate(graph)
+    copied.add_edge(2, 3)
+    assert nx.has_path(copied, 1, 3, backend=BACKEND_NAME)
+    assert not nx.has_path(graph, 1, 3, backend=BACKEND_NAME)
+    graph.add_edge(3, 1)
+    assert nx.descendants(copied, 3, backend=BACKEND_NAME) == set()
+    assert nx.descendants(graph, 3, backend=BACKEND_NAME) == {1, 2}
 
 
 def test_unknown_nodes_fail_as_in_networkx() -> None:

@@ -73,6 +73,11 @@ class GrailGraph:
         self.graph = graph
         self._indexed: _Indexed | None = None
 
+    def __reduce__(self) -> tuple[type[GrailGraph], tuple[Any]]:
+        # Copied or pickled with its graph (networkx's cache goes with the graph), without the index: the copy
+        # indexes on its first call.
+        return GrailGraph, (self.graph,)
+
     def indexed(self) -> _Indexed:
         current = _generation(self.graph)
         indexed = self._indexed
@@ -151,7 +156,7 @@ _SHORTEST_PATH = inspect.signature(shortest_path)
 
 
 class BackendInterface:
-    """What networkx's dispatcher reads: the functions, ``can_run``, the conversions, the test hook."""
+    """What networkx's dispatcher reads: the functions, ``can_run`` and the conversions."""
 
     has_path = staticmethod(has_path)
     descendants = staticmethod(descendants)
