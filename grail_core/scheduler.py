@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 import numba
 import numpy as np
 
+from .batches import pass_levels
 from .engines import CpuEngine, SearchEngine, SearchResult
 from .query import PROBE_GROUP, SERIAL_BATCH, HotArrays, SearchBuffers, pairs_per_chunk, probe_pairs
 
@@ -44,8 +45,6 @@ __all__ = [
     "Scheduler",
     "cpu_threads_used",
     "machine_model",
-    "pass_levels",
-    "pass_spans",
 ]
 
 log = logging.getLogger(__name__)
@@ -68,33 +67,9 @@ KINDS = ("cpu", *GPU_MODES)
 # index's own frontier runs tell, the longest is guessed at HOP_TAIL times the sample's.
 HOP_TAIL = 8
 HOP_FLOOR = 16
-SPAN_SAMPLE = 256
 _EMA = 0.5  # weight of the newest batch in every running figure
 _CORRECTION_RANGE = (0.05, 20.0)  # an index's own correction of a prediction
 _MACHINE_RANGE = (0.5, 2.0)  # the machine's: graph-specific misses belong to the index's corrections
-
-
-def pass_levels(
-    levels: np.ndarray, sources: np.ndarray, targets: np.ndarray, per_pass: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per pass of ``per_pass`` searches: its lowest source level and highest target level (``levels`` per
-    DAG node), read from at most ``SPAN_SAMPLE`` pairs a pass, spread over it: the extremes of a large pass
-    sit near the ends of the level range anyway, and each pair read is a cache miss (1,024 pairs a pass
-    of a 170,000-pair batch took ~1 ms)."""
-    count = -(-sources.size // per_pass)
-    step = max(1, min(per_pass, sources.size) // SPAN_SAMPLE)
-    positions = np.arange(count)[:, None] * per_pass + np.arange(0, min(per_pass, sources.size), step)[None, :]
-    positions = np.minimum(positions, sources.size - 1)
-    return levels[sources[positions]].min(axis=1), levels[targets[positions]].max(axis=1)
-
-
-def pass_spans(levels: np.ndarray, sources: np.ndarray, targets: np.ndarray, per_pass: int) -> np.ndarray:
-    """Levels each pass spans (see ``pass_levels``), as a levels-sweep launch would sweep them if every
-    search stayed open."""
-    if sources.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    low, high = pass_levels(levels, sources, targets, per_pass)
-    return np.maximum(high.astype(np.int64) - low, 0)
 
 
 @dataclass(frozen=True)

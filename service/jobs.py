@@ -102,10 +102,6 @@ class BuildRunner:
         for thread in self._threads:
             thread.start()
 
-    @property
-    def worker_pids(self) -> list[int]:
-        return [pid for pid in (w.pid for w in self._workers) if pid is not None]
-
     def admit(self) -> None:
         """503 before an upload is read when the queue is full."""
         with self._cond:
@@ -148,15 +144,15 @@ class BuildRunner:
         its size takes, like a build; None when nothing was queued."""
         registry = self._registry
         try:
-            index = registry.ready_index(graph_id)
+            version = registry.ready_version(graph_id)
             record = registry.get(graph_id)
         except ServiceError:
             return None
-        if not index.pending.updates or self._stopping or not registry.start_rebuild(graph_id, index.version):
+        if not version.pending.updates or self._stopping or not registry.start_rebuild(graph_id, version.number):
             return None
-        edges = index.stats.edges + index.pending.added_edges
-        estimate = sizing.build_bytes(record.params.format or "edgelist", 0, index.num_nodes, edges)
-        job = _Job(record, estimate, rebuild_version=index.version)
+        edges = version.stats.edges + version.pending.added_edges
+        estimate = sizing.build_bytes(record.params.format or "edgelist", 0, version.num_nodes, edges)
+        job = _Job(record, estimate, rebuild_version=version.number)
         with self._cond:
             (self._small if estimate <= self.small_lane_bytes else self._main).append(job)
             self._cond.notify_all()

@@ -154,7 +154,8 @@ def _out_of_memory(job: BuildJob) -> str:
 def warm_up_builds(backend: str) -> None:
     """Compile the build kernels of ``backend`` (the GPU's in every process: numba cannot cache them) and read
     and build a small graph of every format, so that the first real build compiles and loads nothing."""
-    from grail_core import ReachabilityIndex, read_graph
+    from grail_core import read_graph
+    from grail_core.labels import Labels
     from grail_core.warmup import warm_up_build
 
     warm_up_build(backend)
@@ -170,24 +171,27 @@ def warm_up_builds(backend: str) -> None:
         (b"# networkx\na b c\nb a\n", "adjlist"),
         (b'<graphml><graph><node id="a"/><edge source="a" target="b"/></graph></graphml>', None),
     ):
-        ReachabilityIndex.build(read_graph(text, format), backend="cpu")
+        Labels.build(read_graph(text, format), backend="cpu")
 
 
 def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, ...]:
-    from grail_core import GrailError, GraphFormatError, ReachabilityIndex, read_graph, sizing
+    from grail_core import GrailError, GraphFormatError, read_graph, sizing
+    from grail_core.backends import resolve_backend
+    from grail_core.labels import Labels
+    from grail_core.storage import save_labels
 
     started = time.perf_counter()
     job.staging.mkdir(parents=True, exist_ok=True)
     try:
         progress("read", 0.0)
         if job.base_index is not None:
-            index = _rebuilt(job, progress)
+            labels = _rebuilt(job, progress)
             progress("save", 1.0)
-            index.save(job.staging / "index")
+            save_labels(labels, job.staging / "index", version=labels.version)
             log.info(
-                "graph %s: rebuilt at version %d in %.3f s", job.graph_id, index.version, time.perf_counter() - started
+                "graph %s: rebuilt at version %d in %.3f s", job.graph_id, labels.version, time.perf_counter() - started
             )
-            return ("done", index.stats.to_dict())
+            return ("done", labels.stats.to_dict())
         text = _plain_text(job)
         try:
             graph = read_graph(
@@ -214,12 +218,12 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
                 f"{need >> 20} MiB to build, more than the {job.memory_bytes >> 20} MiB this server builds with "
                 "(--max-build-memory-mb)",
             )
-        index = ReachabilityIndex.build(
-            graph, dims=job.dims, seed=job.seed, backend=job.backend, progress=lambda p, f: progress(p, f)
+        labels = Labels.build(
+            graph, dims=job.dims, seed=job.seed, backend=resolve_backend(job.backend), progress=progress
         )
         del graph
         progress("save", 1.0)
-        index.save(job.staging / "index")
+        save_labels(labels, job.staging / "index", version=labels.version)
     except _Failure as exc:
         return ("failed", exc.kind, str(exc), None)
     except GrailError as exc:
@@ -234,7 +238,7 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
     except Exception as exc:  # a bug: the server records it as ours (500), with the traceback in the log
         log.exception("graph %s (%r): build failed", job.graph_id, job.name)
         return ("failed", "BuildCrashed", f"the build failed on the server ({type(exc).__name__}); see its log", None)
-    stats = index.stats.to_dict()
+    stats = labels.stats.to_dict()
     phases = stats.get("phase_seconds") or {}
     log.info(
         "graph %s (%r): built in %.3f s: %d nodes, %d edges, %d components, backend %s; phases %s",
@@ -251,15 +255,16 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
 
 
 def _rebuilt(job: BuildJob, progress: Callable[[str, float], None]) -> Any:
-    """The index of a graph with its edge updates up to ``job.through_version`` folded in: new labels."""
-    from grail_core import ReachabilityIndex
+    """New labels of a graph with its edge updates up to ``job.through_version`` folded in."""
+    from grail_core.backends import resolve_backend
+    from grail_core.version import load_version
 
     from .updates import Journal, replay
 
     assert job.base_index is not None and job.journal is not None
-    index = ReachabilityIndex.load(job.base_index, mmap=True, verify=False, backend="cpu")
-    replay(index, Journal(job.journal), through=job.through_version)
-    return index.rebuilt(progress=progress, backend=job.backend)
+    version = load_version(job.base_index, mmap=True, verify=False)
+    version = replay(version, Journal(job.journal), through=job.through_version)
+    return version.rebuilt_labels(backend=resolve_backend(job.backend), progress=progress)
 
 
 def _plain_text(job: BuildJob) -> Path:

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -211,6 +215,67 @@ def test_update_errors_change_nothing(client: GrailClient) -> None:
     assert client.get(graph_id)["version"] == 1
     missing = client.http.post("/graphs/no-such-graph/edges", json={"add": [["a", "b"]]})
     assert missing.status_code == 404 and missing.json()["error"] == "GraphNotFound"
+
+
+def test_every_answer_holds_for_the_version_in_its_header(tmp_path: Path) -> None:
+    """Edge b -> c added and removed again and again while other clients ask every kind of question: each answer
+    is the truth of the version its header names (b -> c is there in the even versions). The server switches
+    threads every microsecond (a sitecustomize on its path), so that a route that reads one version for its
+    header and computes from another is caught."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import sys\n\nsys.setswitchinterval(1e-6)\n")
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    server = Server(tmp_path / "data", tmp_path / "server.log", env={**os.environ, "PYTHONPATH": path}).start()
+    try:
+        with server.client() as client:
+            graph_id = client.upload(b"a b\nc c\n", wait=True)["id"]
+        base = f"{server.url}/graphs/{graph_id}"
+        kinds: dict[str, tuple[Callable[[httpx.Client], httpx.Response], Callable[[dict], object]]] = {
+            "path": (lambda http: http.get(f"{base}/path?source=a&target=c"), lambda body: body["path"] is not None),
+            "count": (lambda http: http.get(f"{base}/descendants?node=a&count=true"), lambda body: body["count"] == 2),
+            "listing": (lambda http: http.get(f"{base}/ancestors?node=c"), lambda body: body["nodes"] == ["a", "b"]),
+            "pair": (lambda http: http.get(f"{base}/reachable?source=a&target=c"), lambda body: body["reachable"]),
+            "batch": (
+                lambda http: http.post(f"{base}/queries", json={"pairs": [["a", "c"], ["b", "c"]]}),
+                lambda body: body["reachable"] == [True, True],
+            ),
+        }
+        seen: dict[str, set[tuple[int, bool]]] = {kind: set() for kind in kinds}
+        failures: list[str] = []
+        done = threading.Event()
+
+        def ask(kind: str) -> None:
+            request, holds = kinds[kind]
+            with httpx.Client(timeout=60) as http:
+                while not done.is_set():
+                    response = request(http)
+                    if response.status_code != 200:
+                        failures.append(f"{kind}: {response.status_code} {response.text}")
+                        return
+                    version = int(response.headers[VERSION_HEADER])
+                    seen[kind].add((version, bool(holds(response.json()))))
+
+        askers = [threading.Thread(target=ask, args=(kind,)) for kind in kinds for _ in range(2)]
+        for thread in askers:
+            thread.start()
+        try:
+            with httpx.Client(timeout=60) as http:
+                for i in range(120):
+                    body = {"add": [["b", "c"]]} if i % 2 == 0 else {"remove": [["b", "c"]]}
+                    response = http.post(f"{base}/edges", json=body)
+                    assert response.status_code == 200 and response.json()["version"] == i + 2, response.text
+        finally:
+            done.set()
+            for thread in askers:
+                thread.join()
+        assert not failures, failures
+        for kind, answers in seen.items():
+            wrong = sorted((version, holds) for version, holds in answers if holds != (version % 2 == 0))
+            assert not wrong, f"{kind}: answers that do not hold for the version in their header: {wrong[:5]}"
+            assert {version % 2 for version, _ in answers} == {0, 1}, f"{kind} saw one kind of version only"
+    finally:
+        server.stop()
 
 
 def test_nothing_is_lost_to_a_sigkill(server: Server) -> None:
