@@ -34,10 +34,11 @@ from grail_core import IndexFileError
 from grail_core.backends import resolve_backend
 from grail_core.version import Version, load_version
 
-from .errors import ServiceError, storage_error, truncate
+from .errors import GRAPH_NOT_FOUND, GRAPH_NOT_READY, INTERRUPTED, STORAGE_ERROR, ServiceError, storage_error, truncate
+from .options import UploadOptions
 from .updates import JOURNAL_FILE, Journal, RebuildState, replay
 
-__all__ = ["GraphStatus", "GraphRecord", "GraphRegistry", "GraphNotFound", "GraphNotReady", "BuildParams"]
+__all__ = ["GraphStatus", "GraphRecord", "GraphRegistry"]
 
 log = logging.getLogger("grail.service.registry")
 
@@ -56,38 +57,20 @@ class GraphStatus(str, Enum):
     failed = "failed"
 
 
-class GraphNotFound(ServiceError):
-    def __init__(self, graph_id: str) -> None:
-        super().__init__(404, "GraphNotFound", f"no graph with id {truncate(graph_id, 40)!r}")
-        self.graph_id = graph_id
+def _not_found(graph_id: str) -> ServiceError:
+    return ServiceError(GRAPH_NOT_FOUND, f"no graph with id {truncate(graph_id, 40)!r}")
 
 
-class GraphNotReady(ServiceError):
-    def __init__(self, record: GraphRecord) -> None:
-        detail = f": {record.error['message']}" if record.error else ""
-        super().__init__(409, "GraphNotReady", f"graph {record.id!r} is {record.status.value}, not ready{detail}")
-        self.record = record
-
-
-@dataclass(frozen=True)
-class BuildParams:
-    """What the build job passes to grail_core; kept in the record so that a rebuild uses the same."""
-
-    format: str | None
-    dims: int
-    seed: int
-    backend: str
-    # How an edge list or table is read (grail_core.readers.read_graph); None: recognised from the file.
-    source_column: str | None = None
-    target_column: str | None = None
-    header: bool | None = None
+def _not_ready(record: GraphRecord) -> ServiceError:
+    detail = f": {record.error['message']}" if record.error else ""
+    return ServiceError(GRAPH_NOT_READY, f"graph {record.id!r} is {record.status.value}, not ready{detail}")
 
 
 @dataclass(frozen=True)
 class GraphRecord:
     id: str
     name: str
-    params: BuildParams
+    params: UploadOptions  # kept so that a rebuild reads and builds alike
     status: GraphStatus
     created_at: float
     updated_at: float
@@ -100,12 +83,13 @@ class GraphRecord:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = self.status.value
+        data["params"] = self.params.to_json()
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GraphRecord:
         values = dict(data)
-        values["params"] = BuildParams(**values["params"])
+        values["params"] = UploadOptions.from_json(values["params"])
         values["status"] = GraphStatus(values["status"])
         return cls(**values)
 
@@ -208,7 +192,7 @@ class GraphRegistry:
                     self.upload_path(record.id).unlink(missing_ok=True)
             elif record.status is GraphStatus.ready:
                 record = self._failed(
-                    record, "IndexFileError", "index files are missing or corrupt; upload the graph again"
+                    record, IndexFileError.kind, "index files are missing or corrupt; upload the graph again"
                 )
                 self._write_record(record)
             elif record.status in (GraphStatus.queued, GraphStatus.building):
@@ -223,7 +207,7 @@ class GraphRegistry:
                 else:
                     record = self._failed(
                         record,
-                        "Interrupted",
+                        INTERRUPTED.name,
                         "the build was interrupted and its upload is gone; upload the graph again",
                     )
                     self._write_record(record)
@@ -277,7 +261,7 @@ class GraphRegistry:
         with self._lock:
             entry = self._entries.get(graph_id)
             if entry is None or entry.deleted:
-                raise GraphNotFound(graph_id)
+                raise _not_found(graph_id)
             return entry.record
 
     def exists(self, graph_id: str) -> bool:
@@ -294,10 +278,10 @@ class GraphRegistry:
         while not built."""
         entry = self._entries.get(graph_id)  # a dict read is atomic: no lock on the hot query path
         if entry is None or entry.deleted:
-            raise GraphNotFound(graph_id)
+            raise _not_found(graph_id)
         version = entry.version
         if version is None:
-            raise GraphNotReady(entry.record)
+            raise _not_ready(entry.record)
         return version
 
     def count_by_status(self) -> dict[str, int]:
@@ -308,7 +292,7 @@ class GraphRegistry:
 
     # ---- writes ------------------------------------------------------------------------------------
 
-    def add(self, graph_id: str, name: str, params: BuildParams, upload_bytes: int) -> GraphRecord:
+    def add(self, graph_id: str, name: str, params: UploadOptions, upload_bytes: int) -> GraphRecord:
         """Register an upload as queued; a record that cannot be written removes the upload and raises."""
         now = time.time()
         record = GraphRecord(
@@ -383,7 +367,7 @@ class GraphRegistry:
                 return self._fail_unwritable(graph_id, entry, exc, "publishing its index")
             except IndexFileError as exc:
                 shutil.rmtree(final, ignore_errors=True)
-                return self._fail_locked(graph_id, entry, "IndexFileError", str(exc))
+                return self._fail_locked(graph_id, entry, IndexFileError.kind, str(exc))
             with self._lock:
                 entry.record = record
                 entry.version = version
@@ -502,7 +486,7 @@ class GraphRegistry:
         known = storage_error(exc, doing)
         if known is None:
             log.error("graph %s: %s failed: %s", graph_id, doing, exc)
-            return self._fail_locked(graph_id, entry, "StorageError", f"{doing} failed: {exc}")
+            return self._fail_locked(graph_id, entry, STORAGE_ERROR.name, f"{doing} failed: {exc}")
         return self._fail_locked(graph_id, entry, known.kind, known.detail)
 
     def delete(self, graph_id: str) -> None:
@@ -513,7 +497,7 @@ class GraphRegistry:
             with self._lock:
                 entry = self._entries.get(graph_id)
                 if entry is None or entry.deleted:
-                    raise GraphNotFound(graph_id)
+                    raise _not_found(graph_id)
             folder = self.graphs_dir / graph_id
             retired = self.trash_dir / f"{graph_id}.{secrets.token_hex(4)}"
             try:

@@ -18,7 +18,7 @@ from ..bodies import declared_length, read_array
 from ..codecs import BINARY, answer_type, batch_memory, decode_pairs, encode_answers, pair_format, parse_get_pairs
 from ..conventions import accepts_json
 from ..deps import ServiceState, get_state
-from ..errors import ServiceError, response_for
+from ..errors import BAD_PARAMETERS, ServiceError, response_for
 from ..models import BatchOut, ErrorOut, PairOut, PairsIn, PairsOut
 from ..wire import json_answers
 
@@ -102,14 +102,14 @@ async def reachable(request: Request) -> Response:
     # Small work: answered right on the event loop, a thread hop would cost more than the query.
     if pairs is not None:
         if source is not None or target is not None:
-            raise ServiceError(422, "BadParameters", "give either ?pairs= or ?source=&target=, not both")
+            raise ServiceError(BAD_PARAMETERS, "give either ?pairs= or ?source=&target=, not both")
         batch = parse_get_pairs(pairs, state.settings.max_get_pairs)
         with state.core_gate:
             answers, stats = version.query_batch_with_stats(batch)
         _count(state, stats)
         return versioned_json({"reachable": answers.tolist()}, version.number)
     if source is None or target is None:
-        raise ServiceError(422, "BadParameters", "give ?source=U&target=V (or ?pairs=U1,V1;U2,V2)")
+        raise ServiceError(BAD_PARAMETERS, "give ?source=U&target=V (or ?pairs=U1,V1;U2,V2)")
     # query_pair rather than a batch of one: half the cost, and it still says what decided the pair.
     with state.core_gate:
         answer, searched, _ = version.query_pair(source, target)

@@ -12,7 +12,7 @@ from grail_core import UnknownNodeError
 
 from ..bodies import read_bytes
 from ..deps import ServiceState, get_state
-from ..errors import ServiceError, response_for, storage_error
+from ..errors import INVALID_PARAMETER, STORAGE_ERROR, ServiceError, response_for, storage_error
 from ..models import EdgesIn, EdgesOut, ErrorOut
 from .queries import versioned_json
 
@@ -49,7 +49,7 @@ async def update_edges(graph_id: str, request: Request, state: Annotated[Service
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
         raise ServiceError(
-            422, "InvalidParameter", f"the body is not {{'add': [[u, v], ...], 'remove': [...]}}: {problems}"
+            INVALID_PARAMETER, f"the body is not {{'add': [[u, v], ...], 'remove': [...]}}: {problems}"
         ) from None
     add = [list(edge) for edge in body.add]
     remove = [list(edge) for edge in body.remove]
@@ -64,7 +64,7 @@ async def update_edges(graph_id: str, request: Request, state: Annotated[Service
                 journal.append(plan.version + 1, add, remove)
             except OSError as exc:
                 raise storage_error(exc, "journaling the update") or ServiceError(
-                    500, "StorageError", f"the update could not be journaled: {exc}"
+                    STORAGE_ERROR, f"the update could not be journaled: {exc}"
                 ) from None
             with state.core_gate:
                 updated = current.apply(plan)
