@@ -31,9 +31,8 @@ __all__ = [
 
 
 @njit(nogil=True, inline="always")
-def _release_child(side, v, w, e, context):
+def _release_child(v, w, e, pending, level, _):
     """Kahn's step on an edge v -> w: w gets at least v's level + 1; its last parent queues it."""
-    _, _, pending, level = context
     following = level[v] + 1
     if level[w] < following:
         atomic_max(level, w, following)
@@ -41,9 +40,9 @@ def _release_child(side, v, w, e, context):
 
 
 @njit(nogil=True, inline="always")
-def _release_children(v, context, sink):
-    indptr, indices, _, _ = context
-    return push_edges(v, indptr, indices, 0, _release_child, context, sink)
+def _release_children(v, context, local, count, queue, tail):
+    indptr, indices, pending, level = context
+    return push_edges(v, indptr, indices, _release_child, pending, level, None, local, count, queue, tail)
 
 
 @njit(nogil=True, parallel=True, cache=True)

@@ -3,13 +3,13 @@ the caller's.
 
 Gunrock's shape, as ``kernels/frontier`` has it on the GPU. A pass is a queue of nodes, one array: the nodes
 still to visit are ``queue[head:tail[0]]`` (``tail`` a one-element array, so that threads append with an
-atomic). ``advance`` owns the loop: it calls the caller's ``visit(v, context, sink)`` for every node it takes,
-and ``visit`` hands the node's edges to ``push_edges`` with a per-edge function ``edge(side, v, w, e,
-context)`` (``side``: which graph of the node's, out-edges or in-edges, the caller's to say), which appends w
-to the queue where that answers True. The queue runs one node at a time while fewer than
-``Frontier.parallel_min`` nodes wait (a 1M-node chain has 1M levels of one node: it runs at the speed of a
-plain queue), and a level at a time over all threads otherwise, each thread collecting what it appends in a
-buffer of its own (``parallel.queue_push``): ``sink`` is that buffer, its count, the queue and its tail.
+atomic). ``advance`` owns the loop: it calls the caller's ``visit(v, context, local, count, queue, tail)``
+for every node it takes, and ``visit`` hands the node's edges (out-edges, in-edges, or both: the caller's
+to say) to ``push_edges`` with a per-edge function ``edge(v, w, e, x, y, z)``, which appends w to the queue
+where that answers True. The queue runs one node at a time while fewer than ``Frontier.parallel_min`` nodes
+wait (a 1M-node chain has 1M levels of one node: it runs at the speed of a plain queue), and a level at a
+time over all threads otherwise, each thread collecting what it appends in a buffer of its own
+(``parallel.queue_push``: ``local`` and its ``count``).
 
 ``Frontier`` chooses two variations:
 
@@ -71,15 +71,16 @@ def no_pull(v, context):
 
 
 @njit(nogil=True, inline="always")
-def push_edges(v, indptr, indices, side, edge, context, sink):
-    """Calls ``edge(side, v, w, e, context)`` for every edge v -> w at position e of the CSR graph (indptr,
-    indices), appending the w it accepts; returns the sink with its new count."""
-    local, count, queue, tail = sink
+def push_edges(v, indptr, indices, edge, x, y, z, local, count, queue, tail):
+    """Calls ``edge(v, w, e, x, y, z)`` for every edge v -> w at position e of the CSR graph (indptr, indices),
+    appending the w it accepts; returns the new count. ``x``, ``y``, ``z``: what the edge function reads (arrays
+    or scalars, None where unused), passed apart rather than in a tuple, which numba would reference-count on
+    every edge."""
     for e in range(indptr[v], indptr[v + 1]):
         w = indices[e]
-        if edge(side, v, w, e, context):
+        if edge(v, w, e, x, y, z):
             count = queue_push(w, local, count, queue, tail)
-    return local, count, queue, tail
+    return count
 
 
 @njit(nogil=True, inline="always")
@@ -100,7 +101,7 @@ def advance(visit, pull, context, queue, tail, frontier):
     while head < tail[0]:
         stop = tail[0]
         if stop - head < frontier.parallel_min:
-            _, count, _, _ = visit(queue[head], context, (local, 0, queue, tail))
+            count = visit(queue[head], context, local, 0, queue, tail)
             queue_flush(local, count, queue, tail)
             head += 1
             if frontier.wrap and head >= frontier.wrap:
@@ -123,10 +124,10 @@ def advance(visit, pull, context, queue, tail, frontier):
         else:
             for chunk in prange(chunks):
                 start, end = chunk_range(chunk, chunks, stop - head)
-                sink = (np.empty(LOCAL_QUEUE, dtype=queue.dtype), 0, queue, tail)
+                mine = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
+                count = 0
                 for i in range(head + start, head + end):
-                    sink = visit(queue[i], context, sink)
-                mine, count, _, _ = sink
+                    count = visit(queue[i], context, mine, count, queue, tail)
                 queue_flush(mine, count, queue, tail)
         head = stop
     return head

@@ -59,19 +59,17 @@ class SccOptions:
 
 
 @njit(nogil=True, inline="always")
-def _lose_neighbour(side, v, w, e, context):
-    """v left the graph: its live child w loses a parent (side 0), its live parent w a child (side 1); w leaves
-    too when that was its last."""
-    _, _, _, _, label, indeg, outdeg = context
-    degree = indeg if side == 0 else outdeg
+def _lose_neighbour(v, w, e, label, degree, _):
+    """v left the graph: its live neighbour w loses a parent or a child (``degree``: in- or out-degrees); w
+    leaves too when that was its last."""
     return label[w] == LIVE and atomic_add(degree, w, -1) == 1 and atomic_cas(label, w, LIVE, w) == LIVE
 
 
 @njit(nogil=True, inline="always")
-def _trim_visit(v, context, sink):
-    out_indptr, out_indices, in_indptr, in_indices, _, _, _ = context
-    sink = push_edges(v, out_indptr, out_indices, 0, _lose_neighbour, context, sink)
-    return push_edges(v, in_indptr, in_indices, 1, _lose_neighbour, context, sink)
+def _trim_visit(v, context, local, count, queue, tail):
+    out_indptr, out_indices, in_indptr, in_indices, label, indeg, outdeg = context
+    count = push_edges(v, out_indptr, out_indices, _lose_neighbour, label, indeg, None, local, count, queue, tail)
+    return push_edges(v, in_indptr, in_indices, _lose_neighbour, label, outdeg, None, local, count, queue, tail)
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -140,16 +138,15 @@ def _pivot(indeg, outdeg, label, chunks):
 
 
 @njit(nogil=True, inline="always")
-def _reach_child(side, v, w, e, context):
+def _reach_child(v, w, e, mark, allowed, value):
     """w, marked ``allowed``, is reached (marked ``value``) from v."""
-    _, _, _, _, mark, allowed, value = context
     return mark[w] == allowed and atomic_cas(mark, w, allowed, value) == allowed
 
 
 @njit(nogil=True, inline="always")
-def _reach_children(v, context, sink):
-    indptr, indices, _, _, _, _, _ = context
-    return push_edges(v, indptr, indices, 0, _reach_child, context, sink)
+def _reach_children(v, context, local, count, queue, tail):
+    indptr, indices, _, _, mark, allowed, value = context
+    return push_edges(v, indptr, indices, _reach_child, mark, allowed, value, local, count, queue, tail)
 
 
 # A reach level goes bottom-up once its frontier holds more than this share of the nodes it may still
@@ -207,9 +204,8 @@ def _label_marked(queue, count, mark, value, label, name):
 
 
 @njit(nogil=True, inline="always")
-def _pass_color(side, v, w, e, context):
+def _pass_color(v, w, e, label, color, queued):
     """w takes v's color when that is larger; it is queued unless it waits already."""
-    _, _, label, color, queued = context
     c = color[v]
     if label[w] == LIVE and color[w] < c and atomic_max(color, w, c) < c:
         return queued[w] == 0 and atomic_cas(queued, w, 0, 1) == 0
@@ -217,12 +213,12 @@ def _pass_color(side, v, w, e, context):
 
 
 @njit(nogil=True, inline="always")
-def _color_visit(v, context, sink):
-    indptr, indices, _, _, queued = context
+def _color_visit(v, context, local, count, queue, tail):
+    indptr, indices, label, color, queued = context
     # Unqueued before its color is read (the atomic orders the two): a raise that comes after the read finds
     # v unqueued and queues it again.
     atomic_cas(queued, v, 1, 0)
-    return push_edges(v, indptr, indices, 0, _pass_color, context, sink)
+    return push_edges(v, indptr, indices, _pass_color, label, color, queued, local, count, queue, tail)
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -250,16 +246,15 @@ def _color_roots(label, color, queue, tail, mark, chunks):
 
 
 @njit(nogil=True, inline="always")
-def _join_component(side, v, u, e, context):
+def _join_component(v, u, e, label, color, mark):
     """A live parent u of v of the same color joins v's component."""
-    _, _, label, color, mark = context
     return label[u] == LIVE and mark[u] == 0 and color[u] == color[v] and atomic_cas(mark, u, 0, 1) == 0
 
 
 @njit(nogil=True, inline="always")
-def _component_visit(v, context, sink):
-    in_indptr, in_indices, _, _, _ = context
-    return push_edges(v, in_indptr, in_indices, 0, _join_component, context, sink)
+def _component_visit(v, context, local, count, queue, tail):
+    in_indptr, in_indices, label, color, mark = context
+    return push_edges(v, in_indptr, in_indices, _join_component, label, color, mark, local, count, queue, tail)
 
 
 @njit(nogil=True, parallel=True, cache=True)

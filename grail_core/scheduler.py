@@ -49,12 +49,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Below this many undecided pairs the CPU searches: one GPU round trip (~1.5 ms) never pays there, and
-# the probe would cost a good part of the batch.
+# Below this many undecided pairs the CPU searches: one GPU round trip never pays there, and the probe
+# would cost a good part of the batch.
 MIN_SCHEDULED_PAIRS = 4096
 PROBE_PAIRS = 16
-# The probe stops after this long (but searches 4 pairs at least): on a DAG whose pairs take ~0.1 ms
-# each (the 3,000-level benchmark DAG's uniform batch), 16 pairs twice would add 3 ms to an 18 ms search.
+# The probe stops after this long (but searches 4 pairs at least): on a DAG whose pairs are costly, 16
+# pairs searched twice would add a good part of the search.
 PROBE_SECONDS = 2.5e-4
 # A kind of batch whose last choice between CPU and GPU was clear by this factor skips the probe (the
 # index keeps the probe's figures; the GPU modes are told apart without it), except every REPROBE-th.
@@ -63,7 +63,7 @@ REPROBE = 16
 GPU_MODES = ("levels", "frontier")
 KINDS = ("cpu", *GPU_MODES)
 # A frontier pass takes as many hops as its longest search: a sample of 16 sees the typical search,
-# not the longest of 100,000 (on a 340,000-level DAG: 16 at the 99th percentile, ~500 at most). Until an
+# not the longest of 100,000 (on very deep DAGs the longest is far beyond the 99th percentile). Until an
 # index's own frontier runs tell, the longest is guessed at HOP_TAIL times the sample's.
 HOP_TAIL = 8
 HOP_FLOOR = 16
@@ -110,14 +110,10 @@ TERMS = {
     "levels": ("fixed", "pair", "level", "scan", "edge"),
     "frontier": ("fixed", "pair", "hop", "edge"),
 }
-# The constants' shape, from H200 runs (16 CPU threads; benchmarks/results/search-NVIDIA_H200.md): a GPU
-# call costs ~1.5 ms; a swept level ~15 us (20.6 s for 1.36M levels of the 340,000-level DAG); a hop
-# 8-12 us with its work (8.3 ms for 551 hops); the sweep reads a level's node flags at ~1.5e-11 s each
-# (uniprot-like: 225M a call, the sweep 2.2 ms slower than the frontier); a tested child ~2e-10 s in
-# either mode (citation-like: both modes ~46 ms for 421k pairs). Terms that no single run
-# separates (pairs, tested children) are set so that both modes come out no dearer than measured: a
-# kind the model over-prices is never run, so never corrected. ``CostModel.fit`` scales each kind to
-# the machine at start.
+# The constants' shape, from H200 runs (the figures: benchmarks/results/code-figures.md). Terms that no
+# single run separates (pairs, tested children) are set so that both modes come out no dearer than measured:
+# a kind the model over-prices is never run, so never corrected. ``CostModel.fit`` scales each kind to the
+# machine at start.
 DEFAULTS = {
     "cpu": (1e-4, 0.5),
     "levels": (1.5e-3, 2e-8, 15e-6, 1.5e-11, 2e-10),
@@ -172,7 +168,7 @@ class CostModel:
         """Scales each kind's constants to this machine from (kind, features, seconds) runs: the
         calibration. One factor per kind, the geometric mean of actual over predicted time: the runs of a
         calibration cannot separate a kind's terms reliably (a least-squares fit of all of them put a
-        hop at 34 us where 8-12 us were measured), but they do tell how fast the machine is."""
+        hop at several times its measured cost), but they do tell how fast the machine is."""
         with self._lock:
             for kind, defaults in DEFAULTS.items():
                 ratios = [

@@ -61,29 +61,29 @@ class Searcher:
         self.labels = labels
         self.backend = backend
         self._lock = threading.Lock()
-        self._hot: HotArrays | None = None
-        self._buffers: SearchBuffers | None = None
+        self._packed: tuple[HotArrays, SearchBuffers] | None = None
         self._scheduler: Scheduler | None = None
         self._walk_buffers = SearchBuffers(0)
         self._path_buffers = PathBuffers(0)
 
+    def _records(self) -> tuple[HotArrays, SearchBuffers]:
+        """The CPU engine's records of the labels and the buffers of single-pair searches over them."""
+        if self._packed is None:
+            with self._lock:
+                if self._packed is None:
+                    hot = pack(self.labels.arrays)
+                    self._packed = (hot, SearchBuffers(hot.rec_dag.shape[0]))
+        return self._packed
+
     @property
     def hot(self) -> HotArrays:
         """The CPU engine's records of the labels."""
-        if self._hot is None:
-            with self._lock:
-                if self._hot is None:
-                    self._hot = pack(self.labels.arrays)
-        return self._hot
+        return self._records()[0]
 
     @property
     def buffers(self) -> SearchBuffers:
         """Stamps and stacks of single-pair searches over the DAG."""
-        if self._buffers is None:
-            hot = self.hot
-            with self._lock:
-                self._buffers = self._buffers or SearchBuffers(hot.rec_dag.shape[0])
-        return self._buffers
+        return self._records()[1]
 
     @property
     def scheduler(self) -> Scheduler:
@@ -91,7 +91,8 @@ class Searcher:
         if self._scheduler is None:
             hot = self.hot
             with self._lock:
-                self._scheduler = self._scheduler or search_scheduler(hot, self.backend)
+                if self._scheduler is None:
+                    self._scheduler = search_scheduler(hot, self.backend)
         return self._scheduler
 
     @scheduler.setter

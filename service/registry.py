@@ -264,11 +264,6 @@ class GraphRegistry:
                 raise _not_found(graph_id)
             return entry.record
 
-    def exists(self, graph_id: str) -> bool:
-        """Whether the graph is still wanted (not deleted); what a running build checks."""
-        entry = self._entries.get(graph_id)
-        return entry is not None and not entry.deleted
-
     def records(self) -> list[GraphRecord]:
         with self._lock:
             return sorted((e.record for e in self._entries.values() if not e.deleted), key=lambda r: r.created_at)

@@ -336,10 +336,6 @@ class BuildWorker:
         self._conn: Connection | None = None
         self._lock = threading.Lock()
 
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
     def start(self) -> None:
         """Spawn the process and wait until its warm-up is done (seconds; minutes on a cold numba cache)."""
         with self._lock:
