@@ -6,6 +6,7 @@ the record, the background rebuild folding them in, nothing lost to a SIGKILL; e
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -13,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -296,3 +298,75 @@ def test_nothing_is_lost_to_a_sigkill(server: Server) -> None:
         assert record["version"] == version
         check_exact(client.http, graph_id, edges, version)
         assert wait_for_rebuild(client, graph_id)["version"] == version
+
+
+def test_an_update_landing_inside_a_request_changes_nothing_it_answers(tmp_path: Path) -> None:
+    """The adversary of the race above, made certain: in process, the moment a route's first call into
+    grail_core returns, an update lands (edge b -> c added, then removed); every answer must still hold for the
+    version in its header. A route that read the graph twice (a version for its header, then the graph again
+    to compute) would answer for the new version under the old number."""
+    import asyncio
+    import sys
+    from types import SimpleNamespace
+
+    from grail_core import ReachabilityIndex
+    from service.options import UploadOptions
+    from service.registry import GraphRegistry
+    from service.routers import reach
+
+    registry = GraphRegistry(tmp_path / "data")
+    registry.recover()
+    graph_id, _ = registry.new_upload_file()
+    ReachabilityIndex.from_bytes(b"a b\nc c\n", backend="cpu").save(registry.staging_path(graph_id) / "index")
+    registry.add(graph_id, "race", UploadOptions(), 8)
+    assert registry.publish(graph_id, registry.staging_path(graph_id) / "index") is not None
+    state = SimpleNamespace(registry=registry, core_gate=contextlib.nullcontext())
+    updating = threading.local()
+
+    def update() -> None:
+        journal = registry.journal(graph_id)
+        with journal.lock:
+            current = registry.ready_version(graph_id)
+            edge = [["b", "c"]]
+            body = {"add": edge, "remove": []} if current.number % 2 else {"add": [], "remove": edge}
+            plan = current.plan_update(**body)
+            journal.append(plan.version + 1, body["add"], body["remove"])
+            registry.advance(graph_id, current.apply(plan))
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        # A return from grail_core into a route's code: the graph moves on right there.
+        caller = frame.f_back
+        if event != "return" or getattr(updating, "busy", False) or caller is None:
+            return
+        if "grail_core" in frame.f_code.co_filename and "routers" in caller.f_code.co_filename:
+            updating.busy = True
+            try:
+                update()
+            finally:
+                updating.busy = False
+
+    routes = {route.path.rsplit("/", 1)[-1]: route.endpoint for route in reach.router.routes}  # type: ignore[attr-defined]
+
+    async def answers() -> list[tuple[str, int, bool]]:
+        found = []
+        for _ in range(3):
+            response = await routes["path"](graph_id, state, "a", "c")
+            found.append(("path", int(response.headers[VERSION_HEADER]), json.loads(response.body)["path"] is not None))
+            response = await routes["descendants"](graph_id, state, "a", 0, None, True)
+            found.append(("count", int(response.headers[VERSION_HEADER]), json.loads(response.body)["count"] == 2))
+            response = await routes["ancestors"](graph_id, state, "c", 0, None, False)
+            body = b"".join([chunk async for chunk in response.body_iterator])
+            found.append(("listing", int(response.headers[VERSION_HEADER]), json.loads(body)["nodes"] == ["a", "b"]))
+        return found
+
+    threading.setprofile(hook)
+    sys.setprofile(hook)
+    try:
+        found = asyncio.run(answers())
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+    assert registry.ready_version(graph_id).number > 9  # the adversary struck inside every request
+    wrong = [(kind, version) for kind, version, holds in found if holds != (version % 2 == 0)]
+    assert not wrong, f"answers that do not hold for the version in their header: {wrong}"
+    assert {version % 2 for _, version, _ in found} == {0, 1}
