@@ -47,9 +47,10 @@ _COLUMN = (
 _TEXT_BODY: dict[str, Any] = {"minLength": 1, "description": "the graph file's text", "example": "0 1\n1 2\n"}
 _BINARY_BODY: dict[str, Any] = {"type": "string", "format": "binary", "minLength": 1}
 # An upload's body by media type, from the format table. Text formats take any bytes (their grammar is checked
-# by the server: 422 with the line), so their schema is any value at least one byte long; a JSON graph is an
-# object. XML ones (GraphML) are read too, but an XML media type here would have schema tools write the body as
-# XML of the schema, not as a graph file.
+# by the server: 422 with the line), so their schema is any value at least one byte long, under their text/*
+# media types (schema tools write no text under another); a JSON graph is an object. XML ones (GraphML) are
+# read too, but an XML media type here would have schema tools write the body as XML of the schema, not as a
+# graph file.
 _BODY_SCHEMAS: dict[str, dict[str, Any]] = {
     "text": _TEXT_BODY,
     "binary": _BINARY_BODY,
@@ -61,6 +62,7 @@ _UPLOAD_BODIES = {
         for f in FORMAT_TABLE.values()
         if f.readable and f.body in _BODY_SCHEMAS
         for media in f.media_types
+        if f.body != "text" or media.startswith("text/")
     },
     "text/plain": {"schema": _TEXT_BODY},
     "application/gzip": {"schema": _BINARY_BODY},
