@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from grail_core.backends import device_name, resolve_backend
 
-from .access import AccessMiddleware, load_keys
+from .access import OPEN_PATHS, AccessMiddleware, load_keys
 from .conventions import MethodsMiddleware
 from .deps import ServiceState
 from .errors import install_error_handlers
@@ -157,7 +157,7 @@ def _document_common_errors(schema: dict[str, Any], keys: bool) -> None:
         for operation in operations.values():
             responses = operation["responses"]
             for status, description in errors.items():
-                if path == "/health" and status in ("401", "403"):
+                if path in OPEN_PATHS and status in ("401", "403"):
                     continue
                 responses.setdefault(status, {"description": description, "content": reference})
             if "422" in responses:

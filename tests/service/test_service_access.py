@@ -37,6 +37,7 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def test_keys_and_scopes(keyed: Server) -> None:
     with httpx.Client(base_url=keyed.url) as anonymous:
         assert anonymous.get("/health").status_code == 200  # liveness stays open
+        assert anonymous.get("/ready").status_code in (200, 503)  # so does readiness, for load balancers' checks
         for method, path in (("GET", "/graphs"), ("POST", "/graphs"), ("GET", "/metrics"), ("GET", "/openapi.json")):
             response = anonymous.request(method, path, content=b"0 1\n")
             assert response.status_code == 401, (method, path)
