@@ -44,7 +44,7 @@ from grail_core.scheduler import Scheduler, machine_model
 from grail_core.supportive import choose_hubs, hub_reach_masks
 from kernels.device import device_name, devices
 from kernels.labeling import LabelingDeclined, LabelingOptions, build_labels
-from kernels.search import CudaSearchEngine, SearchOptions, SharedLevelOrder
+from kernels.search import CudaSearchEngine, SearchOptions
 
 # The thesis's GPU search times (ms, its own 100k random queries): tables 6.4-6.6.
 THESIS_GPU_MS = {
@@ -74,9 +74,8 @@ class Engines:
 
     def __init__(self, hot: HotArrays) -> None:
         gpus = devices()
-        order = SharedLevelOrder(hot, users=len(gpus))
         self.cpu = CpuEngine(hot)
-        self.gpus = [CudaSearchEngine(hot, gpu, order=order) for gpu in gpus]
+        self.gpus = [CudaSearchEngine(hot, gpu) for gpu in gpus]
         self.gpu = self.gpus[0]
         self.split = SplitEngine(self.gpus) if len(self.gpus) > 1 else None
         chosen = self.split or self.gpu

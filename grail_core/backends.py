@@ -36,6 +36,7 @@ __all__ = [
     "start_calibration",
     "DeviceBuildUnavailable",
     "device_build",
+    "keep_indexes_off_devices",
     "warm_up_device",
 ]
 
@@ -129,9 +130,14 @@ def device_build(num_nodes: int, num_edges: int) -> Any:
 
 
 def warm_up_device() -> None:
-    """Compiles the GPU build's kernels (``kernels.build.warm_up``); the search's compile with its first call."""
+    """Compiles (or loads from the disk cache) every GPU kernel specialization of the build and the search
+    (``kernels.specializations``), then runs the GPU build's steps once on a small graph (the array
+    library's own kernels: ``kernels.build.warm_up``)."""
     from kernels.build import warm_up
+    from kernels.specializations import compile_all
 
+    count, seconds = compile_all()
+    log.info("%d GPU kernel specializations ready in %.2f s", count, seconds)
     warm_up()
 
 
@@ -179,44 +185,83 @@ def label_on_gpus(
 
 def search_scheduler(hot: HotArrays, backend: str) -> Scheduler:
     """An index's search: its CPU engine and, for backend 'cuda', one GPU engine per device (a batch
-    split over all of them when there are several), under a scheduler that picks per batch."""
+    split over all of them when there are several), under a scheduler that picks per batch. The GPU
+    engines copy the index to their devices in the background at once (unless this process keeps
+    indexes off the devices: ``keep_indexes_off_devices``), so that no batch waits for the copy."""
     cpu = CpuEngine(hot)
     if backend != "cuda":
         return Scheduler(hot, cpu, None)
     from kernels.device import devices
-    from kernels.search import CudaSearchEngine, SharedLevelOrder
+    from kernels.search import CudaSearchEngine
 
     gpus = devices()
-    order = SharedLevelOrder(hot, users=len(gpus))
-    engines = [CudaSearchEngine(hot, gpu, order=order) for gpu in gpus]
-    start_calibration()
+    engines = [CudaSearchEngine(hot, gpu) for gpu in gpus]
+    if _indexes_on_devices:
+        for engine in engines:
+            engine.prefetch()
     if len(engines) == 1:
         return Scheduler(hot, cpu, engines[0], pass_pairs=engines[0].pass_pairs)
     split = SplitEngine(engines, concurrent=all(gpu.concurrent for gpu in gpus))
     return Scheduler(hot, cpu, split, pass_pairs=engines[0].pass_pairs, parts=split.parts)
 
 
+_indexes_on_devices = True
+
+
+def keep_indexes_off_devices() -> None:
+    """For a process that builds and saves indexes but does not search them (a build worker): the indexes
+    it makes do not copy themselves to GPUs."""
+    global _indexes_on_devices
+    _indexes_on_devices = False
+
+
 _calibration: threading.Thread | None = None
 _calibration_lock = threading.Lock()
 
 
-def start_calibration() -> None:
-    """Fits the machine's search cost model once per process, in the background (``grail_core.calibration``);
-    until it ends, schedulers predict from the model's defaults."""
+def start_calibration(wait: bool = False) -> None:
+    """Fits the machine's search cost model once per process (``grail_core.calibration``): read from the
+    cache folder when this machine's fit is kept there, else measured in a background thread and kept.
+    Until it ends, schedulers predict from the model's defaults. ``wait`` returns only once it has."""
     global _calibration
     with _calibration_lock:
-        if _calibration is not None or machine_model().fitted:
-            return
-        _calibration = threading.Thread(target=_calibrate, name="grail-search-calibration", daemon=True)
-        _calibration.start()
+        if _calibration is None and not machine_model().fitted:
+            _calibration = threading.Thread(target=_calibrate, name="grail-search-calibration", daemon=True)
+            _calibration.start()
+        thread = _calibration
+    if wait and thread is not None:
+        thread.join()
 
 
 def _calibrate() -> None:
     from kernels.search import CudaSearchEngine
 
-    from .calibration import calibrate
+    from .calibration import calibrate, load_model, save_model
 
+    key = _machine_key()
     try:
+        if load_model(machine_model(), key):
+            log.info("search cost model read from the cache folder")
+            return
         calibrate(machine_model(), CudaSearchEngine)
+        save_model(machine_model(), key)
     except Exception:  # a failed calibration leaves the defaults; searches are exact either way
         log.exception("search cost calibration failed; the scheduler keeps its default constants")
+
+
+def _machine_key() -> dict[str, object]:
+    """What a kept fit is valid for: the GPU, the CPU threads and the search kernels' sources."""
+    import numba
+
+    from kernels.compiled import source_digest
+    from kernels.device import devices
+
+    from .scheduler import DEFAULTS
+
+    return {
+        "gpu": device_name(),
+        "gpus": len(devices()),
+        "cpu_threads": numba.get_num_threads(),
+        "kernels": source_digest(),
+        "model": repr(sorted(DEFAULTS.items())),
+    }

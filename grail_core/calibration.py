@@ -4,17 +4,21 @@ Layered DAGs of tens, hundreds and thousands of levels, and a wide one of a few 
 sweep reads many nodes' flags), each with a batch of uniform pairs and one of short downward walks, at
 three sizes: the CPU search, the GPU's levels sweep and its frontier queue each answer every batch (after
 a warm-up run that compiles and uploads), and ``CostModel.fit`` takes the medians. Some seconds, once per
-process, where an index may search on a GPU.
+machine: the fitted constants are kept in the cache folder (``save_model``, ``load_model``: beside numba's
+compiled code), keyed by what they were measured on, and a later process reads them at its start.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +28,7 @@ from .query import UNDECIDED, HotArrays, filter_pairs
 from .scheduler import GPU_MODES, BatchFeatures, CostModel, Scheduler
 from .synthetic import downward_walk_pairs, layered_dag
 
-__all__ = ["WORKLOADS", "calibrate"]
+__all__ = ["WORKLOADS", "calibrate", "load_model", "model_path", "save_model"]
 
 log = logging.getLogger(__name__)
 
@@ -94,3 +98,42 @@ def _timed(run: Callable[[], Any]) -> float:
     start = time.perf_counter()
     run()
     return time.perf_counter() - start
+
+
+def model_path() -> Path:
+    """Where a machine's fitted constants are kept: numba's cache folder (``NUMBA_CACHE_DIR``), else the
+    user's cache folder."""
+    folder = (
+        os.environ.get("NUMBA_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "grail"
+    )
+    return Path(folder) / "search-cost-model.json"
+
+
+def save_model(model: CostModel, key: dict[str, Any]) -> None:
+    """Keeps ``model``'s fitted constants for the machine ``key`` describes (written whole, then renamed)."""
+    path = model_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kept = {"key": key, "constants": {kind: list(values) for kind, values in model.constants.items()}}
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(kept))
+        temporary.replace(path)
+    except OSError as error:
+        log.warning("could not keep the search cost model in %s: %s", path, error)
+
+
+def load_model(model: CostModel, key: dict[str, Any]) -> bool:
+    """Sets ``model``'s constants from the kept fit of the machine ``key`` describes; False when there is none."""
+    try:
+        kept = json.loads(model_path().read_text())
+    except (OSError, ValueError):
+        return False
+    constants = kept.get("constants", {}) if kept.get("key") == key else {}
+    if set(constants) != set(model.constants) or any(
+        len(constants[kind]) != len(model.constants[kind]) for kind in constants
+    ):
+        return False
+    model.constants = {kind: tuple(float(v) for v in values) for kind, values in constants.items()}
+    model.corrections.clear()
+    model.fitted = True
+    return True

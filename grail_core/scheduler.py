@@ -13,7 +13,8 @@ of batch (size and depth within a factor of two), its own ratio of actual to pre
 engine, the hops its frontier passes took, and its CPU search's seconds per pair: a pair's search cost
 is heavy-tailed, so a probe of 16 often misses the mean, and what the machine's constants miss about one
 graph must not move the predictions for another. An index whose CPU search has shown itself cheaper
-than a GPU call's fixed cost skips the probe.
+than a GPU call's fixed cost skips the probe. While the index is still being copied to the GPU (in the
+background, from when it was built or loaded), the GPU's predictions include the wait for that copy.
 """
 
 from __future__ import annotations
@@ -350,6 +351,10 @@ class Scheduler:
             self._learn_cpu_pair(f.dfs_seconds)
         probe_seconds = time.perf_counter() - start
         predicted = self.predict(f)
+        wait = self._gpu_wait()
+        for kind in GPU_MODES:
+            if kind in predicted:
+                predicted[kind] += wait
         ranked = sorted(predicted, key=predicted.__getitem__)
         result = self._run(ranked[0], sources, targets)
         self._observe(result, f)
@@ -382,6 +387,12 @@ class Scheduler:
         if margin < CLEAR_MARGIN or (batches + 1) % REPROBE == 0:
             return 0, None
         return 0, replace(fresh, dfs_seconds=self._cpu_pair or probe.dfs_seconds, edges=probe.edges)
+
+    def _gpu_wait(self) -> float:
+        """Seconds until the GPU engines hold the index (0 once they do): a batch sent there waits for the
+        copy under way."""
+        engines = getattr(self.gpu, "engines", [self.gpu])
+        return max((engine.ready_in() for engine in engines if hasattr(engine, "ready_in")), default=0.0)
 
     def _cpu_below_gpu_floor(self, pairs: int) -> float | None:
         """The CPU's predicted seconds when this index's earlier batches say it beats even a GPU call's fixed

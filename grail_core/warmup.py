@@ -6,9 +6,10 @@ the machine code on disk (``NUMBA_CACHE_DIR``) and a later process only loads it
 loaded once, with the layouts real requests use: edge arrays of int64 (the readers) and int32 (arrays
 passed to ``from_edges``), freshly built and memory-mapped (read-only) indexes, writable and read-only
 pair arrays. The thresholds that send small frontiers to a serial loop are lowered here so that the
-parallel branches and the coloring rounds of the SCC run too; on 'cuda' the GPU build and search
-kernels are compiled as well (closures of the frontier engine, which numba cannot cache, so they are
-compiled in every process: the warm-up is what keeps that off the request path).
+parallel branches and the coloring rounds of the SCC run too. On 'cuda' every GPU kernel specialization
+of ``kernels.specializations`` (one list, whatever the graph) is compiled or loaded from the same disk
+cache, the GPU build's library steps (CuPy's kernels, kept on disk by CuPy) run once, the search runs in
+both modes, and the search cost model is fitted or read (``backends.start_calibration``).
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ def warm_up(backend: str = "auto") -> float:
                 comp = index.arrays.comp
                 for mode in GPU_MODES:
                     gpu.answer(comp[_PAIRS[:, 0]], comp[_PAIRS[:, 1]], mode)
+    if resolved == "cuda":
+        backends.start_calibration()
     seconds = time.perf_counter() - started
     log.info("build and query kernels (%s) ready in %.2f s", resolved, seconds)
     return seconds

@@ -212,10 +212,11 @@ class DeviceBuild:
 
 
 def warm_up() -> None:
-    """Compiles every kernel of the device build (numba cannot cache the frontier engine's closures): each
-    step, the labels forced onto the device, for int64 and int32 edges, on a graph whose trim, forward-
-    backward reach and hand-over to the CPU all have work (a 10-cycle with a tail and a branch, and a
-    3-cycle below it that the forward-backward step leaves live)."""
+    """Runs every step of the device build once (the labels forced onto the device), for int64 and int32
+    edges, on a graph whose trim, forward-backward reach and hand-over to the CPU all have work (a 10-cycle
+    with a tail and a branch, and a 3-cycle below it that the forward-backward step leaves live): the array
+    library compiles its kernels at their first use (CuPy keeps them on disk). numba's kernels are
+    compiled from ``kernels.specializations`` before."""
     ring = [(i, (i + 1) % 10) for i in range(10)]
     edges = np.array(
         [*ring, (9, 10), (10, 11), (11, 12), (11, 13), (9, 15), (15, 16), (16, 17), (17, 15), (4, 4), (0, 1)]

@@ -4,9 +4,9 @@
 specialization per argument layout); then every request body's path runs once on each kind of node names
 (the range, integers, strings: each has its own lookups, from integers, from text and from JSON). Without
 this, the first build and the first query of each kind after a start wait seconds for the compiler; with a
-warm numba cache on disk (NUMBA_CACHE_DIR, see service.main) it takes well under a second on the CPU (the
-GPU's engine kernels are always compiled: a few seconds). The server answers ``/health`` while it runs;
-``/ready`` says when it is done (``Readiness``).
+warm numba cache on disk (NUMBA_CACHE_DIR, see service.main) it takes well under a second on the CPU and a
+few on a GPU (every GPU kernel is loaded from the same cache, CuPy's from its own). The server answers
+``/health`` while it runs; ``/ready`` says when it is done (``Readiness``).
 
 The warm-up is also numba's first parallel launch, which picks its threading layer for the process:
 TBB or OpenMP when installed (``tbb`` from pip, or the system's ``libgomp``), else "workqueue", which

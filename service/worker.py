@@ -152,11 +152,14 @@ def _out_of_memory(job: BuildJob) -> str:
 
 
 def warm_up_builds(backend: str) -> None:
-    """Compile the build kernels of ``backend`` (the GPU's in every process: numba cannot cache them) and read
-    and build a small graph of every format, so that the first real build compiles and loads nothing."""
+    """Compile (or load from the disk caches) the build kernels of ``backend`` and read and build a small graph
+    of every format, so that the first real build compiles and loads nothing. A worker saves the indexes it
+    builds and never searches them: they stay off the GPU."""
     from grail_core import ReachabilityIndex, read_graph
+    from grail_core.backends import keep_indexes_off_devices
     from grail_core.warmup import warm_up_build
 
+    keep_indexes_off_devices()
     warm_up_build(backend)
 
     for text, format in (

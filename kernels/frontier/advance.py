@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from numba import cuda
 
+from ..compiled import kernel, op_name
 from .launch import WARP
 
 __all__ = [
@@ -128,8 +129,7 @@ def make_advance(edge_op: Callable[..., None]) -> Any:
     through ``LevelQueues.everything``)."""
     advance_level = make_advance_body(edge_op)
 
-    @cuda.jit
     def advance(indptr, levels, lvl, args):
         advance_level(indptr, levels, lvl, args)
 
-    return advance
+    return kernel(advance, f"advance[{op_name(edge_op)}]")

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import cuda
 
+from ..compiled import kernel, op_name
 from .advance import CLASSES, HUGE, LARGE, MEDIUM, SMALL, DegreeSplit, LevelArrays, degree_class, make_advance_body
 from .launch import EngineConfig, cooperative_blocks
 from .maps import make_edge_map
@@ -77,7 +78,6 @@ def make_level_discovery(edge_op: Callable[..., None], reverse_op: Callable[...,
     backward = make_advance_body(reverse_op or no_edge)
     both_ways = reverse_op is not None  # a constant to the compiler: a one-way kernel has no second advance
 
-    @cuda.jit
     def discover(indptr, reverse_indptr, levels, max_levels, args, reverse_args, status):
         grid = cuda.cg.this_grid()
         gtid = cuda.grid(1)
@@ -97,7 +97,7 @@ def make_level_discovery(edge_op: Callable[..., None], reverse_op: Callable[...,
             status[0] = lvl + 1
             status[1] = 0 if _next_level_empty(cnt, lvl) else 1
 
-    return DiscoveryRule(discover, both_ways)
+    return DiscoveryRule(kernel(discover, f"discover[{op_name(edge_op)},{op_name(reverse_op)}]"), both_ways)
 
 
 class _Seed(NamedTuple):

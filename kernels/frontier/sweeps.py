@@ -11,6 +11,7 @@ from typing import Any
 
 from numba import cuda
 
+from ..compiled import kernel, op_name
 from .advance import make_advance_body, make_node_body
 
 __all__ = ["make_sweep"]
@@ -41,7 +42,6 @@ def make_sweep(edge_op: Callable[..., None] | None = None, node_op: Callable[...
     with_edges = edge_op is not None
     with_nodes = node_op is not None
 
-    @cuda.jit
     def sweep(indptr, levels, first, count, step, edge_args, node_args):
         grid = cuda.cg.this_grid()
         for i in range(count):
@@ -53,4 +53,4 @@ def make_sweep(edge_op: Callable[..., None] | None = None, node_op: Callable[...
                 node_level(levels, lvl, node_args)
                 grid.sync()
 
-    return sweep
+    return kernel(sweep, f"sweep[{op_name(edge_op)},{op_name(node_op)}]")
