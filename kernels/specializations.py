@@ -44,8 +44,9 @@ def _named(cls: type, *fields: types.Type) -> types.BaseTuple:
 
 
 I32, I64, U8, U64 = (_array(t) for t in (np.int32, np.int64, np.uint8, np.uint64))
-I32_2, I64_2, U64_2, U64_3, U32_2 = (
+I32_2, I32_3, I64_2, U64_2, U64_3, U32_2 = (
     _array(np.int32, 2),
+    _array(np.int32, 3),
     _array(np.int64, 2),
     _array(np.uint64, 2),
     _array(np.uint64, 3),
@@ -57,7 +58,7 @@ NONE = _tuple()
 
 levels = _named(LevelArrays, I32_2, I64_2, I64_2)
 split = _named(DegreeSplit, INT, INT, INT)
-sweep = (I64, levels, INT, INT, INT)  # indptr, level queues, first, count, step
+sweep = (I64, levels, INT, INT, INT)  # indptr, level queues, first, count, step (then edge and node args, narrow)
 trim = _named(_Trim, I32, I32, I32, I64, I64, levels, split)
 index = _named(IndexArrays, I64, I32, U32_2, U32_2, I32, I64, INT)
 batch = _named(Batch, I32, I32, INT, U32_2, U64_2, I64_2, I64_2, I32, I64)
@@ -66,8 +67,10 @@ batch = _named(Batch, I32, I32, INT, U32_2, U64_2, I64_2, I64_2, I32, I64)
 SPECIALIZATIONS: dict[str, list[tuple[types.Type, ...]]] = {
     # frontier engine
     "map[discovery._seed]": [(INT, _named(_Seed, I32, I64, I64, BOOL, levels, split))],
-    "sweep[-,discovery._write_level]": [(*sweep, NONE, _tuple(I32))],
-    "discover[levels._discover,-]": [(I64, I64, levels, INT, _named(_Kahn, I64, I32, I32, levels, split), NONE, I64)],
+    "sweep[-,discovery._write_level]": [(*sweep, NONE, _tuple(I32), INT)],
+    "discover[levels._discover,-]": [
+        (I64, I64, levels, INT, _named(_Kahn, I64, I32, I32, levels, split), NONE, I64, INT)
+    ],
     "map[levels._count_parent]": [(INT, _tuple(I32, I32))],
     "map[memory._fill_one]": [
         (INT, _tuple(_array(dtype), from_dtype(np.dtype(dtype)))) for dtype in (np.uint64, np.int32, np.int64, np.uint8)
@@ -75,29 +78,32 @@ SPECIALIZATIONS: dict[str, list[tuple[types.Type, ...]]] = {
     "scan.blocks": [(U64, U64, U64)],
     "scan.offsets": [(U64, U64, INT)],
     # components
-    "discover[scc._lose_neighbour,scc._lose_neighbour]": [(I64, I64, levels, INT, trim, trim, I64)],
+    "discover[scc._lose_neighbour,scc._lose_neighbour]": [(I64, I64, levels, INT, trim, trim, I64, INT)],
     "discover[scc._reach,-]": [
-        (I64, I64, levels, INT, _named(_Reach, I64, I32, I32, INT, INT, levels, split), NONE, I64)
+        (I64, I64, levels, INT, _named(_Reach, I64, I32, I32, INT, INT, levels, split), NONE, I64, INT)
     ],
     "map[scc._live_degrees]": [(INT, _tuple(I64, I32, I64, I32, I32, I32, I32))],
     "map[scc._smallest_member]": [(INT, _tuple(I32, I32))],
     # hubs
-    "sweep[hubs._push_down,-]": [(*sweep, _tuple(I32, U64), NONE)],
-    "sweep[hubs._pull_up,-]": [(*sweep, _tuple(I32, U64), NONE)],
+    "sweep[hubs._push_down,-]": [(*sweep, _tuple(I32, U64), NONE, INT)],
+    "sweep[hubs._pull_up,-]": [(*sweep, _tuple(I32, U64), NONE, INT)],
     # labels
     "map[labeling._order_key]": [(INT, _tuple(UINT, I32, U64))],
     "sweep[labeling._add_child_count,labeling._finish_count]": [
-        (*sweep, _tuple(I32, U64_2, U64_2, INT, UINT), _tuple(U64_2, U64_2, INT, UINT, I32))
+        (*sweep, _tuple(I32, U64_2, U64_2, INT, UINT), _tuple(U64_2, U64_2, INT, UINT, I32), INT)
     ],
     "map[labeling._child_limb]": [(INT, _tuple(I32, U64_2, INT, UINT, U64))],
-    "sweep[labeling._relax,-]": [(*sweep, _tuple(I32_2, I64, U64_3, U64_3, I32, INT, UINT), NONE)],
+    "sweep[labeling._relax,-]": [(*sweep, _tuple(I32_2, I64, U64_3, U64_3, I32, INT, UINT), NONE, INT)],
     "advance[labeling._pick_parent]": [(I64, levels, INT, _tuple(I32_2, I64, U64_3, U64_3, I32_2, I64_2, INT, UINT))],
-    "sweep[-,labeling._push_size]": [(*sweep, NONE, _tuple(I32_2, I32_2))],
+    "sweep[-,labeling._push_size]": [(*sweep, NONE, _tuple(I32_2, I32_2), INT)],
     "map[labeling._tree_child_size]": [(INT, _tuple(I32_2, INT, I32_2, I64_2, U64))],
-    "sweep[-,labeling._place]": [(*sweep, NONE, _tuple(I64, U64_3, I32_2, I32_2, I64_2, I32_2, I32_2))],
-    "sweep[labeling._pull_minpost,-]": [(*sweep, _tuple(I32_2, I32_2), NONE)],
+    "sweep[-,labeling._place]": [(*sweep, NONE, _tuple(I64, U64_3, I32_2, I32_2, I64_2, I32_2, I32_2), INT)],
+    "sweep[labeling._pull_minpost,-]": [(*sweep, _tuple(I32_2, I32_2), NONE, INT)],
     "advance[labeling._check_edge]": [(I64, levels, INT, _tuple(I32_2, I32_2, I32_2, I32))],
-    "map[labeling._seed_root]": [(INT, _tuple(U64_3, I32_2, I32_2, INT))],
+    "map[labeling._seed_root]": [(INT, _tuple(I32_2, I32_2, INT))],
+    "map[labeling._seed_dist_root]": [(INT, _tuple(U64_3, INT))],
+    "map[labeling._seed_tree_root]": [(INT, _tuple(I32_2, I32_3, INT))],
+    "sweep[-,labeling._choose_parent]": [(*sweep, NONE, _tuple(I64, I64, I32_2, I32, I32_2, I64_2, I32_2, I32_3), INT)],
     # search
     kernel_name("levels"): [(index, _named(StatusArrays, U64_2, U64_2, U8), _named(ChunkArrays, U64_3, I64_2), batch)],
     kernel_name("frontier"): [(index, U64_2, _named(EntryArrays, U64_2, I64, I64), batch)],

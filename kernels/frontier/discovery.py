@@ -21,7 +21,18 @@ import numpy as np
 from numba import cuda
 
 from ..compiled import kernel, op_name
-from .advance import CLASSES, HUGE, LARGE, MEDIUM, SMALL, DegreeSplit, LevelArrays, degree_class, make_advance_body
+from .advance import (
+    CLASSES,
+    HUGE,
+    LARGE,
+    MEDIUM,
+    SMALL,
+    DegreeSplit,
+    LevelArrays,
+    degree_class,
+    is_narrow,
+    make_advance_body,
+)
 from .launch import EngineConfig, cooperative_blocks
 from .maps import make_edge_map
 from .sweeps import make_sweep, no_edge
@@ -71,25 +82,46 @@ class DiscoveryRule:
 
 def make_level_discovery(edge_op: Callable[..., None], reverse_op: Callable[..., None] | None = None) -> DiscoveryRule:
     """The rule's persistent kernel ``discover(indptr, reverse_indptr, levels, max_levels, args, reverse_args,
-    status)``: per level ``edge_op`` over the level's edges along ``indptr`` (and ``reverse_op`` along
-    ``reverse_indptr``); ``status[0]`` gets the number of levels, ``status[1]`` 1 when ``max_levels``
-    stopped it with the next level not empty."""
+    status, narrow)``: per level ``edge_op`` over the level's edges along ``indptr`` (and ``reverse_op``
+    along ``reverse_indptr``); ``status[0]`` gets the number of levels, ``status[1]`` 1 when ``max_levels``
+    stopped it with the next level not empty. A level of at most ``narrow`` small or medium nodes, and the
+    narrow levels after it, are walked by the first block alone with block barriers (``status[2]`` tells
+    the other blocks where it stopped), so a long thin DAG costs a block barrier a level, not a grid's."""
     forward = make_advance_body(edge_op)
     backward = make_advance_body(reverse_op or no_edge)
     both_ways = reverse_op is not None  # a constant to the compiler: a one-way kernel has no second advance
 
-    def discover(indptr, reverse_indptr, levels, max_levels, args, reverse_args, status):
+    def discover(indptr, reverse_indptr, levels, max_levels, args, reverse_args, status, narrow):
         grid = cuda.cg.this_grid()
+        block = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
         gtid = cuda.grid(1)
         _queues, ptr, cnt = levels
         lvl = 0
         while True:
-            forward(indptr, levels, lvl, args)
-            if both_ways:
-                backward(reverse_indptr, levels, lvl, reverse_args)
-            if gtid < CLASSES:
-                ptr[gtid, lvl + 1] = ptr[gtid, lvl] + cnt[gtid, lvl]
-            grid.sync()
+            if is_narrow(cnt, lvl, narrow):
+                if block == 0:
+                    while True:
+                        forward(indptr, levels, lvl, args, 0, 1)
+                        if both_ways:
+                            backward(reverse_indptr, levels, lvl, reverse_args, 0, 1)
+                        if tid < CLASSES:
+                            ptr[tid, lvl + 1] = ptr[tid, lvl] + cnt[tid, lvl]
+                        cuda.syncthreads()
+                        if _next_level_empty(cnt, lvl) or lvl + 1 >= max_levels or not is_narrow(cnt, lvl + 1, narrow):
+                            break
+                        lvl += 1
+                    if tid == 0:
+                        status[2] = lvl
+                grid.sync()
+                lvl = status[2]
+            else:
+                forward(indptr, levels, lvl, args, block, cuda.gridDim.x)
+                if both_ways:
+                    backward(reverse_indptr, levels, lvl, reverse_args, block, cuda.gridDim.x)
+                if gtid < CLASSES:
+                    ptr[gtid, lvl + 1] = ptr[gtid, lvl] + cnt[gtid, lvl]
+                grid.sync()
             if _next_level_empty(cnt, lvl) or lvl + 1 >= max_levels:
                 break
             lvl += 1
@@ -142,7 +174,7 @@ class Discovery:
             cuda.to_device(self._no_counts),  # ptr[c, 0] stays 0; the kernel writes every later level's start
             cuda.to_device(self._no_counts),
         )
-        self.status = cuda.to_device(np.zeros(2, dtype=np.int64))
+        self.status = cuda.to_device(np.zeros(3, dtype=np.int64))
 
     def reset(self) -> None:
         """Empties the queues for the next run."""
@@ -169,9 +201,9 @@ class Discovery:
                 nodes.size, _Seed(nodes, indptr, reverse, rule.both_ways, self.levels, self.split)
             )
         rule.kernel[cooperative_blocks(rule.kernel, cfg), cfg.block](
-            indptr, reverse, self.levels, self.max_levels, args, reverse_args, self.status
+            indptr, reverse, self.levels, self.max_levels, args, reverse_args, self.status, cfg.narrow
         )
-        levels, stopped = (int(x) for x in self.status.copy_to_host())
+        levels, stopped, _ = (int(x) for x in self.status.copy_to_host())
         return levels, bool(stopped)
 
     def level_queues(self, levels: int) -> LevelQueues:
@@ -198,5 +230,5 @@ def node_levels(lq: LevelQueues, indptr: Any, level: Any, config: EngineConfig) 
     """``level[v]`` = the level of every node in ``lq`` (the level queues of the CSR ``indptr``), by one
     persistent sweep."""
     _sweep_levels[cooperative_blocks(_sweep_levels, config), config.block](
-        indptr, lq.arrays, *lq.top_down(), (), (level,)
+        indptr, lq.arrays, *lq.top_down(), (), (level,), config.narrow
     )

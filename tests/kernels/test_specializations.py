@@ -47,6 +47,7 @@ def test_every_launch_is_in_the_list(launches: dict[str, set[tuple[Any, ...]]]) 
     n, edges = diamond_stack(3)
     indptr, orders, root = labeling_graph(n, edges, 2, 0)
     build_labels(indptr, orders, root, LabelingOptions(word_bits=4, max_levels=1 << 10))
+    build_labels(indptr, orders, root, LabelingOptions(max_levels=1 << 10, path_count_levels=0))
     arrays, sources, targets, _truth = small_case()
     engine = CudaSearchEngine(pack(arrays))
     for mode in ("levels", "frontier"):
