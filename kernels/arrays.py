@@ -9,14 +9,17 @@ an array numba allocated (no copy).
 from __future__ import annotations
 
 import ctypes
+import threading
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+from numba import njit, prange
 
 from .device import is_simulator
 
-__all__ = ["DeviceArraysUnavailable", "as_numba", "as_xp", "device_arrays", "to_device", "to_host"]
+__all__ = ["DeviceArraysUnavailable", "as_numba", "as_xp", "device_arrays", "to_device", "to_host", "to_host_many"]
 
 
 class DeviceArraysUnavailable(RuntimeError):
@@ -76,3 +79,84 @@ def to_host(array: Any) -> np.ndarray:
     import cupy
 
     return cupy.asnumpy(array)
+
+
+# Downloads of large arrays go through page-locked host memory, which the device writes at the link's speed
+# (a pageable destination is written through the driver's small bounce buffer, at a fraction of it): two
+# halves, one filled by the device while the other is copied out to the destination by every CPU thread.
+STAGING_BYTES = 1 << 27  # per half
+_COPY_BLOCK = 1 << 20
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _copy_bytes(source, destination):
+    for block in prange((source.size + _COPY_BLOCK - 1) // _COPY_BLOCK):
+        low = block * _COPY_BLOCK
+        high = min(low + _COPY_BLOCK, source.size)
+        destination[low:high] = source[low:high]
+
+
+class _Staging:
+    """The page-locked halves, a stream of their own and an event per half (one set per process)."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.memory = cupy.cuda.alloc_pinned_memory(2 * STAGING_BYTES)
+        self.halves = np.frombuffer(self.memory, dtype=np.uint8, count=2 * STAGING_BYTES).reshape(2, STAGING_BYTES)
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.events = [cupy.cuda.Event(), cupy.cuda.Event()]
+        self.lock = threading.Lock()
+
+
+_staging: _Staging | None = None
+_staging_lock = threading.Lock()
+
+
+def _staged() -> _Staging:
+    global _staging
+    with _staging_lock:
+        if _staging is None:
+            _staging = _Staging()
+        return _staging
+
+
+def to_host_many(arrays: Sequence[Any]) -> list[np.ndarray]:
+    """Device arrays downloaded to new host arrays, through the page-locked staging halves in chunks (the
+    device copies a chunk while the CPU threads move the previous one out)."""
+    if is_simulator():
+        return [to_host(array) for array in arrays]
+    import cupy
+
+    sources = [cupy.ascontiguousarray(as_xp(array)) for array in arrays]
+    outputs = [np.empty(source.shape, dtype=source.dtype) for source in sources]
+    chunks = [
+        (source.data.ptr + start, output.reshape(-1).view(np.uint8)[start : start + STAGING_BYTES])
+        for source, output in zip(sources, outputs, strict=True)
+        for start in range(0, source.nbytes, STAGING_BYTES)
+    ]
+    staging = _staged()
+    with staging.lock:
+        cupy.cuda.Device().synchronize()  # the staging stream does not wait for the default stream's work
+        previous: tuple[np.ndarray, int] | None = None
+        for number, (pointer, destination) in enumerate(chunks):
+            half = number % 2
+            cupy.cuda.runtime.memcpyAsync(
+                staging.halves[half].ctypes.data,
+                pointer,
+                destination.size,
+                cupy.cuda.runtime.memcpyDeviceToHost,
+                staging.stream.ptr,
+            )
+            staging.events[half].record(staging.stream)
+            if previous is not None:
+                _copy_out(staging, *previous)
+            previous = (destination, half)
+        if previous is not None:
+            _copy_out(staging, *previous)
+    return outputs
+
+
+def _copy_out(staging: _Staging, destination: np.ndarray, half: int) -> None:
+    staging.events[half].synchronize()
+    _copy_bytes(staging.halves[half][: destination.size], destination)

@@ -69,7 +69,7 @@ SPECIALIZATIONS: dict[str, list[tuple[types.Type, ...]]] = {
     "map[discovery._seed]": [(INT, _named(_Seed, I32, I64, I64, BOOL, levels, split))],
     "sweep[-,discovery._write_level]": [(*sweep, NONE, _tuple(I32), INT)],
     "discover[levels._discover,-]": [
-        (I64, I64, levels, INT, _named(_Kahn, I64, I32, I32, levels, split), NONE, I64, INT)
+        (I64, I64, levels, INT, INT, _named(_Kahn, I64, I32, I32, levels, split), NONE, I64, INT)
     ],
     "map[levels._count_parent]": [(INT, _tuple(I32, I32))],
     "map[memory._fill_one]": [
@@ -78,9 +78,9 @@ SPECIALIZATIONS: dict[str, list[tuple[types.Type, ...]]] = {
     "scan.blocks": [(U64, U64, U64)],
     "scan.offsets": [(U64, U64, INT)],
     # components
-    "discover[scc._lose_neighbour,scc._lose_neighbour]": [(I64, I64, levels, INT, trim, trim, I64, INT)],
+    "discover[scc._lose_neighbour,scc._lose_neighbour]": [(I64, I64, levels, INT, INT, trim, trim, I64, INT)],
     "discover[scc._reach,-]": [
-        (I64, I64, levels, INT, _named(_Reach, I64, I32, I32, INT, INT, levels, split), NONE, I64, INT)
+        (I64, I64, levels, INT, INT, _named(_Reach, I64, I32, I32, INT, INT, levels, split), NONE, I64, INT)
     ],
     "map[scc._live_degrees]": [(INT, _tuple(I64, I32, I64, I32, I32, I32, I32))],
     "map[scc._smallest_member]": [(INT, _tuple(I32, I32))],
