@@ -70,12 +70,15 @@ SLOW_SECONDS = 2.0
 
 class Engines:
     """One graph's engines: the CPU's, one GPU engine per device (a batch split over all of them when there
-    are several) and the hybrid scheduler over the CPU and the GPU engine an index would use."""
+    are several) and the hybrid scheduler over the CPU and the GPU engine an index would use. As an index
+    does when it is built or loaded, the GPU engines start copying the index to their devices at once."""
 
     def __init__(self, hot: HotArrays) -> None:
         gpus = devices()
         self.cpu = CpuEngine(hot)
         self.gpus = [CudaSearchEngine(hot, gpu) for gpu in gpus]
+        for engine in self.gpus:
+            engine.prefetch()
         self.gpu = self.gpus[0]
         self.split = SplitEngine(self.gpus) if len(self.gpus) > 1 else None
         chosen = self.split or self.gpu
@@ -112,8 +115,18 @@ def timed_in_turns(
     return times
 
 
-def measure(graph: str, batch: str, engines: Engines, ids: np.ndarray, truth: np.ndarray | None, runs: int) -> dict:
+def measure(
+    graph: str, batch: str, engines: Engines, ids: np.ndarray, truth: np.ndarray | None, runs: int, first: bool = False
+) -> dict:
+    """One batch's row; ``first``: the graph's first batch, whose hybrid call right after the engines were
+    made (the index still being copied to the device) is timed too."""
     hot = engines.cpu.hot
+    if first:
+        undecided = np.flatnonzero(filter_pairs(hot, ids) == UNDECIDED)
+        s, t = (np.ascontiguousarray(hot.rec_node[ids[undecided, k], ID]).astype(np.int32) for k in (0, 1))
+        start = time.perf_counter()
+        first_answers, first_decision = engines.scheduler.search(s, t)
+        first_ms = (time.perf_counter() - start) * 1e3
     codes = filter_pairs(hot, ids)
     start = time.perf_counter()
     codes = filter_pairs(hot, ids)
@@ -165,6 +178,11 @@ def measure(graph: str, batch: str, engines: Engines, ids: np.ndarray, truth: np
     row["passes"] = stats["levels"].passes
     faster = min(row["levels_ms"], row["frontier_ms"], row["cpu_ms"])
     row["hybrid_over_faster"] = row["hybrid_ms"] / max(faster, 1e-9)
+    row["first_ms"] = first_ms if first else float("nan")
+    row["first_over_faster"] = row["first_ms"] / max(faster, 1e-9)
+    row["first_choice"] = first_decision.engine if first else "-"
+    if first:
+        assert np.array_equal(first_answers, expected), f"the first hybrid batch of {graph} is not exact"
     last = decisions[-1][1]
     row["hybrid_choice"] = "cpu" if last.engine == "cpu" else f"{last.engine} {last.mode}"
     row["predicted"] = " / ".join(
@@ -303,9 +321,11 @@ def main() -> None:
         print(f"indexed {name} in {time.perf_counter() - start:.1f} s", flush=True)
         engines = Engines(hot)
         try:
-            for kind in filter(None, args.batches.split(",")):
+            for number, kind in enumerate(filter(None, args.batches.split(","))):
                 ids = batch_pairs(kind, indptr, indices, args.pairs)
-                rows.append(measure(name, f"{args.pairs // 1000}k {kind}", engines, ids, None, args.runs))
+                rows.append(
+                    measure(name, f"{args.pairs // 1000}k {kind}", engines, ids, None, args.runs, first=number == 0)
+                )
                 if caps:
                     cap_rows += register_cap_rows(name, hot, ids, caps, args.runs)
                 report.write(rows, cap_rows)
@@ -345,6 +365,8 @@ class Report:
             "hybrid",
             "hybrid ms",
             "hybrid / faster",
+            "first batch after load: hybrid ms (engine)",
+            "first / faster",
             "predicted ms cpu / levels / frontier",
             "hybrid search (last run)",
         ]
@@ -370,6 +392,8 @@ class Report:
                 r["hybrid_choice"],
                 r["hybrid_ms"],
                 r["hybrid_over_faster"],
+                f"{r['first_ms']:.3g} ({r['first_choice']})" if r["first_choice"] != "-" else "-",
+                r["first_over_faster"] if r["first_choice"] != "-" else "-",
                 r["predicted"],
                 r["hybrid_search_ms"],
             ]
@@ -377,12 +401,15 @@ class Report:
                 line += [r["split_ms"], best_gpu / max(r["split_ms"], 1e-9)]
             line += [r["exact"], r["thesis_gpu_ms"], r["thesis_gpu_ms"] / max(best_gpu, 1e-9)]
             table.append(line)
-        worst = max((r["hybrid_over_faster"] for r in rows), default=float("nan"))
+        worst = max(
+            (max(r["hybrid_over_faster"], r["first_over_faster"] if r["first_choice"] != "-" else 0) for r in rows),
+            default=float("nan"),
+        )
         text = (
             f"# Search on {self.device}, times in ms (median of {self.runs}, in turns)\n\n"
             + markdown_table(header, table)
-            + f"\n\nHybrid / faster engine: at most {worst:.3g} over these batches (target 1.1).\n\n"
-            + f"Cost model fitted at start from {self.samples} runs: {machine_model()}\n"
+            + f"\n\nHybrid / faster engine: at most {worst:.3g} over these batches, first batches after a load "
+            "included (target 1.1).\n\n" + f"Cost model fitted at start from {self.samples} runs: {machine_model()}\n"
         )
         if cap_rows:
             text += (

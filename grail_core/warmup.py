@@ -29,7 +29,7 @@ from .labeling import LONG_ROW
 from .scc import SccOptions, strongly_connected_components
 from .scheduler import GPU_MODES
 
-__all__ = ["warm_up", "warm_up_build"]
+__all__ = ["fill_caches", "warm_up", "warm_up_build"]
 
 log = logging.getLogger(__name__)
 
@@ -93,3 +93,22 @@ def warm_up(backend: str = "auto") -> float:
     seconds = time.perf_counter() - started
     log.info("build and query kernels (%s) ready in %.2f s", resolved, seconds)
     return seconds
+
+
+def fill_caches(backend: str = "auto") -> str:
+    """Everything the warm-up compiles or fits, written to the disk caches and kept there (``python -m
+    grail_core.warmup [backend]``: the container image's build runs it, so that a container's start only
+    loads): numba's CPU kernels, on 'cuda' the GPU kernels, CuPy's and the search cost model's fit (waited
+    for here; a start fits it in the background). Returns the backend resolved."""
+    resolved = backends.resolve_backend(backend)
+    warm_up(resolved)
+    if resolved == "cuda":
+        backends.start_calibration(wait=True)
+    return resolved
+
+
+if __name__ == "__main__":
+    import sys
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(f"caches filled for {fill_caches(sys.argv[1] if len(sys.argv) > 1 else 'auto')}")

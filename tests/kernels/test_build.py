@@ -97,6 +97,10 @@ def test_device_build_through_the_pipeline_with_cpu_fallbacks() -> None:
     cpu = build_index_arrays(n, src, dst, dims=2, seed=1, hubs=64, backend="cpu")
     forced = build_index_arrays(n, src, dst, dims=2, seed=1, hubs=64, backend="cuda", force_device=True)
     assert forced.phase_backends["graph"] == "cuda" and forced.phase_backends["labels"] == "cpu"
+    # The cost model's predictions of every phase on both backends, and where each ran, are in the record.
+    assert set(forced.plan) == {"graph", "condense", "labels", "hubs", "download"}
+    assert forced.plan["labels"]["cpu"] < forced.plan["labels"]["cuda"] and forced.plan["labels"]["ran"] == "cpu"
+    assert all(phase["ran"] == forced.phase_backends[name] for name, phase in forced.plan.items())
     for name in QueryArrays._fields:
         np.testing.assert_array_equal(getattr(forced.arrays, name), getattr(cpu.arrays, name), err_msg=name)
 
