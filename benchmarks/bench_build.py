@@ -214,8 +214,12 @@ def _phases_where(row: dict[str, object]) -> str:
 
 
 def _plan(row: dict[str, object]) -> str:
-    plan = row["plan"]
-    return " ".join(f"{phase}={v['cpu']:.3g}/{v['cuda']:.3g}" for phase, v in plan.items() if isinstance(v, dict))
+    """Per phase: predicted seconds on the CPU / on the GPU ('-' where the build did not predict one)."""
+
+    def seconds(value: object) -> str:
+        return f"{value:.3g}" if isinstance(value, float) else "-"
+
+    return " ".join(f"{phase}={seconds(v.get('cpu'))}/{seconds(v.get('cuda'))}" for phase, v in row["plan"].items())
 
 
 def report(rows: list[dict[str, object]], args: argparse.Namespace, title: str, stem: str, load: tuple) -> None:

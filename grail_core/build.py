@@ -80,19 +80,20 @@ class BuildCosts:
 
     cpu_graph: tuple[float, float] = (8.5e-9, 1e-9)  # per edge, per node
     cpu_components: tuple[float, float] = (2e-9, 15e-9)
+    cpu_components_level: float = 25e-6  # a level of its trim that averages 32 nodes or more (a round of threads)
     cpu_renumber: tuple[float, float, float] = (2e-9, 40e-9, 100e-9)  # per edge, per DAG node, per DAG edge
-    cpu_orders: float = 4e-9  # per labeling edge and dimension
-    cpu_dfs: float = 35e-9  # per labeling node or edge, per dimension on its thread
-    cpu_hubs: float = 25e-9  # per DAG node or edge
+    cpu_orders: tuple[float, float] = (6e-9, 35e-9)  # per DAG edge and per root (the virtual root's long row)
+    cpu_dfs: float = 37e-9  # per labeling node or edge, per dimension on its thread
+    cpu_hubs: float = 35e-9  # per DAG node or edge
     gpu_graph: tuple[float, float] = (1.2e-9, 0.5e-9)  # upload, sort and both CSRs, per edge and node
     gpu_components: tuple[float, float] = (0.35e-9, 3e-9)
     gpu_renumber: tuple[float, float] = (0.25e-9, 4e-9)  # per edge, per DAG node
-    gpu_labels: tuple[float, float] = (3e-9, 6e-9)  # per labeling node or edge and dimension: path counts, comparison
+    gpu_labels: tuple[float, float] = (2e-9, 6e-9)  # per labeling node or edge and dimension: path counts, comparison
     gpu_hubs: float = 0.3e-9
     gpu_fixed: float = 2e-3  # a phase's launches, scans and sorts
-    discover_level: tuple[float, float] = (30e-6, 2e-6)  # wide, narrow
-    sweep_level: tuple[float, float] = (12e-6, 1.5e-6)
-    compare_level: tuple[float, float] = (40e-6, 15e-6)  # the labels' tree-parent sweep
+    discover_level: tuple[float, float] = (30e-6, 10e-6)  # wide, narrow
+    sweep_level: tuple[float, float] = (12e-6, 1.6e-6)
+    compare_level: tuple[float, float] = (190e-6, 82e-6)  # the labels' tree-parent sweep (jump-table walks)
     link_bytes_per_second: float = 12e9  # device to host, through the page-locked staging buffer
 
 
@@ -105,16 +106,15 @@ class DagShape:
 
     nodes: int
     edges: int
+    roots: int = 0  # nodes without a parent: the virtual root's children
     wide: int = 8  # a guess until the levels are known: a shallow DAG
     narrow: int = 0
 
     @classmethod
-    def of(cls, nodes: int, edges: int, widths: np.ndarray | None, narrow: int) -> DagShape:
+    def of(cls, nodes: int, edges: int, roots: int, widths: np.ndarray, narrow: int) -> DagShape:
         """``widths``: nodes of each degree class per level (``DeviceBuild.level_widths``)."""
-        if widths is None:
-            return cls(nodes, edges)
         is_narrow = (widths[2] + widths[3] == 0) & (widths[0] + widths[1] <= narrow)
-        return cls(nodes, edges, int((~is_narrow).sum()), int(is_narrow.sum()))
+        return cls(nodes, edges, roots, int((~is_narrow).sum()), int(is_narrow.sum()))
 
     def levels(self, cost: tuple[float, float]) -> float:
         return self.wide * cost[0] + self.narrow * cost[1]
@@ -138,11 +138,16 @@ class BuildModel:
         }
 
     def components(self) -> dict[str, float]:
+        """Without the levels their walk will take (known only as it goes: see ``components_per_level``)."""
         c = self.costs
         return {
             "cpu": (c.cpu_components[0] * self.m + c.cpu_components[1] * self.n) * self.scale,
             "cuda": c.gpu_fixed + c.gpu_components[0] * self.m + c.gpu_components[1] * self.n,
         }
+
+    def components_per_level(self) -> float:
+        """What each level of a walk averaging 32 nodes or more adds to the CPU's components."""
+        return self.costs.cpu_components_level * self.scale
 
     def renumber(self, dag: DagShape) -> dict[str, float]:
         c = self.costs
@@ -154,8 +159,9 @@ class BuildModel:
         """CPU: child orders and one DFS a dimension; the GPU: path counts or tree-path comparison and four
         sweeps (from a GPU build the CPU first downloads the labeling graph)."""
         c = self.costs
-        elements = dag.nodes + 2 * dag.edges  # the virtual root's edges included
-        cpu = c.cpu_orders * self.dims * elements * self.scale + c.cpu_dfs * elements * self.dfs_rounds
+        elements = dag.nodes + dag.edges + dag.roots  # the labeling graph's: the virtual root's edges included
+        orders = self.dims * (c.cpu_orders[0] * dag.edges + c.cpu_orders[1] * dag.roots) * self.scale
+        cpu = orders + c.cpu_dfs * elements * self.dfs_rounds
         per_element = c.gpu_labels[0] if path_counts else c.gpu_labels[1]
         parents = dag.levels(c.sweep_level) if path_counts else dag.levels(c.compare_level)
         gpu = c.gpu_fixed + per_element * self.dims * elements + parents + 4 * dag.levels(c.sweep_level)
@@ -364,14 +370,15 @@ def build_index_arrays(
                 predict("condense", {key: components[key] + renumbered[key] for key in components})
                 condensation = renumber(raw, comp, work.report)
                 del raw
-        shape = DagShape(count, condensation.dag.num_edges, wide=condensation.num_levels)
-        predict("labels", model.labels(shape, True))
-        predict("hubs", model.hubs(shape))
-        return _labels_and_hubs_on_cpu(work, graph_csr, condensation, dims=dims, seed=seed, hubs=hubs, backend=backend)
+        return _labels_and_hubs_on_cpu(
+            work, model, backends_shown, graph_csr, condensation, dims=dims, seed=seed, hubs=hubs, backend=backend
+        )
 
 
 def _labels_and_hubs_on_cpu(
     work: _Progress,
+    model: BuildModel,
+    shown: tuple[str, ...],
     graph_csr: tuple[np.ndarray, np.ndarray],
     condensation: Condensation,
     *,
@@ -380,7 +387,8 @@ def _labels_and_hubs_on_cpu(
     hubs: int,
     backend: str,
 ) -> BuiltArrays:
-    """The labels (on the GPU where ``compute_labels`` decides so) and the hubs, from a condensation."""
+    """The labels (on the GPU where ``compute_labels`` decides so) and the hubs, from a condensation; the cost
+    model's predictions for the backends ``shown`` go to the build's record."""
     dag = condensation.dag
     n_dag, m_dag = dag.num_nodes, dag.num_edges
     work.expect("labels", dims * (2 * m_dag + n_dag))
@@ -388,6 +396,9 @@ def _labels_and_hubs_on_cpu(
     with work.phase("labels", backend):
         with work.part("orders"):
             indptr, indices, root = with_virtual_root(dag.out_indptr, dag.out_indices)
+            shape = DagShape(n_dag, m_dag, indices.size - m_dag, wide=condensation.num_levels)
+            for phase, seconds in (("labels", model.labels(shape, True)), ("hubs", model.hubs(shape))):
+                work.predict(phase, {key: value for key, value in seconds.items() if key in shown})
             orders = make_child_orders(indptr, indices, dims, seed)
             del indices
         work.report(dims * m_dag)
@@ -438,7 +449,7 @@ def _build_on_device(
     components = model.components()
     with work.phase("condense", "cuda"):
         with work.part("scc"):
-            live = device.components(budget=components["cpu"])
+            live = device.components(budget=components["cpu"], per_level=model.components_per_level())
             if live:
                 log.info(
                     "%d of %d nodes are left by the GPU's components within their budget: the CPU finishes them",
@@ -464,15 +475,14 @@ def _build_on_device(
             work.report(_RENUMBER_UNITS_PER_EDGE * m_raw)
     if deep:
         graph_csr = device.host_graph()
-        shape = DagShape(count, m_raw, wide=condensation.num_levels)
-        work.predict("labels", model.labels(shape, True))
-        work.predict("hubs", model.hubs(shape))
-        return _labels_and_hubs_on_cpu(work, graph_csr, condensation, dims=dims, seed=seed, hubs=hubs, backend="cpu")
+        return _labels_and_hubs_on_cpu(
+            work, model, ("cpu", "cuda"), graph_csr, condensation, dims=dims, seed=seed, hubs=hubs, backend="cpu"
+        )
     work.expect("labels", dims * (2 * m_raw + count))
     work.expect("hubs", _HUB_SWEEPS * (m_raw + count))
     from kernels.labeling import LabelingOptions
 
-    shape = DagShape.of(count, m_raw, device.level_widths(), device.config.narrow)
+    shape = DagShape.of(count, m_raw, device.roots, device.level_widths(), device.config.narrow)
     options = LabelingOptions(config=device.config, max_levels=1 << 30)
     predicted = work.predict("labels", model.labels(shape, shape.wide + shape.narrow <= options.path_count_levels))
     labels = None

@@ -51,9 +51,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Below this many undecided pairs the CPU searches: one GPU round trip (~1.5 ms) never pays there, and
-# the probe would cost a good part of the batch.
-MIN_SCHEDULED_PAIRS = 4096
+# Below this many undecided pairs the CPU searches unscheduled: the probe would cost a good part of the
+# batch. Above it a GPU call (~0.4 ms) can win: a few hundred deep pairs take the CPU milliseconds.
+MIN_SCHEDULED_PAIRS = 32
 PROBE_PAIRS = 16
 # The probe stops after this long (but searches 4 pairs at least): on a DAG whose pairs take ~0.1 ms
 # each (the 3,000-level benchmark DAG's uniform batch), 16 pairs twice would add 3 ms to an 18 ms search.
@@ -137,17 +137,17 @@ TERMS = {
     "frontier": ("fixed", "pair", "hop", "edge"),
 }
 # The constants' shape, from H200 runs (16 CPU threads; benchmarks/results/search-NVIDIA_H200.md): a GPU
-# call costs ~1.5 ms; a swept level ~15 us (20.6 s for 1.36M levels of the 340,000-level DAG); a hop
-# 8-12 us with its work (8.3 ms for 551 hops); the sweep reads a level's node flags at ~1.5e-11 s each
-# (uniprot-like: 225M a call, the sweep 2.2 ms slower than the frontier); a tested child ~2e-10 s in
-# either mode (citation-like: both modes ~46 ms for 421k pairs). Terms that no single run
-# separates (pairs, tested children) are set so that both modes come out no dearer than measured: a
-# kind the model over-prices is never run, so never corrected. ``CostModel.fit`` scales each kind to
-# the machine at start.
+# call costs ~0.4 ms (its buffers kept from call to call); a swept level ~15 us (20.6 s for 1.36M levels
+# of the 340,000-level DAG); a hop 8-12 us with its work (8.3 ms for 551 hops); the sweep reads a level's
+# node flags at ~1.5e-11 s each (uniprot-like: 225M a call, the sweep 2.2 ms slower than the frontier);
+# a tested child ~2e-10 s in either mode (citation-like: both modes ~46 ms for 421k pairs). Terms that no
+# single run separates (pairs, tested children) are set so that both modes come out no dearer than
+# measured: a kind the model over-prices is never run, so never corrected. ``CostModel.fit`` scales each
+# kind to the machine at start.
 DEFAULTS = {
     "cpu": (1e-4, 0.5),
-    "levels": (1.5e-3, 2e-8, 15e-6, 1.5e-11, 2e-10),
-    "frontier": (1.4e-3, 5e-9, 8e-6, 2.5e-10),
+    "levels": (4.5e-4, 2e-8, 15e-6, 1.5e-11, 2e-10),
+    "frontier": (3.5e-4, 5e-9, 8e-6, 2.5e-10),
 }
 
 

@@ -84,7 +84,7 @@ def to_host(array: Any) -> np.ndarray:
 # Downloads of large arrays go through page-locked host memory, which the device writes at the link's speed
 # (a pageable destination is written through the driver's small bounce buffer, at a fraction of it): two
 # halves, one filled by the device while the other is copied out to the destination by every CPU thread.
-STAGING_BYTES = 1 << 27  # per half
+STAGING_BYTES = 1 << 26  # per half
 _COPY_BLOCK = 1 << 20
 
 

@@ -92,11 +92,12 @@ class DeviceBuild:
         return int(self.keys.size)
 
     # ---- components -------------------------------------------------------------------------------
-    def components(self, budget: float | None = None) -> int:
-        """Trim, forward-backward, trim within ``budget`` seconds (None: no limit); returns how many nodes
-        are left for the CPU (none on R-MAT graphs and DAGs)."""
+    def components(self, budget: float | None = None, per_level: float = 0.0) -> int:
+        """Trim, forward-backward, trim within what the CPU would take (``LevelBudget``: ``budget`` seconds and
+        ``per_level`` a wide level walked; None: no limit); returns how many nodes are left for the CPU
+        (none on R-MAT graphs and DAGs)."""
         start = time.perf_counter()
-        limit = None if budget is None else LevelBudget(budget, self.n)
+        limit = None if budget is None else LevelBudget(budget, self.n, per_level)
         self.label, live = device_components(self.out_csr, self.in_csr, self.config, limit)
         self._sync("scc", start)
         return live
@@ -169,6 +170,11 @@ class DeviceBuild:
         return to_host(self.lab_indptr), to_host(self.lab_children)
 
     # ---- labels and hubs ----------------------------------------------------------------------------
+    @property
+    def roots(self) -> int:
+        """DAG nodes without a parent (the virtual root's children)."""
+        return int(self.lab_children.size - self.dag_out[1].size)
+
     def level_widths(self) -> np.ndarray:
         """Nodes of each class on each level of the labeling graph (``LevelQueues.host_cnt``), for the cost model."""
         return self.lq.host_cnt

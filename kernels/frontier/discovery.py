@@ -179,17 +179,25 @@ LAST_LAUNCH_LEVELS = 1 << 16
 
 @dataclass(frozen=True)
 class LevelBudget:
-    """How long a discovery may take on the device before it gives up (the caller finishes on the CPU):
-    ``seconds`` in all, checked between launches of a growing number of levels, and also given up as soon
-    as the levels done so far, at their share of the ``total`` nodes a run to the end would reach, project
-    more than that (a chain of a million nodes gives up after its first launch, not after seconds)."""
+    """When a discovery gives up so that the caller finishes on the CPU: as soon as its time on the device,
+    projected from the levels done so far at their share of the ``total`` nodes a run to the end reaches,
+    passes what the CPU would take: ``seconds``, plus ``per_level`` for every level the walk would take
+    when its levels average at least ``wide`` nodes (the CPU walks such levels in parallel rounds, each a
+    round of its threads; narrower ones, a chain's, in a loop). Checked between launches of a growing
+    number of levels, so a chain of a million nodes gives up after its first launch."""
 
     seconds: float
     total: int
+    per_level: float = 0.0
+    wide: int = 32
     first_launch: int = FIRST_LAUNCH_LEVELS  # levels of the first launch; each later one twice its last
 
-    def exceeded(self, elapsed: float, done: int) -> bool:
-        return elapsed > self.seconds or (0 < done < self.total and elapsed * self.total / done > self.seconds)
+    def exceeded(self, elapsed: float, levels: int, done: int) -> bool:
+        if done <= 0 or done >= self.total:
+            return elapsed > self.seconds
+        share = self.total / done
+        cpu = self.seconds + (self.per_level * levels * share if done >= self.wide * levels else 0.0)
+        return elapsed * share > cpu
 
 
 class Discovery:
@@ -250,7 +258,7 @@ class Discovery:
             levels, stopped, _, done = (int(x) for x in self.status.copy_to_host())
             if not stopped or bound >= self.max_levels:
                 return levels, bool(stopped)
-            if budget is not None and budget.exceeded(time.perf_counter() - started, done):
+            if budget is not None and budget.exceeded(time.perf_counter() - started, levels, done):
                 return levels, True
             first, launch = levels, min(2 * launch, LAST_LAUNCH_LEVELS)
 
