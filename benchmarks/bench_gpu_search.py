@@ -302,6 +302,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--cache", type=Path, default=None, help="folder that keeps generated graphs between runs")
     parser.add_argument("--register-caps", default="", help="comma-separated register caps to compare (0: none)")
+    parser.add_argument("--tag", default="", help="suffix of the result files' names")
     args = parser.parse_args()
     caps = [int(cap) for cap in filter(None, args.register_caps.split(","))]
     gpus = devices()
@@ -313,7 +314,7 @@ def main() -> None:
     print(f"cost model fitted in {time.perf_counter() - start:.1f} s from {len(samples)} runs: {machine_model()}")
     rows: list[dict] = []
     cap_rows: list[list] = []
-    report = Report(args.out, device, len(gpus), args.runs, len(samples))
+    report = Report(args.out, device, len(gpus), args.runs, len(samples), args.tag)
     for name in filter(None, args.generated.split(",")):
         start = time.perf_counter()
         indptr, indices = generate(name, args.scale, args.cache)
@@ -344,9 +345,9 @@ class Report:
     """The benchmark's markdown and CSV tables, written again after every graph (a run cut short keeps
     what it measured), and its chart."""
 
-    def __init__(self, out: Path, device: str, gpus: int, runs: int, samples: int) -> None:
+    def __init__(self, out: Path, device: str, gpus: int, runs: int, samples: int, tag: str = "") -> None:
         self.out, self.device, self.gpus, self.runs, self.samples = out, device, gpus, runs, samples
-        self.stem = "search-" + device.replace(" ", "_") + (f"-x{gpus}" if gpus > 1 else "")
+        self.stem = "search-" + device.replace(" ", "_") + (f"-x{gpus}" if gpus > 1 else "") + tag
 
     def write(self, rows: list[dict], cap_rows: list[list]) -> str:
         header = [
