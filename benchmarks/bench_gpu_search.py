@@ -183,6 +183,7 @@ def measure(
     row["hybrid_over_faster"] = row["hybrid_ms"] / max(faster, 1e-9)
     row["first_ms"] = first_ms if first else float("nan")
     row["first_over_faster"] = row["first_ms"] / max(faster, 1e-9)
+    row["first_over_cpu"] = row["first_ms"] / max(row["cpu_ms"], 1e-9)
     row["first_choice"] = first_decision.engine if first else "-"
     if first:
         assert np.array_equal(first_answers, expected), f"the first hybrid batch of {graph} is not exact"
@@ -205,7 +206,7 @@ def dataset_rows(folder: Path, graph: str, runs: int) -> list[dict]:
         for kind in ("que", "pos.que"):
             pairs = np.loadtxt(folder / f"{graph}.{kind}", dtype=np.int64, ndmin=2)
             truth = np.loadtxt(folder / f"{graph}.{kind.replace('que', 'ans')}", dtype=np.int64).astype(bool)
-            rows.append(measure(graph, kind, engines, index.names.lookup(pairs), truth, runs))
+            rows.append(measure(graph, kind, engines, index.names.lookup(pairs), truth, runs, first=kind == "que"))
     finally:
         engines.release()
     return rows
@@ -371,6 +372,7 @@ class Report:
             "hybrid / faster",
             "first batch after load: hybrid ms (engine)",
             "first / faster",
+            "first / CPU",
             "predicted ms cpu / levels / frontier",
             "hybrid search (last run)",
         ]
@@ -398,6 +400,7 @@ class Report:
                 r["hybrid_over_faster"],
                 f"{r['first_ms']:.3g} ({r['first_choice']})" if r["first_choice"] != "-" else "-",
                 r["first_over_faster"] if r["first_choice"] != "-" else "-",
+                r["first_over_cpu"] if r["first_choice"] != "-" else "-",
                 r["predicted"],
                 r["hybrid_search_ms"],
             ]

@@ -19,71 +19,25 @@ from numba import njit, prange
 
 from .device import is_simulator
 
-__all__ = ["DeviceArraysUnavailable", "as_numba", "as_xp", "device_arrays", "to_device", "to_host", "to_host_many"]
+__all__ = [
+    "DeviceArraysUnavailable",
+    "as_numba",
+    "as_xp",
+    "device_arrays",
+    "to_device",
+    "to_host",
+    "to_host_many",
+]
 
 
 class DeviceArraysUnavailable(RuntimeError):
     """CuPy is not installed (or does not load): the GPU build runs on the CPU instead."""
 
 
-def device_arrays() -> ModuleType:
-    """CuPy, or numpy under the simulator; ``DeviceArraysUnavailable`` when CuPy cannot be imported."""
-    if is_simulator():
-        return np
-    try:
-        import cupy
-    except Exception as error:  # ImportError, or a CUDA runtime CuPy cannot load
-        raise DeviceArraysUnavailable(f"CuPy is unavailable ({error}); install cupy-cuda12x or cupy-cuda13x") from None
-    return cupy
-
-
-def as_xp(array: Any) -> Any:
-    """The array library's view of a device array (a numba one, or one of the library's own)."""
-    if is_simulator():
-        return getattr(array, "_ary", array)
-    import cupy
-
-    return cupy.asarray(array)
-
-
-def as_numba(array: Any) -> Any:
-    """A numba view of a library array, for kernels that take it inside a tuple of arguments."""
-    if is_simulator():
-        return array
-    from numba import cuda
-
-    return cuda.as_cuda_array(array)
-
-
-def to_device(array: np.ndarray) -> Any:
-    """A host array uploaded (a copy under the simulator too, so that the host array stays untouched).
-
-    One copy straight from the array's pages: ``cupy.array`` would stage it through pinned memory that
-    its pool then keeps (1.6 GB of host memory at 200M edges), and giving that back costs as much again
-    at the next upload.
-    """
-    xp = device_arrays()
-    if xp is np:
-        return np.array(array, copy=True)
-    host = np.ascontiguousarray(array)
-    copy = xp.empty(host.shape, dtype=host.dtype)
-    if host.nbytes:
-        copy.data.copy_from_host(host.ctypes.data_as(ctypes.c_void_p), host.nbytes)
-    return copy
-
-
-def to_host(array: Any) -> np.ndarray:
-    """A device array downloaded to a new host array."""
-    if is_simulator():
-        return np.array(getattr(array, "_ary", array), copy=True)
-    import cupy
-
-    return cupy.asnumpy(array)
-
-
-# Downloads of large arrays go through page-locked host memory, which the device writes at the link's speed
-# (a pageable destination is written through the driver's small bounce buffer, at a fraction of it): two
-# halves, one filled by the device while the other is copied out to the destination by every CPU thread.
+# Large uploads and downloads go through page-locked host memory, which the device reads and writes at the
+# link's speed (pageable memory goes through the driver's small bounce buffer, at a fraction of it): two
+# halves, one on the link while the other is copied in, or out by every CPU thread (a download's fresh
+# destination pages are faulted in by all of them at once).
 STAGING_BYTES = 1 << 26  # per half
 _COPY_BLOCK = 1 << 20
 
@@ -119,6 +73,83 @@ def _staged() -> _Staging:
         if _staging is None:
             _staging = _Staging()
         return _staging
+
+
+def device_arrays() -> ModuleType:
+    """CuPy, or numpy under the simulator; ``DeviceArraysUnavailable`` when CuPy cannot be imported."""
+    if is_simulator():
+        return np
+    try:
+        import cupy
+    except Exception as error:  # ImportError, or a CUDA runtime CuPy cannot load
+        raise DeviceArraysUnavailable(f"CuPy is unavailable ({error}); install cupy-cuda12x or cupy-cuda13x") from None
+    return cupy
+
+
+def as_xp(array: Any) -> Any:
+    """The array library's view of a device array (a numba one, or one of the library's own)."""
+    if is_simulator():
+        return getattr(array, "_ary", array)
+    import cupy
+
+    return cupy.asarray(array)
+
+
+def as_numba(array: Any) -> Any:
+    """A numba view of a library array, for kernels that take it inside a tuple of arguments."""
+    if is_simulator():
+        return array
+    from numba import cuda
+
+    return cuda.as_cuda_array(array)
+
+
+def to_device(array: np.ndarray) -> Any:
+    """A host array uploaded (a copy under the simulator too, so that the host array stays untouched).
+
+    A large one goes through the page-locked staging halves (a chunk is copied in while the device takes
+    the previous one; on the calling thread, which may be an index's background upload, so not numba's
+    threads); a small one is copied straight from its pages: ``cupy.array`` would stage it through pinned
+    memory that its pool then keeps (1.6 GB of host memory at 200M edges).
+    """
+    xp = device_arrays()
+    if xp is np:
+        return np.array(array, copy=True)
+    host = np.ascontiguousarray(array)
+    copy = xp.empty(host.shape, dtype=host.dtype)
+    if host.nbytes < STAGING_BYTES:
+        if host.nbytes:
+            copy.data.copy_from_host(host.ctypes.data_as(ctypes.c_void_p), host.nbytes)
+        return copy
+    import cupy
+
+    source = host.reshape(-1).view(np.uint8)
+    staging = _staged()
+    with staging.lock:
+        for number, start in enumerate(range(0, source.size, STAGING_BYTES)):
+            half = number % 2
+            staging.events[half].synchronize()  # the copy that last read this half is done
+            chunk = source[start : start + STAGING_BYTES]
+            np.copyto(staging.halves[half][: chunk.size], chunk)
+            cupy.cuda.runtime.memcpyAsync(
+                copy.data.ptr + start,
+                staging.halves[half].ctypes.data,
+                chunk.size,
+                cupy.cuda.runtime.memcpyHostToDevice,
+                staging.stream.ptr,
+            )
+            staging.events[half].record(staging.stream)
+        staging.stream.synchronize()
+    return copy
+
+
+def to_host(array: Any) -> np.ndarray:
+    """A device array downloaded to a new host array."""
+    if is_simulator():
+        return np.array(getattr(array, "_ary", array), copy=True)
+    import cupy
+
+    return cupy.asnumpy(array)
 
 
 def to_host_many(arrays: Sequence[Any]) -> list[np.ndarray]:
