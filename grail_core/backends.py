@@ -13,6 +13,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -251,17 +252,22 @@ def _calibrate() -> None:
 
 def _machine_key() -> dict[str, object]:
     """What a kept fit is valid for: the GPU, the CPU threads and the search kernels' sources."""
+    import hashlib
+
     import numba
 
     from kernels.compiled import source_digest
     from kernels.device import devices
 
-    from .scheduler import DEFAULTS
+    from . import calibration, scheduler
 
+    model = hashlib.sha256()
+    for module in (calibration, scheduler):  # the model's terms and how they are fitted
+        model.update(Path(str(module.__file__)).read_bytes())
     return {
         "gpu": device_name(),
         "gpus": len(devices()),
         "cpu_threads": numba.get_num_threads(),
         "kernels": source_digest(),
-        "model": repr(sorted(DEFAULTS.items())),
+        "model": model.hexdigest(),
     }

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 WORKLOADS = ((60_000, 16), (60_000, 400), (60_000, 4_000), (600_000, 6))
 PAIRS = 200_000
 PROBE = 256  # pairs probed per batch: more than a user batch's, for steadier features
+FLOOR_PAIRS = 64  # pairs of the calls that measure a GPU call's fixed cost
 RUNS = 3
 
 
@@ -48,6 +49,7 @@ def calibrate(
 
     started = time.perf_counter()
     samples: list[tuple[str, BatchFeatures, float]] = []
+    floors: dict[str, float] = {}
     for nodes, levels in WORKLOADS:
         indptr, indices = layered_dag(nodes, levels, seed=levels)
         src = np.repeat(np.arange(nodes, dtype=np.int64), np.diff(indptr))
@@ -67,12 +69,23 @@ def calibrate(
                 sources, targets = comp[pairs[undecided, 0]], comp[pairs[undecided, 1]]
                 for size in (sources.size, sources.size // 8, sources.size // 64):
                     samples += _measure(scheduler, cpu, gpu, sources[:size], targets[:size], runs)
+                if gpu is not None and not floors:  # the shallowest DAG's first batch
+                    floors = _floors(gpu, sources[:FLOOR_PAIRS], targets[:FLOOR_PAIRS], runs)
         finally:
             if gpu is not None:
                 gpu.release()
-    model.fit(samples)
+    model.fit(samples, floors)
     log.info("search cost model fitted in %.1f s: %s", time.perf_counter() - started, model)
     return samples
+
+
+def _floors(gpu: Any, sources: np.ndarray, targets: np.ndarray, runs: int) -> dict[str, float]:
+    """Each GPU mode's seconds for a call of a few pairs: its fixed cost, which a small batch pays alone."""
+    floors = {}
+    for mode in GPU_MODES:
+        gpu.answer(sources, targets, mode)
+        floors[mode] = statistics.median(_timed(partial(gpu.answer, sources, targets, mode)) for _ in range(3 * runs))
+    return floors
 
 
 def _measure(

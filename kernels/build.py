@@ -139,7 +139,7 @@ class DeviceBuild:
         xp, cfg, count = self.xp, self.config, self.raw_count
         start = time.perf_counter()
         reverse = _with_virtual_root(*csr_from_keys(count, transposed_keys(self.raw_keys)))
-        half = None if budget is None else LevelBudget(budget / 2, count + 1)
+        half = None if budget is None else LevelBudget(budget / 2, count + 1, restarts=True)
         heights = _levels(*reverse, cfg, half)
         if heights is None:
             return False

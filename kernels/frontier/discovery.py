@@ -183,13 +183,16 @@ class LevelBudget:
     projected from the levels done so far at their share of the ``total`` nodes a run to the end reaches,
     passes what the CPU would take: ``seconds``, plus ``per_level`` for every level the walk would take
     when its levels average at least ``wide`` nodes (the CPU walks such levels in parallel rounds, each a
-    round of its threads; narrower ones, a chain's, in a loop). Checked between launches of a growing
-    number of levels, so a chain of a million nodes gives up after its first launch."""
+    round of its threads; narrower ones, a chain's, in a loop). Where the CPU finishes from the device's
+    results the device's whole projected time counts; where it ``restarts``, the time it has left.
+    Checked between launches of a growing number of levels, so a chain of a million nodes gives up after
+    its first launch."""
 
     seconds: float
     total: int
     per_level: float = 0.0
     wide: int = 32
+    restarts: bool = False  # the CPU starts over when the device gives up: only the device's time left counts
     first_launch: int = FIRST_LAUNCH_LEVELS  # levels of the first launch; each later one twice its last
 
     def exceeded(self, elapsed: float, levels: int, done: int) -> bool:
@@ -197,7 +200,7 @@ class LevelBudget:
             return elapsed > self.seconds
         share = self.total / done
         cpu = self.seconds + (self.per_level * levels * share if done >= self.wide * levels else 0.0)
-        return elapsed * share > cpu
+        return elapsed * (share - 1 if self.restarts else share) > cpu
 
 
 class Discovery:
