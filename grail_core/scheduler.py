@@ -59,8 +59,10 @@ PROBE_PAIRS = 16
 # each (the 3,000-level benchmark DAG's uniform batch), 16 pairs twice would add 3 ms to an 18 ms search.
 PROBE_SECONDS = 2.5e-4
 # A kind of batch whose last choice between CPU and GPU was clear by this factor skips the probe (the
-# index keeps the probe's figures; the GPU modes are told apart without it), except every REPROBE-th.
-CLEAR_MARGIN = 2.0
+# index keeps the probe's figures; the GPU modes are told apart without it), except every REPROBE-th: a
+# probe costs up to PROBE_SECONDS, as much as a small batch's whole search, and a choice between engines
+# within this factor of each other costs no more than the factor.
+CLEAR_MARGIN = 1.2
 REPROBE = 16
 GPU_MODES = ("levels", "frontier")
 KINDS = ("cpu", *GPU_MODES)
