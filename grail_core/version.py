@@ -204,8 +204,11 @@ class Version:
 
     @classmethod
     def of(cls, labels: Labels, backend: str = "cpu") -> Version:
-        """The labels' own version, with a search side of its own (``backend``: 'cpu' or 'cuda', resolved)."""
-        return cls(labels, Searcher(labels, backend))
+        """The labels' own version, with a search side of its own (``backend``: 'cpu' or 'cuda', resolved); on
+        'cuda' its GPU engines start copying the labels to their devices at once (``Searcher.prefetch``)."""
+        search = Searcher(labels, backend)
+        search.prefetch()
+        return cls(labels, search)
 
     # ---- what it is ------------------------------------------------------------------------------------
 
