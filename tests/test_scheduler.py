@@ -4,6 +4,7 @@ cheaper, never runs a batch on an engine to measure it, and learns from actual t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -261,3 +262,45 @@ def test_a_fitted_cost_model_is_kept_for_the_machine_it_was_measured_on(
     assert load_model(read, key) and read.fitted and read.constants == fitted.constants
     other = CostModel()
     assert not load_model(other, {"gpu": "another GPU", "cpu_threads": 16}) and not other.fitted
+
+
+def test_an_index_built_or_loaded_for_the_gpu_starts_copying_it_at_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """On 'cuda' the labels' own version, built or loaded, makes its GPU engines at once, and each starts
+    copying the index to its device before any batch; on 'cpu' no engine is made."""
+    from grail_core import backends
+    from grail_core.version import Version, load_version
+
+    engines: list[CopyingEngine] = []
+
+    def cuda_search_engines(hot: object) -> tuple[list[CopyingEngine], bool]:
+        made = [CopyingEngine(f"cuda:{k}", np.zeros((1, 1), dtype=bool)) for k in range(2)]
+        engines.extend(made)
+        return made, True
+
+    monkeypatch.setattr(backends, "cuda_search_engines", cuda_search_engines)
+    labels = ReachabilityIndex.from_edges(np.array([[0, 1], [1, 2]]), backend="cpu").current().labels
+    built = Version.of(labels, "cuda")
+    assert [engine.copies for engine in engines] == [1, 1]
+    gpu = built.search.scheduler.gpu
+    assert gpu is not None and [engine.name for engine in gpu.engines] == ["cuda:0", "cuda:1"]
+    built.save(tmp_path / "index")
+    load_version(tmp_path / "index", backend="cuda")
+    assert [engine.copies for engine in engines] == [1, 1, 1, 1]
+    for version in (Version.of(labels, "cpu"), load_version(tmp_path / "index", backend="cpu")):
+        answers, _ = version.query_ids(np.array([[0, 2], [2, 0]]))
+        assert answers.tolist() == [True, False] and version.search.scheduler.gpu is None
+    assert len(engines) == 4
+
+
+@dataclass
+class CopyingEngine(StubEngine):
+    """A GPU engine that counts the copies of its index it was asked to start."""
+
+    copies: int = 0
+    pass_pairs: int = 64
+    concurrent: bool = True
+
+    def prefetch(self) -> None:
+        self.copies += 1
