@@ -26,6 +26,8 @@ class IndexStats:
     names: str
     phase_seconds: dict[str, float] = field(default_factory=dict)
     phase_backends: dict[str, str] = field(default_factory=dict)  # where each phase ran: 'cpu' or 'cuda'
+    # Per phase: the build cost model's predicted seconds on each backend, and where it ran ('ran').
+    build_plan: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def build_seconds(self) -> float:

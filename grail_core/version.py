@@ -204,8 +204,11 @@ class Version:
 
     @classmethod
     def of(cls, labels: Labels, backend: str = "cpu") -> Version:
-        """The labels' own version, with a search side of its own (``backend``: 'cpu' or 'cuda', resolved)."""
-        return cls(labels, Searcher(labels, backend))
+        """The labels' own version, with a search side of its own (``backend``: 'cpu' or 'cuda', resolved); on
+        'cuda' its GPU engines start copying the labels to their devices at once (``Searcher.prefetch``)."""
+        search = Searcher(labels, backend)
+        search.prefetch()
+        return cls(labels, search)
 
     # ---- what it is ------------------------------------------------------------------------------------
 
@@ -347,11 +350,15 @@ class Version:
     def path(self, source: Any, target: Any) -> list[int | str] | None:
         """A shortest path from ``source`` to ``target`` through the graph (names as uploaded, both ends
         included; ``[source]`` for a node to itself), or None when ``target`` is unreachable."""
-        u, v = self.node_id(source), self.node_id(target)
+        path = self.path_ids(self.node_id(source), self.node_id(target))
+        return None if path is None else self._names.names_of(path)
+
+    def path_ids(self, u: int, v: int) -> np.ndarray | None:
+        """``path`` between internal ids: the ids of a shortest path (int64, both ends included), or None."""
         # The labels answer first: an unreachable target costs a pair query, not a search.
         if not self._pair(u, v)[0]:
             return None
-        return self._names.names_of(self._shortest_path(u, v))
+        return self._shortest_path(u, v)
 
     # ---- listings --------------------------------------------------------------------------------------
 

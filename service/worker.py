@@ -159,8 +159,9 @@ def _out_of_memory(job: BuildJob) -> str:
 
 
 def warm_up_builds(backend: str) -> None:
-    """Compile the build kernels of ``backend`` (the GPU's in every process: numba cannot cache them) and read
-    and build a small graph of every format, so that the first real build compiles and loads nothing."""
+    """Compile (or load from the disk caches) the build kernels of ``backend`` and read and build a small graph
+    of every format, so that the first real build compiles and loads nothing. A worker builds labels and saves
+    them, and never searches them: it makes no search engines, so its indexes stay off the GPU."""
     from grail_core import read_graph
     from grail_core.labels import Labels
     from grail_core.warmup import warm_up_build
