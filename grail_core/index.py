@@ -285,6 +285,10 @@ class ReachabilityIndex:
         included; ``[source]`` for a node to itself), or None when ``target`` is unreachable."""
         return self._current.path(source, target)
 
+    def path_ids(self, source: int, target: int) -> np.ndarray | None:
+        """``path`` over internal node ids (``Version.path_ids``)."""
+        return self._current.path_ids(source, target)
+
     def descendants(self, node: Any) -> np.ndarray:
         """The nodes ``node`` reaches, itself excepted, as a numpy array of names (``Version.descendants``)."""
         return self._current.descendants(node)

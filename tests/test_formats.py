@@ -342,10 +342,14 @@ def test_table_rules(tmp_path) -> None:
 
 
 def test_reading_options_are_checked() -> None:
+    # Given with a format that does not take them: refused.
     with pytest.raises(InvalidParameterError, match="source_column"):
-        read_graph(b'{"edges": [[1, 2]]}', source_column=0, target_column=1)
+        read_graph(b'{"edges": [[1, 2]]}', "json", source_column=0, target_column=1)
     with pytest.raises(InvalidParameterError, match="header"):
-        read_graph(b"graph_for_greach\n1\n0: #\n", header=True)
+        read_graph(b"graph_for_greach\n1\n0: #\n", "gra", header=True)
+    # Given without a format: they apply where the format found takes them.
+    assert edges_of(read_graph(b'{"edges": [[1, 2]]}', source_column=0, target_column=1)) == {(1, 2)}
+    assert read_graph(b"graph_for_greach\n2\n0: 1 #\n1: #\n", header=True).num_nodes == 2
     with pytest.raises(InvalidParameterError, match="unknown graph format"):
         read_graph(b"1 2\n", "svg")
 

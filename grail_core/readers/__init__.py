@@ -69,8 +69,7 @@ def read_with(
     source: GraphSource, options: ReadOptions, *, max_bytes: int | None = None, max_name_bytes: int = MAX_NAME_BYTES
 ) -> GraphInput:
     """``read_graph`` with its reading options as one object."""
-    if options.format is not None and options.format not in FORMATS:
-        options.check()  # the reason: an unknown format, or a refused one
+    options.check()  # an unknown or refused format, or options it does not take
     if isinstance(max_name_bytes, bool) or not isinstance(max_name_bytes, int) or max_name_bytes < 1:
         raise InvalidParameterError(f"max_name_bytes must be a positive integer, got {max_name_bytes!r}")
     if options.header is not None and not isinstance(options.header, bool):
@@ -91,7 +90,6 @@ def read_with(
     if format in REFUSED:
         raise GraphFormatError(refusal(format))
     options = options.as_format(format)
-    options.check()
     return _reader(format)(input_source, options, max_name_bytes)
 
 
