@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import NOT_ACCEPTABLE, ServiceError
+from .errors import NOT_ACCEPTABLE, PROBLEM_JSON, ServiceError
 from .wire import media_type
 
 __all__ = ["MethodsMiddleware", "negotiate", "accepts_json"]
@@ -81,7 +81,7 @@ def _route_table(routes: Sequence[Any]) -> Iterator[tuple[re.Pattern[str], froze
 def negotiate(accept: str | None, offered: Sequence[str]) -> tuple[str, dict[str, str]]:
     """The offered media type the client prefers (highest q; among equal q the one it names first, then the
     order of ``offered``), with the Accept item's parameters; no Accept header means the first offered.
-    406 when every offered type has q=0 or none matches."""
+    ``application/problem+json`` accepts JSON. 406 when every offered type has q=0 or none matches."""
     if accept is None or not accept.strip():
         return offered[0], {}
     excluded = _excluded(accept)
@@ -92,6 +92,9 @@ def negotiate(accept: str | None, offered: Sequence[str]) -> tuple[str, dict[str
         q = _quality(params.pop("q", "1"))
         if q <= 0 or not media:
             continue
+        if media == PROBLEM_JSON:
+            # A client that reads problem details reads JSON: asking for them is never a 406.
+            media = "application/json"
         for rank, candidate in enumerate(offered):
             if candidate in excluded or not _matches(media, candidate):
                 continue

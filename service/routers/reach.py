@@ -31,8 +31,9 @@ LISTING_SLICE = 65_536
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown graph, or unknown node (named in the answer)"},
-    409: {"model": ErrorOut, "description": "the graph is not ready (queued, building or failed)"},
+    409: {"model": ErrorOut, "description": "the graph is not ready yet (queued or building)"},
     422: {"model": ErrorOut, "description": "bad parameters"},
+    424: {"model": ErrorOut, "description": "the graph's build failed"},
 }
 
 

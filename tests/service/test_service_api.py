@@ -328,7 +328,7 @@ def test_bad_queries(client: GrailClient, kegg: str) -> None:
     body = error_of(
         http.post(queries, content=bytes(12), headers={"Content-Type": "application/octet-stream; width=8"}), 415
     )
-    assert body["error"] == "UnsupportedWidth" and "16, 32 or 64" in body["detail"]
+    assert body["error"] == "UnsupportedPairWidth" and "16, 32 or 64" in body["detail"]
     body = error_of(
         http.post(
             queries,
@@ -337,17 +337,18 @@ def test_bad_queries(client: GrailClient, kegg: str) -> None:
         ),
         406,
     )
-    assert body["error"] == "UnsupportedWidth" and "1 or 8" in body["detail"]
+    assert body["error"] == "UnsupportedAnswerWidth" and "1 or 8" in body["detail"]
     unknown = np.array([[0, 1], [30000, 2]], dtype="<i2").tobytes()
     body = error_of(
-        http.post(queries, content=unknown, headers={"Content-Type": "application/octet-stream; width=16"}), 422
+        http.post(queries, content=unknown, headers={"Content-Type": "application/octet-stream; width=16"}), 404
     )
     assert body["error"] == "UnknownNodeError" and body["node"] in (30000, "30000")
+    assert body["unknown"] == [{"pair": 1, "end": "source", "name": 30000}] and body["unknown_count"] == 1
     too_big = np.zeros(13 * 1024 * 1024 // 8, dtype="<i8").tobytes()  # 13 MiB, the test server takes 12
     body = error_of(http.post(queries, content=too_big, headers={"Content-Type": "application/octet-stream"}), 413)
     assert body["error"] == "PayloadTooLarge"
     assert error_of(http.post(queries, content=b"1 2", headers={"Content-Type": "image/png"}), 415)
-    body = error_of(http.post(queries, json={"pairs": [[1, 2], [3, 123456]]}), 422)  # the graph exists: not 404
+    body = error_of(http.post(queries, json={"pairs": [[1, 2], [3, 123456]]}), 404)  # as on GET
     assert body["node"] in (123456, "123456")
 
 

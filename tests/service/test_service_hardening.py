@@ -288,7 +288,7 @@ def test_integers_past_64_bits_are_unknown_nodes(http: httpx.Client, graph: str)
     huge = str(2**63)
     assert error_of(http.get(f"/graphs/{graph}/reachable", params={"source": huge, "target": 0}), 404)
     assert error_of(http.get(f"/graphs/{graph}/reachable", params={"pairs": f"{huge},0"}), 404)
-    assert error_of(http.post(f"/graphs/{graph}/queries", content=f'{{"pairs": [[{huge}, 0]]}}'), 422)
+    assert error_of(http.post(f"/graphs/{graph}/queries", content=f'{{"pairs": [[{huge}, 0]]}}'), 404)
     response = http.post(
         "/graphs?wait=true", content=f'{{"edges": [[{huge}, 1]]}}', headers={"Content-Type": "application/json"}
     )
@@ -312,7 +312,7 @@ def test_malformed_json_pairs_and_deep_nesting(http: httpx.Client, graph: str) -
 
 
 def test_lone_surrogate_name(http: httpx.Client, graph: str) -> None:
-    body = error_of(http.post(f"/graphs/{graph}/queries", content=b'{"pairs": [["\\ud801", 0]]}'), 422)
+    body = error_of(http.post(f"/graphs/{graph}/queries", content=b'{"pairs": [["\\ud801", 0]]}'), 404)
     assert body["error"] == "UnknownNodeError" and "ud801" in body["detail"]
 
 
