@@ -227,6 +227,7 @@ class BatchOut(BaseModel):
 
 class HealthOut(BaseModel):
     status: Literal["ok"]
+    version: str = Field(description="the server's version")
     ready: bool = Field(description="what /ready answers: query kernels compiled, graphs on disk loaded")
     backend: str = Field(description="backend that builds use by default here: cpu or cuda")
     gpu: str | None = Field(None, description="name of the CUDA device, when one is usable")

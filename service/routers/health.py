@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from ..deps import ServiceState, get_state
@@ -17,9 +17,10 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/health", response_model=HealthOut, summary="Liveness: the server answers; default backend, GPU")
-async def health(state: Annotated[ServiceState, Depends(get_state)]) -> HealthOut:
+async def health(request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> HealthOut:
     return HealthOut(
         status="ok",
+        version=request.app.version,
         ready=state.readiness.ready,
         backend=state.default_backend,
         gpu=state.gpu_name,
