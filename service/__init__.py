@@ -1,7 +1,8 @@
 """HTTP service over grail_core: upload graphs, build indexes in the background, answer reachability.
 
 Public API: ``create_app`` and ``Settings`` (server side), ``GrailClient`` and ``AsyncGrailClient``
-(``service.client``; its exceptions in ``service.exceptions``). Imported lazily, so that the client and CLI do not load numba and the server.
+(``service.client``; its exceptions in ``service.exceptions``).
+Imported lazily, so that the client and CLI do not load numba and the server.
 """
 
 from __future__ import annotations
