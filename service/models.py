@@ -52,7 +52,9 @@ class GraphOut(BaseModel):
     name: str
     status: GraphStatusName
     phase: str | None = Field(None, description="current build phase while queued or building")
-    progress: float | None = Field(None, ge=0, le=1, description="fraction of the current build done")
+    progress: float | None = Field(
+        None, ge=0, le=1, description="in phase read: the fraction of the file read; after it: of the build done"
+    )
     error: dict[str, Any] | None = Field(None, description="why the build failed: type, message, line when known")
     stats: dict[str, Any] | None = Field(
         None,

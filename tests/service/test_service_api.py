@@ -221,10 +221,9 @@ def test_bad_uploads(client: GrailClient, server: Server) -> None:
     with pytest.raises(BuildFailedError) as info:
         client.wait_until_ready(record["id"], timeout=60)
     assert info.value.record["error"]["line"] == 4
-    assert (
-        error_of(http.get(f"/graphs/{record['id']}/reachable", params={"source": 0, "target": 1}), 409)["error"]
-        == "GraphNotReady"
-    )
+    # Failed for good: 424, with the build's error (409 is for a graph still queued or building).
+    failed = error_of(http.get(f"/graphs/{record['id']}/reachable", params={"source": 0, "target": 1}), 424)
+    assert failed["error"] == "GraphFailed" and failed["build"]["line"] == 4
     out_of_range = b"graph_for_greach\n2\n0: 7 #\n1: #\n"
     assert (
         error_of(

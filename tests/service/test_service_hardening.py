@@ -371,8 +371,17 @@ def test_head_options_allow_and_accept(http: httpx.Client, graph: str) -> None:
     assert answer.headers["content-type"].startswith("application/json")
     assert error_of(http.get("/graphs", headers={"Accept": "image/png"}), 406)
     spec = http.get("/openapi.json").json()
-    parameters = spec["paths"]["/graphs/{graph_id}/reachable"]["get"]["parameters"]
-    assert all(p["required"] for p in parameters)
+    parameters = {p["name"]: p for p in spec["paths"]["/graphs/{graph_id}/reachable"]["get"]["parameters"]}
+    # One pair (source and target, both required) or else pairs: one object exploded into the query string.
+    pair = parameters["pair"]
+    assert pair["required"] and pair["style"] == "form" and pair["explode"]
+    shapes = pair["schema"]["oneOf"]
+    assert [sorted(shape["required"]) for shape in shapes] == [["source", "target"], ["pairs"]]
+    assert not parameters["unknown"]["required"] and parameters["unknown"]["schema"]["enum"] == [
+        "error",
+        "false",
+        "null",
+    ]
 
 
 def test_names_cannot_forge_log_lines(hard: Server, http: httpx.Client) -> None:
