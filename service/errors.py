@@ -106,7 +106,7 @@ def _kind(name: str, status: int, title: str, *, retry_after: int | None = None,
     return kind
 
 
-BAD_PARAMETERS = _kind("BadParameters", 422, "The query parameters do not go together")
+BAD_PARAMETERS = _kind("BadParameters", 422, "The query parameters do not fit the route")
 INVALID_PARAMETER = _kind("InvalidParameter", 422, "A parameter or the body does not fit its schema")
 BAD_PAIRS = _kind("BadPairs", 422, "The pairs are malformed")
 TOO_MANY_PAIRS = _kind("TooManyPairs", 422, "Too many pairs for one GET")

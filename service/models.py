@@ -170,7 +170,8 @@ class PathOut(BaseModel):
 # An edge as [source, target]: a two-item array, not a tuple's prefixItems (on which schemathesis's generator of
 # negative bodies failed with an internal error). Names as queries take them: an integer or a string, never a
 # boolean or a float (JSON's 5.0 and 1e3 are floats).
-Edge = Annotated[list[StrictInt | StrictStr], Field(min_length=2, max_length=2)]
+# A node's name is not empty (nor, as JSON text, a lone surrogate: the JSON parser refuses those).
+Edge = Annotated[list[StrictInt | Annotated[StrictStr, Field(min_length=1)]], Field(min_length=2, max_length=2)]
 
 
 class EdgesIn(BaseModel):

@@ -16,7 +16,7 @@ from grail_core.formats import FORMAT_TABLE, ReadOptions
 from grail_core.labels import MAX_DIMS
 
 from ..bodies import declared_length, stream_to_file
-from ..conventions import accepts_json
+from ..conventions import accepts_json, known_query
 from ..deps import ServiceState, get_state
 from ..errors import (
     CLIENT_DISCONNECT,
@@ -38,7 +38,7 @@ __all__ = ["router"]
 
 log = logging.getLogger("grail.service.graphs")
 
-router = APIRouter(prefix="/graphs", tags=["graphs"])
+router = APIRouter(prefix="/graphs", tags=["graphs"], dependencies=[Depends(known_query)])
 
 _COLUMN = (
     "edge lists, Parquet and Arrow: the column of the {role}, by name or 0-based position "
@@ -56,7 +56,8 @@ _BINARY_BODY: dict[str, Any] = {"type": "string", "format": "binary", "minLength
 
 
 def _text_body(example: str) -> dict[str, Any]:
-    return {"type": "string", "minLength": 1, "description": "the graph file's text", "example": example}
+    # No "type": a text body is text whatever JSON value a tool would write into it.
+    return {"minLength": 1, "description": "the graph file's text", "example": example}
 
 
 # An upload's body by media type, from the format table. Text formats take any bytes (their grammar is checked

@@ -7,13 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
+from ..conventions import known_query
 from ..deps import ServiceState, get_state
 from ..metrics import CONTENT_TYPE
 from ..models import HealthOut, ReadyOut
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], dependencies=[Depends(known_query)])
 
 
 @router.get("/health", response_model=HealthOut, summary="Liveness: the server answers; default backend, GPU")

@@ -3,14 +3,15 @@ with the kind's title and status, so that a client can look a kind up on the ser
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
+from ..conventions import known_query
 from ..errors import ERRORS, KINDS, PROBLEM_NOT_FOUND, PROBLEMS_PATH, ErrorKind, ServiceError, problem_type, truncate
 from ..models import ProblemList, ProblemType
 
 __all__ = ["router"]
 
-router = APIRouter(prefix=PROBLEMS_PATH, tags=["problems"])
+router = APIRouter(prefix=PROBLEMS_PATH, tags=["problems"], dependencies=[Depends(known_query)])
 
 
 def _described(kind: ErrorKind) -> ProblemType:

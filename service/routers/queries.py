@@ -17,7 +17,7 @@ from grail_core.version import Version
 
 from ..bodies import declared_length, read_array
 from ..codecs import BINARY, answer_type, batch_memory, decode_pairs, encode_answers, pair_format, parse_get_pairs
-from ..conventions import accepts_json
+from ..conventions import accepts_json, check_query, known_query
 from ..deps import ServiceState, get_state
 from ..errors import BAD_PARAMETERS, NOT_ACCEPTABLE, PROBLEM_JSON, ServiceError, truncate
 from ..models import UNKNOWN_POLICIES, BatchOut, ErrorOut, PairOut, PairsIn, PairsOut, UnknownPolicy
@@ -38,7 +38,7 @@ __all__ = [
 # Every query's answer says which version of the graph it holds for (edge updates make new versions).
 VERSION_HEADER = "Grail-Graph-Version"
 
-router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"])
+router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"], dependencies=[Depends(known_query)])
 
 
 def versioned_json(body: Any, version: int) -> Response:
@@ -92,6 +92,8 @@ _FEW_PAIRS = {
     "additionalProperties": False,
 }
 
+_REACHABLE_PARAMETERS = frozenset({"source", "target", "pairs", "unknown"})
+
 # The OpenAPI description of the route below, which FastAPI cannot derive since it is a plain Starlette route.
 REACHABLE_PATH = "/graphs/{graph_id}/reachable"
 REACHABLE_OPENAPI: dict[str, Any] = {
@@ -136,6 +138,7 @@ async def reachable(request: Request) -> Response:
     parameter validation and dependency solving cost more than the query itself."""
     state: ServiceState = request.app.state.grail
     accepts_json(request.headers.get("accept"))
+    check_query(request, _REACHABLE_PARAMETERS)
     params = request.query_params
     source, target, pairs = params.get("source"), params.get("target"), params.get("pairs")
     unknown = unknown_policy(params.get("unknown"))
@@ -197,9 +200,14 @@ def _with_nulls(answers: np.ndarray, missing: np.ndarray | None) -> list[bool | 
 
 
 def as_uploaded(version: Version, name: str) -> int | str:
-    """A name of the query string as uploaded: integer graphs answer with numbers (the version accepted it,
-    so it parses)."""
-    return int(name) if version.names_are_integers else name
+    """A name of the query string as uploaded: integer graphs answer with numbers; a name such a graph does not
+    have (answered with unknown=false or null) as it was given."""
+    if version.names_are_integers:
+        try:
+            return int(name)
+        except ValueError:
+            pass
+    return name
 
 
 def _count(state: ServiceState, stats: Any) -> None:

@@ -18,13 +18,14 @@ from fastapi.responses import StreamingResponse
 
 from grail_core.version import Version
 
+from ..conventions import known_query
 from ..deps import ServiceState, get_state
 from ..models import ErrorOut, ListingOut, PathOut
 from .queries import VERSION_HEADER, as_uploaded, versioned_json
 
 __all__ = ["router", "LISTING_SLICE"]
 
-router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"])
+router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"], dependencies=[Depends(known_query)])
 
 # Names converted and written per slice of a streamed listing: about 1 MB of JSON for short names.
 LISTING_SLICE = 65_536

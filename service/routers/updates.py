@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
 
 from ..bodies import read_bytes
+from ..conventions import known_query
 from ..deps import ServiceState, get_state
 from ..errors import INVALID_PARAMETER, STORAGE_ERROR, ServiceError, storage_error
 from ..models import EdgesIn, EdgesOut, ErrorOut
@@ -16,7 +17,7 @@ from .queries import versioned_json
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/graphs/{graph_id}", tags=["updates"])
+router = APIRouter(prefix="/graphs/{graph_id}", tags=["updates"], dependencies=[Depends(known_query)])
 
 
 @router.post(

@@ -66,9 +66,20 @@ def test_every_route_answers_problem_details(client: GrailClient, graphs: dict[s
         (http.get(f"/graphs/{failed}/path", params={"source": 0, "target": 1}), 424, "GraphFailed"),
         (http.post(f"/graphs/{failed}/edges", json={"add": [[0, 1]]}), 424, "GraphFailed"),
         (http.get("/problems/NoSuchKind"), 404, "ProblemNotFound"),
+        # A parameter the route does not take, or a single one given twice: refused, never ignored.
+        (
+            http.get(f"/graphs/{ready}/reachable", params={"source": "a", "target": "b", "unknwon": "x"}),
+            422,
+            "BadParameters",
+        ),
+        (http.get(f"/graphs/{ready}", params={"verbose": "1"}), 422, "BadParameters"),
+        (http.post("/graphs", params=[("name", "a"), ("name", "b")], content=b"a b\n"), 422, "BadParameters"),
+        (http.post(f"/graphs/{ready}/queries", params={"unkown": "null"}, json={"pairs": []}), 422, "BadParameters"),
     ]
     for response, status, kind in cases:
         problem(response, status, kind)
+    # A parameter that takes several values may be repeated.
+    assert http.get("/graphs", params=[("status", "ready"), ("status", "failed")]).status_code == 200
     # The failed graph's answer carries its build's error, with the line.
     build = problem(http.get(f"/graphs/{failed}/descendants", params={"node": 0}), 424, "GraphFailed")["build"]
     assert build["type"] == "GraphFormatError" and build["line"] == 3
