@@ -290,34 +290,66 @@ class _Batch:
 
 
 def _as_pairs(pairs: Any) -> Any:
-    """A pandas DataFrame or an Arrow table as an (M, 2) array of its first two columns (integers stay
-    integers, names become an object array of str); anything else as it is."""
+    """A pandas DataFrame or an Arrow table as its first two columns: an (M, 2) integer array where both hold
+    integers, else the pair of Arrow arrays (``_columns_text`` writes them as text in Arrow's own loops);
+    anything else as it is."""
     if hasattr(pairs, "iloc") and hasattr(pairs, "columns"):  # pandas, without importing it
-        columns = [pairs.iloc[:, i].to_numpy() for i in range(min(2, pairs.shape[1]))]
-    elif hasattr(pairs, "column") and hasattr(pairs, "num_columns"):  # pyarrow.Table
-        columns = [pairs.column(i).to_numpy() for i in range(min(2, pairs.num_columns))]
-    else:
-        return pairs
-    if len(columns) != 2:
-        raise ValueError("a table of pairs has two columns, sources then targets")
-    return (
-        np.column_stack(columns)
-        if columns[0].dtype.kind in "iu" and columns[1].dtype.kind in "iu"
-        else (_object_pairs(columns[0], columns[1]))
-    )
+        if pairs.shape[1] != 2:
+            raise ValueError("a table of pairs has two columns, sources then targets")
+        columns = [pairs.iloc[:, i] for i in range(2)]
+        if all(column.dtype.kind in "iu" for column in columns):
+            return np.column_stack([column.to_numpy() for column in columns])
+        import pyarrow as pa
 
-
-def _object_pairs(sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    pairs = np.empty((len(sources), 2), dtype=object)
-    pairs[:, 0], pairs[:, 1] = sources, targets
+        return tuple(pa.array(column, from_pandas=True) for column in columns)
+    if hasattr(pairs, "column") and hasattr(pairs, "num_columns"):  # pyarrow.Table
+        if pairs.num_columns != 2:
+            raise ValueError("a table of pairs has two columns, sources then targets")
+        arrays = [pairs.column(i).combine_chunks() for i in range(2)]
+        if all(array.type.id in _ARROW_INTEGERS for array in arrays):
+            return np.column_stack([array.to_numpy() for array in arrays])
+        return tuple(arrays)
     return pairs
+
+
+# Arrow's integer type ids (int8 ... uint64), read without importing pyarrow at the client's import.
+_ARROW_INTEGERS = frozenset(range(2, 10))
+
+
+def _columns_text(sources: Any, targets: Any) -> bytes | None:
+    """Two Arrow columns of string names as 'u v' lines, joined by Arrow's kernels (the joined array's data
+    buffer is the text); None where a name is empty, null or holds whitespace (such pairs go as JSON)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        columns = [array.cast(pa.large_string()) for array in (sources, targets)]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    for column in columns:
+        if column.null_count or pc.any(pc.equal(pc.utf8_length(column), 0)).as_py():
+            return None
+    text = pa.large_string()
+    lines = pc.binary_join_element_wise(columns[0], columns[1], pa.scalar(" ", text))  # "u v"
+    lines = pc.binary_join_element_wise(lines, pa.scalar("", text), pa.scalar("\n", text))  # "u v\n"
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
+    joined = bytes(memoryview(lines.buffers()[2])[offsets[0] : offsets[-1]])
+    # A name with whitespace in it shows as a separator too many (counted at memchr speed).
+    count = len(lines)
+    if joined.count(b" ") != count or joined.count(b"\n") != count or any(s in joined for s in _SPLIT_ELSEWHERE):
+        return None
+    return joined
 
 
 def _batch(pairs: Any, width: int | None) -> _Batch:
     pairs = _as_pairs(pairs)
+    if isinstance(pairs, tuple) and len(pairs) == 2 and hasattr(pairs[0], "type"):  # Arrow columns of names
+        lines = _columns_text(*pairs) if width is None else None
+        if lines is not None:
+            return _Batch(len(pairs[0]), {"Content-Type": "text/plain", "Accept": _PACKED_ANSWERS}, lines)
+        pairs = list(zip(pairs[0].to_pylist(), pairs[1].to_pylist(), strict=True))
     if width is None:
-        as_list = pairs.tolist() if isinstance(pairs, np.ndarray) and pairs.dtype.kind in "UO" else pairs
-        lines = _text_lines(as_list)
+        lines = _text_lines(pairs)
         if lines is not None:
             return _Batch(len(pairs), {"Content-Type": "text/plain", "Accept": _PACKED_ANSWERS}, lines)
     array = pairs if isinstance(pairs, np.ndarray) else np.asarray(pairs)
@@ -344,12 +376,17 @@ def _text_lines(pairs: Any) -> bytes | None:
     """The names of pairs of string names as text, separated by single spaces (the server reads any ASCII
     whitespace between names), when no name is empty or holds ASCII whitespace; None otherwise. Half the
     time of json.dumps for a million pairs, and smaller."""
-    if isinstance(pairs, np.ndarray) or not pairs:
+    if isinstance(pairs, np.ndarray):
+        if pairs.dtype.kind not in "UO" or pairs.ndim != 2 or pairs.shape[1] != 2 or not pairs.size:
+            return None
+        names = pairs.reshape(-1).tolist()  # one flat list: no list per pair
+    elif not pairs:
         return None
-    try:
+    else:
         if set(map(len, pairs)) != {2}:
             return None
         names = list(itertools.chain.from_iterable(pairs))
+    try:
         if not all(names):  # an empty name
             return None
         text = " ".join(names).encode("utf-8") + b"\n"

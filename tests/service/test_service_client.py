@@ -13,6 +13,9 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pytest
 
 from service import exceptions
@@ -155,3 +158,39 @@ def test_backoff_without_retry_after_and_the_async_client() -> None:
 def test_connection_errors_have_their_class() -> None:
     with GrailClient("http://127.0.0.1:9", timeout=5) as client, pytest.raises(exceptions.GrailConnectionError):
         client.health()
+
+
+def names_sent(pairs: object) -> tuple[str, list]:
+    """The Content-Type of a batch's body and the names it carries, as the server reads them."""
+    from service.client import _batch
+
+    batch = _batch(pairs, None)
+    kind = batch.headers["Content-Type"]
+    if kind == "text/plain":
+        assert isinstance(batch.body, bytes)
+        return kind, batch.body.decode().split()
+    if kind == "application/json":
+        assert isinstance(batch.body, bytes)
+        return kind, [name for pair in json.loads(batch.body)["pairs"] for name in pair]
+    assert isinstance(batch.body, np.ndarray)
+    return kind, batch.body.reshape(-1).tolist()
+
+
+def test_tables_and_arrays_go_as_their_lists_do() -> None:
+    pairs = [("a", "b"), ("c", "d"), ("x.y", "z")]
+    expected = ("text/plain", ["a", "b", "c", "d", "x.y", "z"])
+    frame = pd.DataFrame(pairs, columns=["source", "target"])
+    table = pa.table({"source": [u for u, _ in pairs], "target": [v for _, v in pairs]})
+    for given in (pairs, np.array(pairs), np.array(pairs, dtype=object), frame, table, table.slice(0)):
+        assert names_sent(given) == expected, type(given)
+    assert names_sent(table.slice(1)) == ("text/plain", expected[1][2:])
+    # Names with blanks (C++ signatures) go as JSON, whatever holds them.
+    spaced = [("void f(int, char)", "g"), ("h", "i")]
+    for given in (spaced, pd.DataFrame(spaced), pa.table({"s": ["void f(int, char)", "h"], "t": ["g", "i"]})):
+        assert names_sent(given) == ("application/json", ["void f(int, char)", "g", "h", "i"])
+    # Integer columns: binary pairs of the narrowest width.
+    ints = pd.DataFrame({"s": [1, 70000], "t": [2, 3]})
+    assert names_sent(ints) == ("application/octet-stream; width=32", [1, 2, 70000, 3])
+    assert names_sent(pa.Table.from_pandas(ints)) == names_sent(ints)
+    with pytest.raises(ValueError, match="two columns"):
+        names_sent(pd.DataFrame({"a": [1], "b": [2], "c": [3]}))
