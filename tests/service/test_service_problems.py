@@ -3,6 +3,8 @@ status per condition, and ``?unknown=`` on the batch routes: against a real serv
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -165,3 +167,14 @@ def test_the_document_describes_problem_details(client: GrailClient) -> None:
             for status, response in operation["responses"].items():
                 if status.startswith(("4", "5")) and (path, status) != ("/ready", "503"):
                     assert list(response["content"]) == [PROBLEM_JSON], (path, status)
+
+
+def test_the_documents_upload_examples_build(client: GrailClient) -> None:
+    """Every example body the document gives an upload (what Swagger UI sends when tried) builds a ready graph."""
+    content = client.http.get("/openapi.json").json()["paths"]["/graphs"]["post"]["requestBody"]["content"]
+    examples = {media: body["schema"]["example"] for media, body in content.items() if "example" in body["schema"]}
+    assert "text/plain" in examples and "text/x-grail-gra" in examples and "application/json" in examples
+    for media, example in examples.items():
+        data = json.dumps(example).encode() if media == "application/json" else example.encode()
+        answer = client.http.post("/graphs", params={"wait": "true"}, content=data, headers={"Content-Type": media})
+        assert answer.status_code == 201 and answer.json()["stats"]["edges"] >= 2, (media, answer.text)
