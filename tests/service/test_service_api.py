@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from service.client import AsyncGrailClient, BuildFailedError, GrailClient, GrailServiceError
+from service.exceptions import UnknownNodeError
 from tests.reference import dag_levels
 
 from ..gpu import device_present
@@ -194,9 +195,10 @@ def test_integer_names_wider_than_16_and_32_bits(client: GrailClient) -> None:
     assert client.query_batch(graph_id, pairs).tolist() == [True, False, True, False, True]
     assert client.query_batch(graph_id, pairs[2:4]).tolist() == [True, False]  # 32 bits suffice
     assert client.query_lines(graph_id, f"{big} {-big}\n3 {mid}\n".encode()) == b"1\n0\n"
-    with pytest.raises(GrailServiceError) as info:
+    with pytest.raises(UnknownNodeError) as info:
         client.query_batch(graph_id, np.array([[mid, 2**40]]))
-    assert info.value.status == 422 and info.value.body["node"] in (2**40, str(2**40))
+    assert info.value.status == 404 and info.value.node in (2**40, str(2**40))
+    assert info.value.unknown == [{"pair": 0, "end": "target", "name": 2**40}]
     with pytest.raises(ValueError):
         client.query_batch(graph_id, pairs, width=32)
 
