@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException
 
 from grail_core.errors import CORE_ERRORS, Category, GrailError, GraphFormatError, IndexFileError, UnknownNodeError
 
-from .context import request_id, request_path
+from .context import NO_REQUEST, request_id, request_path
 
 __all__ = [
     "ERRORS",
@@ -197,7 +197,7 @@ def error_body(kind: str, detail: str, status: int | None = None, **extra: Any) 
         "detail": _utf8_safe(truncate(detail)),
         "instance": request_path.get(),
         "error": kind,
-        "request_id": request_id.get(),
+        "request_id": None if request_id.get() == NO_REQUEST else request_id.get(),
     }
     body.update(extra)
     return {key: value for key, value in body.items() if value is not None}
