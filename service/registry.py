@@ -34,7 +34,16 @@ from grail_core import IndexFileError
 from grail_core.backends import resolve_backend
 from grail_core.version import Version, load_version
 
-from .errors import GRAPH_NOT_FOUND, GRAPH_NOT_READY, INTERRUPTED, STORAGE_ERROR, ServiceError, storage_error, truncate
+from .errors import (
+    GRAPH_FAILED,
+    GRAPH_NOT_FOUND,
+    GRAPH_NOT_READY,
+    INTERRUPTED,
+    STORAGE_ERROR,
+    ServiceError,
+    storage_error,
+    truncate,
+)
 from .options import UploadOptions
 from .updates import JOURNAL_FILE, Journal, RebuildState, replay
 
@@ -62,8 +71,12 @@ def _not_found(graph_id: str) -> ServiceError:
 
 
 def _not_ready(record: GraphRecord) -> ServiceError:
-    detail = f": {record.error['message']}" if record.error else ""
-    return ServiceError(GRAPH_NOT_READY, f"graph {record.id!r} is {record.status.value}, not ready{detail}")
+    if record.status is GraphStatus.failed:  # for good: 424, the build it depends on failed
+        error = record.error or {}
+        return ServiceError(
+            GRAPH_FAILED, f"graph {record.id!r} failed to build: {error.get('message', 'unknown error')}", build=error
+        )
+    return ServiceError(GRAPH_NOT_READY, f"graph {record.id!r} is {record.status.value}, not ready")
 
 
 @dataclass(frozen=True)

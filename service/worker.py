@@ -205,7 +205,13 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
         upload_path = job.upload
         text = _plain_text(job, upload_path)
         try:
-            graph = read_with(text, options.read, max_bytes=job.max_graph_bytes, max_name_bytes=job.max_name_bytes)
+            graph = read_with(
+                text,
+                options.read,
+                max_bytes=job.max_graph_bytes,
+                max_name_bytes=job.max_name_bytes,
+                progress=lambda fraction: progress("read", fraction),
+            )
         except RecursionError:
             raise GraphFormatError("the document is nested too deeply") from None
         except OverflowError:

@@ -8,30 +8,34 @@ import anyio
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
 
-from grail_core import UnknownNodeError
-
 from ..bodies import read_bytes
+from ..conventions import known_query
 from ..deps import ServiceState, get_state
-from ..errors import INVALID_PARAMETER, STORAGE_ERROR, ServiceError, response_for, storage_error
+from ..errors import INVALID_PARAMETER, STORAGE_ERROR, ServiceError, storage_error
 from ..models import EdgesIn, EdgesOut, ErrorOut
 from .queries import versioned_json
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/graphs/{graph_id}", tags=["updates"])
+router = APIRouter(prefix="/graphs/{graph_id}", tags=["updates"], dependencies=[Depends(known_query)])
 
 
 @router.post(
     "/edges",
     response_model=EdgesOut,
     responses={
-        404: {"model": ErrorOut, "description": "unknown graph"},
-        409: {"model": ErrorOut, "description": "the graph is not ready (queued, building or failed)"},
+        404: {"model": ErrorOut, "description": "unknown graph, or an unknown node in remove"},
+        409: {
+            "model": ErrorOut,
+            "description": "the graph is not ready yet, or the update cannot apply to it (UpdateConflictError: a "
+            "name its nodes cannot have, an edge both added and removed)",
+        },
         422: {
             "model": ErrorOut,
-            "description": "a malformed edge, a name the graph's nodes cannot have, an edge "
-            "both added and removed, or an unknown node in remove",
+            "description": "a body that is not {add, remove} of [source, target] names (a boolean or a float "
+            "name, an unknown key, a name over --max-name-bytes)",
         },
+        424: {"model": ErrorOut, "description": "the graph's build failed"},
         507: {"model": ErrorOut, "description": "the disk is full: the update was not made"},
     },
     summary="Add and remove edges (new nodes allowed in add); answered once journaled, with the new version",
@@ -45,7 +49,7 @@ async def update_edges(graph_id: str, request: Request, state: Annotated[Service
     # Read and checked here, not by FastAPI: a body that is not JSON is a 422 with the reason, like every body.
     raw = await read_bytes(request, state.settings.max_upload_bytes)
     try:
-        body = EdgesIn.model_validate_json(raw)
+        body = EdgesIn.model_validate_json(raw, context={"max_name_bytes": state.settings.max_name_bytes})
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
         raise ServiceError(
@@ -79,10 +83,6 @@ async def update_edges(graph_id: str, request: Request, state: Annotated[Service
                 "pending_updates": updated.pending.updates,
             }
 
-    try:
-        answer = await anyio.to_thread.run_sync(run)
-    except UnknownNodeError as exc:
-        # The graph exists (404 says it does not): the body names a node it does not have.
-        return response_for(exc, status=422)
+    answer = await anyio.to_thread.run_sync(run)
     state.runner.rebuild_if_pending(graph_id)
     return versioned_json(answer, answer["version"])

@@ -96,11 +96,11 @@ def test_cli_and_client_take_the_key_from_flag_or_environment(keyed: Server) -> 
         command = [sys.executable, "-m", "service.cli", "--url", keyed.url, *args]
         return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
 
-    assert cli("list").returncode == 1 and "401" in cli("list").stderr
+    assert cli("list").returncode == 4 and "401" in cli("list").stderr  # refused
     assert cli("--api-key", READ_KEY, "list").returncode == 0
     assert cli("list", key=READ_KEY).returncode == 0
     refused = cli("--api-key", READ_KEY, "delete", "nope")
-    assert refused.returncode == 1 and "403" in refused.stderr and READ_KEY not in refused.stderr
+    assert refused.returncode == 4 and "403" in refused.stderr and READ_KEY not in refused.stderr
 
 
 def test_bad_keys_files_stop_the_start(tmp_path: Path) -> None:

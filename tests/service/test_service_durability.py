@@ -89,7 +89,8 @@ def test_sigkill_during_build_is_never_served_half_built(fresh_server: Server, b
         assert np.array_equal(client.query_batch(big["id"], pairs), expected)
         failed = client.get(small["id"])
         assert failed["status"] == "failed" and "upload" in failed["error"]["message"]
-        assert client.http.get(f"/graphs/{small['id']}/reachable", params={"source": 0, "target": 1}).status_code == 409
+        lost = client.http.get(f"/graphs/{small['id']}/reachable", params={"source": 0, "target": 1})
+        assert lost.status_code == 424 and lost.json()["error"] == "GraphFailed"  # failed for good
     assert "rebuilding from the saved upload" in server.log()
     assert sorted(p.name for p in (graphs / big["id"]).iterdir()) == ["index", "record.json"]
     assert not list((server.data_dir / "uploads").iterdir())
@@ -110,6 +111,6 @@ def test_corrupt_index_is_reported_not_served(fresh_server: Server, files: Graph
         record = client.get(graph_id)
         assert record["status"] == "failed" and record["error"]["type"] == "IndexFileError"
         response = client.http.get(f"/graphs/{graph_id}/reachable", params={"source": 0, "target": 1})
-        assert response.status_code == 409
+        assert response.status_code == 424 and response.json()["build"]["type"] == "IndexFileError"
         client.delete(graph_id)
     assert not (server.data_dir / "graphs" / graph_id).exists()
