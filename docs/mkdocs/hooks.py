@@ -121,7 +121,7 @@ def _operation(method: str, path: str, operation: dict[str, Any]) -> list[str]:
         lines.append("")
     lines += ["| status | answer | content |", "|---|---|---|"]
     for status, response in sorted(operation.get("responses", {}).items()):
-        media = ", ".join(f"`{m}`" for m in response.get("content", {}))
+        media = ", ".join(_media(name, content) for name, content in response.get("content", {}).items())
         lines.append(f"| {status} | {_cell(response.get('description', ''))} | {media} |")
     return [*lines, ""]
 
@@ -135,12 +135,12 @@ def _parameter_rows(parameters: list[dict[str, Any]]) -> Iterator[str]:
             for option in schema["oneOf"]:
                 for name, field in option.get("properties", {}).items():
                     required = "required" if name in option.get("required", []) else "optional"
-                    text = f"{option.get('title', '')}: {required}; {field.get('description', '')}"
+                    text = _joined(f"{option.get('title', '')}: {required}", field.get("description", ""))
                     yield f"| `{name}` | {where} | {_type(field)} | {_cell(text)} |"
             continue
         required = "required" if parameter.get("required") else "optional"
-        description = parameter.get("description") or schema.get("description", "")
-        yield f"| `{parameter['name']}` | {where} | {_type(schema)} | {_cell(f'{required}; {description}')} |"
+        text = _joined(required, parameter.get("description") or schema.get("description", ""))
+        yield f"| `{parameter['name']}` | {where} | {_type(schema)} | {_cell(text)} |"
 
 
 def _schema(name: str, schema: dict[str, Any]) -> list[str]:
@@ -179,6 +179,15 @@ def _type(schema: dict[str, Any]) -> str:
     if "default" in schema:
         bounds.append(f"default `{json.dumps(schema['default'])}`")
     return kind + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def _media(name: str, content: dict[str, Any]) -> str:
+    schema = content.get("schema")
+    return f"`{name}` {_type(schema)}" if schema and "$ref" in schema else f"`{name}`"
+
+
+def _joined(*parts: str) -> str:
+    return "; ".join(part for part in parts if part)
 
 
 def _cell(text: str) -> str:
