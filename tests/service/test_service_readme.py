@@ -43,8 +43,8 @@ def run_shell(block: Block, server: Server) -> None:
     env = {**os.environ, "GRAIL_URL": server.url}
     done = subprocess.run(["bash", "-c", text], cwd=REPO, capture_output=True, text=True, env=env, timeout=240)
     assert done.returncode == 0, done.stderr
-    outputs = done.stdout.split(MARK)
-    for command, output in zip(commands(block), outputs):
+    outputs = done.stdout.split(MARK)[:-1]  # what follows the last mark is its newline
+    for command, output in zip(commands(block), outputs, strict=True):
         if command.expected:
             assert shows(output, command.expected), (command.line, output)
 
