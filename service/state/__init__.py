@@ -8,8 +8,8 @@ The contract the registry, the build workers and the API replicas use:
 - ``open_artifacts(store_url, data_dir, cache_dir)``: an ``ArtifactStore`` (service.state.artifacts): a folder
   (``<data_dir>/graphs/<id>/v<N>/``) by default, an S3-compatible bucket for ``s3://bucket/prefix``.
 - ``DataDirLock``: one server per embedded data directory (service.state.datadir).
-- ``import_data_dir``: a data directory of the JSON-record layout, imported at first start
-  (service.state.importer).
+- ``service.state.importer.import_data_dir``: a data directory of the JSON-record layout, imported at first
+  start (it needs grail_core, so it is imported on its own).
 
 Every error is a ``StateError`` (service.state.errors) with a ``kind`` the service maps to its answer.
 """
@@ -19,10 +19,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .artifacts import ArtifactStore, open_artifacts
+from .datadir import DataDirLock
 from .errors import StateError
 from .metadata import MetadataStore
 
-__all__ = ["open_metadata", "DEFAULT_DATABASE"]
+__all__ = ["open_metadata", "open_artifacts", "DataDirLock", "MetadataStore", "ArtifactStore", "DEFAULT_DATABASE"]
 
 # The embedded default: one SQLite file in the data directory.
 DEFAULT_DATABASE = "sqlite"
