@@ -19,7 +19,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -122,15 +121,3 @@ class PostgresServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def wait_until(condition: Any, timeout: float = 10.0, interval: float = 0.01) -> Any:
-    """Poll ``condition`` until it returns something true; that value, or AssertionError after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
