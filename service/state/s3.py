@@ -20,11 +20,11 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PreconditionError
-from obstore.store import ClientConfig, S3Store
+from obstore.store import S3Store
 
 from .artifacts import (
     ARTIFACT_MANIFEST,
@@ -37,6 +37,9 @@ from .artifacts import (
     verify_folder,
 )
 from .errors import ArtifactCorrupt, ArtifactExists, ArtifactNotFound, StateError, StoreUnavailable
+
+if TYPE_CHECKING:  # a type of obstore's stubs only
+    from obstore.store import ClientConfig
 
 __all__ = ["S3ArtifactStore"]
 
