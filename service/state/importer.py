@@ -59,7 +59,8 @@ def import_data_dir(data_dir: Path, metadata: MetadataStore, artifacts: Artifact
     """Import every graph of the JSON-record layout under ``data_dir`` (see the module doc)."""
     data_dir = Path(data_dir)
     report = ImportReport()
-    for record_file in sorted((data_dir / "graphs").glob(f"*/{RECORD_FILE}")):
+    records = []
+    for record_file in (data_dir / "graphs").glob(f"*/{RECORD_FILE}"):
         folder = record_file.parent
         try:
             record = json.loads(record_file.read_text())
@@ -70,6 +71,11 @@ def import_data_dir(data_dir: Path, metadata: MetadataStore, artifacts: Artifact
             log.error("not importing %s: unreadable record: %s", folder.name, exc)
             report.skipped.append(folder.name)
             continue
+        records.append((record_file, record))
+    # Where labels collide, ready graphs keep theirs first, then the oldest.
+    records.sort(key=lambda item: (item[1].get("status") != "ready", float(item[1].get("created_at") or 0)))
+    for record_file, record in records:
+        folder = record_file.parent
         graph = _import_graph(data_dir, folder, record, metadata, artifacts, report)
         if graph is not None:
             bucket = {GraphStatus.ready: report.ready, GraphStatus.failed: report.failed}.get(
