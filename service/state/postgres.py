@@ -98,14 +98,16 @@ class PostgresMetadataStore(SqlMetadataStore):
             self._pool.close()
             raise
 
-    def _run(self, work: Callable[[Tx], T], write: bool) -> T:
+    def _run(self, work: Callable[[Tx], T], write: bool, single: bool = False) -> T:
+        """``single``: ``work`` runs one statement, its own transaction (no BEGIN and COMMIT round trips)."""
         for attempt in range(_RETRIES):
             try:
-                with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
-                    tx = Tx(cursor, self._sql)
-                    result = work(tx)
-                    if tx.changed:
-                        cursor.execute(f"NOTIFY {CHANNEL}")
+                with self._pool.connection() as conn:
+                    with contextlib.nullcontext() if single else conn.transaction(), conn.cursor() as cursor:
+                        tx = Tx(cursor, self._sql)
+                        result = work(tx)
+                        if tx.changed:
+                            cursor.execute(f"NOTIFY {CHANNEL}")
                 return result
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
                 if attempt == _RETRIES - 1:
@@ -121,6 +123,31 @@ class PostgresMetadataStore(SqlMetadataStore):
             except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.AdminShutdown) as exc:
                 raise StoreUnavailable("the metadata database takes no writes now; try again") from exc
         raise AssertionError("unreachable")
+
+    def append_update(self, graph_id: str, expected_version: int, payload: str) -> int:
+        """As SqlMetadataStore.append_update, in one statement: the version bump, the journal row, the change row
+        and the notification commit together, one round trip to the database."""
+
+        def work(tx: Tx) -> int:
+            row = tx.one(
+                f"""WITH bumped AS (
+                        UPDATE graphs SET head_version = head_version + 1, updated_at = {{now}}
+                        WHERE id = ? AND deleted_at IS NULL AND status = 'ready' AND head_version = ?
+                        RETURNING head_version),
+                    appended AS (
+                        INSERT INTO journal (graph_id, version, payload, created_at)
+                        SELECT ?, head_version, ?, {{now}} FROM bumped RETURNING version),
+                    noted AS (
+                        INSERT INTO changes (kind, graph_id, version, at)
+                        SELECT 'journal', ?, version, {{now}} FROM appended)
+                    SELECT version, pg_notify('{CHANNEL}', '') FROM appended""",
+                (graph_id, expected_version, graph_id, payload, graph_id),
+            )
+            if row is None:
+                self._refuse_append(tx, graph_id, expected_version)
+            return int(row[0])
+
+        return self._run(work, write=True, single=True)
 
     def _lock_migrations(self, tx: Tx) -> None:
         tx.one("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))

@@ -18,7 +18,8 @@ Tables (version 1):
 - ``jobs``: builds and rebuilds with their lease (owner, fencing token, expiry) and retry schedule; at most one
   queued or running job per graph and kind.
 - ``servers``: one row per live server process, with a heartbeat and an expiry.
-- ``changes``: a row per change, for subscribers (PostgreSQL also notifies ``grail_changes``); pruned by age.
+- ``changes``: a row per change, for subscribers (PostgreSQL also notifies ``grail_changes``); pruned by age
+  (rarely: by a scan, so that appends write no index of times).
 - ``meta``: small key-value settings (what the importer did).
 """
 
@@ -105,7 +106,6 @@ _V1 = [
         version {bigint},
         at {double} NOT NULL
     )""",
-    "CREATE INDEX changes_at ON changes (at)",
     "{changes_txid_index}",
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 ]

@@ -19,7 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from .errors import (
     GraphExists,
@@ -593,14 +593,7 @@ class SqlMetadataStore(ABC):
                 (graph_id, expected_version),
             )
             if row is None:
-                current = tx.one(
-                    "SELECT status, head_version FROM graphs WHERE id = ? AND deleted_at IS NULL", (graph_id,)
-                )
-                if current is None:
-                    raise GraphNotFound(graph_id)
-                if current[0] != GraphStatus.ready.value:
-                    raise GraphNotReady(graph_id, current[0])
-                raise VersionConflict(graph_id, expected_version, int(current[1]))
+                self._refuse_append(tx, graph_id, expected_version)
             version = int(row[0])
             tx.run(
                 "INSERT INTO journal (graph_id, version, payload, created_at) VALUES (?, ?, ?, {now})",
@@ -610,6 +603,16 @@ class SqlMetadataStore(ABC):
             return version
 
         return self._write(work)
+
+    @staticmethod
+    def _refuse_append(tx: Tx, graph_id: str, expected_version: int) -> NoReturn:
+        """Why an append matched no row: the graph is gone, not ready, or at another version."""
+        current = tx.one("SELECT status, head_version FROM graphs WHERE id = ? AND deleted_at IS NULL", (graph_id,))
+        if current is None:
+            raise GraphNotFound(graph_id)
+        if current[0] != GraphStatus.ready.value:
+            raise GraphNotReady(graph_id, current[0])
+        raise VersionConflict(graph_id, expected_version, int(current[1]))
 
     def read_updates(self, graph_id: str, after: int, through: int | None = None) -> list[JournalEntry]:
         """The journal rows past version ``after`` (up to ``through``), in version order."""
@@ -845,7 +848,11 @@ class SqlMetadataStore(ABC):
     # ---- changes and settings -----------------------------------------------------------------------
 
     def prune_changes(self, older_than_s: float) -> int:
-        return self._write(lambda tx: tx.run("DELETE FROM changes WHERE at < {now} - ?", (older_than_s,)))
+        return self._write(
+            lambda tx: tx.run(
+                "DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes WHERE at < {now} - ?)", (older_than_s,)
+            )
+        )
 
     def get_meta(self, key: str) -> str | None:
         row = self._read(lambda tx: tx.one("SELECT value FROM meta WHERE key = ?", (key,)))
