@@ -16,7 +16,9 @@ Rules every implementation keeps:
   deleted, and forgotten after its artifact is removed (``garbage``, ``forget_version``).
 - The journal holds one row per edge update, numbered by the version it makes (``head_version + 1``);
   ``append_update`` is conditional on the caller's expected head, so writers through different servers
-  serialize; ``publish_version`` drops the rows the published version folds in.
+  serialize; ``publish_version`` drops the rows the published version folds in. Concurrent appends of one
+  store commit in groups, one transaction each (``append_stats``), each answered after its group's commit; a
+  refused append changes nothing and refuses no other.
 - Changes (``changes_since``, ``subscribe``) are hints, delivered at least once: a change says which graph to
   read again, the rows say what is true.
 """
@@ -31,6 +33,7 @@ from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import InvalidName
+from .groupcommit import GroupStats
 
 __all__ = [
     "GraphStatus",
@@ -274,6 +277,8 @@ class MetadataStore(Protocol):
 
     # ---- the edge-update journal --------------------------------------------------------------------
     def append_update(self, graph_id: str, expected_version: int, payload: str) -> int: ...
+
+    def append_stats(self) -> GroupStats: ...
 
     def read_updates(self, graph_id: str, after: int, through: int | None = None) -> list[JournalEntry]: ...
 

@@ -8,6 +8,13 @@ together apply each once. A lost connection, or a database that does not answer,
 service answers 503 with Retry-After); a commit whose answer was lost may have happened: a retried edge update
 then meets VersionConflict, never a duplicate.
 
+Durability: a commit returns once PostgreSQL has flushed its WAL record to disk (``synchronous_commit`` on, the
+default; a server configured with ``off`` is overridden for this store's sessions, since it would acknowledge
+commits that an OS crash can still take back), so an acknowledged write survives a kill of any process and a
+crash of the machine. Concurrent edge updates of this server commit in groups, one transaction each, their
+statements sent in one round trip (pipeline mode); PostgreSQL itself flushes the WAL of transactions that
+commit together once.
+
 The change feed: each write that records a change also ``NOTIFY grail_changes`` (delivered at commit).
 Subscribers LISTEN on a connection of their own and read the ``changes`` table. Sequence numbers are taken in
 one order and committed in another, so the feed's cursor is a transaction id horizon instead: a read returns
@@ -22,7 +29,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -31,7 +38,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .errors import StorageFull, StoreUnavailable
 from .metadata import Change
-from .sql import Dialect, PollingSubscription, SqlMetadataStore, Tx, _change
+from .sql import Append, Dialect, PollingSubscription, SqlMetadataStore, Tx, _change
 
 __all__ = ["PostgresMetadataStore", "CHANNEL"]
 
@@ -42,6 +49,19 @@ T = TypeVar("T")
 CHANNEL = "grail_changes"
 _MIGRATION_LOCK = 0x67726169  # pg_advisory_xact_lock key of schema migrations ("grai")
 _RETRIES = 5  # of a transaction that PostgreSQL aborted as a deadlock or a serialization failure
+
+# One edge update in one statement: the version bump, the journal row, the change row, the notification.
+_APPEND = f"""WITH bumped AS (
+        UPDATE graphs SET head_version = head_version + 1, updated_at = {{now}}
+        WHERE id = ? AND deleted_at IS NULL AND status = 'ready' AND head_version = ?
+        RETURNING head_version),
+    appended AS (
+        INSERT INTO journal (graph_id, version, payload, created_at)
+        SELECT ?, head_version, ?, {{now}} FROM bumped RETURNING version),
+    noted AS (
+        INSERT INTO changes (kind, graph_id, version, at)
+        SELECT 'journal', ?, version, {{now}} FROM appended)
+    SELECT version, pg_notify('{CHANNEL}', '') FROM appended"""
 
 DIALECT = Dialect(
     name="postgresql",
@@ -61,6 +81,14 @@ DIALECT = Dialect(
     },
     placeholder="%s",
 )
+
+
+def _durable_commits(conn: psycopg.Connection[Any]) -> None:
+    """A session whose commits return before their WAL is flushed (``synchronous_commit = off``) is set to
+    wait for the flush; stronger settings (``remote_apply``, a synchronous standby) are kept."""
+    row = conn.execute("SHOW synchronous_commit").fetchone()
+    if row is not None and row[0] == "off":
+        conn.execute("SET synchronous_commit = on")
 
 
 def redacted(url: str) -> str:
@@ -83,6 +111,7 @@ class PostgresMetadataStore(SqlMetadataStore):
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True, "connect_timeout": max(int(connect_timeout_s), 1)},
+            configure=_durable_commits,
             timeout=connect_timeout_s,
             open=False,
             name="grail-metadata",
@@ -124,30 +153,30 @@ class PostgresMetadataStore(SqlMetadataStore):
                 raise StoreUnavailable("the metadata database takes no writes now; try again") from exc
         raise AssertionError("unreachable")
 
-    def append_update(self, graph_id: str, expected_version: int, payload: str) -> int:
-        """As SqlMetadataStore.append_update, in one statement: the version bump, the journal row, the change row
-        and the notification commit together, one round trip to the database."""
+    def _append_rows(self, tx: Tx, appends: Sequence[Append]) -> list[int | None]:
+        """As SqlMetadataStore._append_rows, one statement per append (the version bump, the journal row, the
+        change row and the notification, delivered at commit), all of them sent before the first answer is
+        read (psycopg's pipeline mode): a group costs one round trip to the database, not one per append."""
+        statement = tx.sql(_APPEND)
+        params = [(a.graph_id, a.expected_version, a.graph_id, a.payload, a.graph_id) for a in appends]
+        if len(appends) == 1:
+            row = tx.one(_APPEND, params[0])
+            return [None if row is None else int(row[0])]
+        conn = tx.cursor.connection
+        cursors = [conn.cursor() for _ in appends]
+        try:
+            with conn.pipeline():
+                for cursor, values in zip(cursors, params, strict=True):
+                    cursor.execute(statement, values)
+            rows = [cursor.fetchone() for cursor in cursors]
+        finally:
+            for cursor in cursors:
+                cursor.close()
+        return [None if row is None else int(row[0]) for row in rows]
 
-        def work(tx: Tx) -> int:
-            row = tx.one(
-                f"""WITH bumped AS (
-                        UPDATE graphs SET head_version = head_version + 1, updated_at = {{now}}
-                        WHERE id = ? AND deleted_at IS NULL AND status = 'ready' AND head_version = ?
-                        RETURNING head_version),
-                    appended AS (
-                        INSERT INTO journal (graph_id, version, payload, created_at)
-                        SELECT ?, head_version, ?, {{now}} FROM bumped RETURNING version),
-                    noted AS (
-                        INSERT INTO changes (kind, graph_id, version, at)
-                        SELECT 'journal', ?, version, {{now}} FROM appended)
-                    SELECT version, pg_notify('{CHANNEL}', '') FROM appended""",
-                (graph_id, expected_version, graph_id, payload, graph_id),
-            )
-            if row is None:
-                self._refuse_append(tx, graph_id, expected_version)
-            return int(row[0])
-
-        return self._run(work, write=True, single=True)
+    def _run_appends(self, work: Callable[[Tx], T], size: int) -> T:
+        """A lone append is its statement's own transaction (no BEGIN and COMMIT round trips)."""
+        return self._run(work, write=True, single=size == 1)
 
     def _lock_migrations(self, tx: Tx) -> None:
         tx.one("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))

@@ -19,7 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from .errors import (
     GraphExists,
@@ -33,6 +33,7 @@ from .errors import (
     VersionConflict,
     VersionStateError,
 )
+from .groupcommit import GroupCommit, GroupStats
 from .metadata import (
     Change,
     ChangeKind,
@@ -50,10 +51,21 @@ from .metadata import (
 )
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["Dialect", "SqlMetadataStore", "Tx", "PollingSubscription", "JOB_BACKOFF_BASE_S", "JOB_BACKOFF_MAX_S"]
+__all__ = [
+    "Dialect",
+    "SqlMetadataStore",
+    "Tx",
+    "PollingSubscription",
+    "JOB_BACKOFF_BASE_S",
+    "JOB_BACKOFF_MAX_S",
+    "MAX_GROUP_APPENDS",
+    "Append",
+]
 
 T = TypeVar("T")
 
+# The most edge updates one transaction commits together (a bound on a transaction's length, not a target).
+MAX_GROUP_APPENDS = 256
 # A failed job waits base * 2^(attempts - 1) seconds before its next attempt, at most the cap.
 JOB_BACKOFF_BASE_S = 5.0
 JOB_BACKOFF_MAX_S = 600.0
@@ -76,6 +88,15 @@ _BY_REF = "deleted_at IS NULL AND (id = ? OR name = ?) ORDER BY CASE WHEN id = ?
 
 
 @dataclass(frozen=True)
+class Append:
+    """An edge update for the journal, as ``append_update`` takes it."""
+
+    graph_id: str
+    expected_version: int
+    payload: str
+
+
+@dataclass(frozen=True)
 class Dialect:
     name: str
     types: dict[str, str]  # the schema's type words (service.state.schema)
@@ -94,6 +115,15 @@ class Tx:
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self._cursor.execute(self._translate(sql), params)
         return list(self._cursor.fetchall())
+
+    @property
+    def cursor(self) -> Any:
+        """The driver's cursor (its connection: ``cursor.connection``), for what the shared SQL cannot say."""
+        return self._cursor
+
+    def sql(self, template: str) -> str:
+        """A statement of the shared SQL in the driver's words."""
+        return self._translate(template)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         rows = self.all(sql, params)  # every row read: SQLite finishes a RETURNING statement only then
@@ -200,6 +230,7 @@ class SqlMetadataStore(ABC):
 
     def __init__(self, *, job_backoff_s: tuple[float, float] = (JOB_BACKOFF_BASE_S, JOB_BACKOFF_MAX_S)) -> None:
         self.job_backoff_s = job_backoff_s
+        self._appends: GroupCommit[Append, int] = GroupCommit(self._commit_appends, MAX_GROUP_APPENDS)
         self._statements: dict[str, str] = {}
         self._statements_lock = threading.Lock()
 
@@ -583,36 +614,71 @@ class SqlMetadataStore(ABC):
         """Journal one edge update as version ``expected_version + 1``, if the graph is live, ready and still
         at ``expected_version``; returns the new version once committed. VersionConflict (with the current
         version) when another update came first, GraphNotFound when the graph was deleted, GraphNotReady when it
-        has no published version."""
+        has no published version.
 
-        def work(tx: Tx) -> int:
+        Appends of this store that arrive while another commits wait for it and then commit together, one
+        transaction for the group (service.state.groupcommit); each is answered after that commit. A refused
+        one writes nothing and leaves the others of its group alone; a group whose commit fails answers each of
+        its appends with that error, and none of them happened."""
+        return self._appends.submit(Append(graph_id, expected_version, payload))
+
+    def append_stats(self) -> GroupStats:
+        """How the appends of this store were grouped so far: transactions, appends, the largest group."""
+        return self._appends.stats()
+
+    def _commit_appends(self, group: Sequence[Append]) -> list[int | BaseException]:
+        """One transaction for a group of appends: each one's new version, or its refusal. One graph's appends
+        keep their order of arrival (a later one may expect the version an earlier one made); the graphs' rows
+        are taken in id order, as everywhere."""
+        order = sorted(range(len(group)), key=lambda i: group[i].graph_id)
+
+        def work(tx: Tx) -> list[int | BaseException]:
+            versions = self._append_rows(tx, [group[i] for i in order])
+            outcomes: list[int | BaseException] = [0] * len(group)
+            for i, version in zip(order, versions, strict=True):
+                outcomes[i] = self._refusal(tx, group[i]) if version is None else version
+            return outcomes
+
+        return self._run_appends(work, len(group))
+
+    def _run_appends(self, work: Callable[[Tx], T], size: int) -> T:
+        """The transaction of a group of ``size`` appends."""
+        return self._write(work)
+
+    def _append_rows(self, tx: Tx, appends: Sequence[Append]) -> list[int | None]:
+        """The appends, in order, inside a transaction: for each, the version bump, the journal row and the
+        change row; its new version, or None when it matched no row (and wrote nothing)."""
+        versions: list[int | None] = []
+        for append in appends:
             row = tx.one(
                 """UPDATE graphs SET head_version = head_version + 1, updated_at = {now}
                    WHERE id = ? AND deleted_at IS NULL AND status = 'ready' AND head_version = ?
                    RETURNING head_version""",
-                (graph_id, expected_version),
+                (append.graph_id, append.expected_version),
             )
             if row is None:
-                self._refuse_append(tx, graph_id, expected_version)
+                versions.append(None)
+                continue
             version = int(row[0])
             tx.run(
                 "INSERT INTO journal (graph_id, version, payload, created_at) VALUES (?, ?, ?, {now})",
-                (graph_id, version, payload),
+                (append.graph_id, version, append.payload),
             )
-            self._record_change(tx, ChangeKind.journal, graph_id, version)
-            return version
-
-        return self._write(work)
+            self._record_change(tx, ChangeKind.journal, append.graph_id, version)
+            versions.append(version)
+        return versions
 
     @staticmethod
-    def _refuse_append(tx: Tx, graph_id: str, expected_version: int) -> NoReturn:
+    def _refusal(tx: Tx, append: Append) -> StateError:
         """Why an append matched no row: the graph is gone, not ready, or at another version."""
-        current = tx.one("SELECT status, head_version FROM graphs WHERE id = ? AND deleted_at IS NULL", (graph_id,))
+        current = tx.one(
+            "SELECT status, head_version FROM graphs WHERE id = ? AND deleted_at IS NULL", (append.graph_id,)
+        )
         if current is None:
-            raise GraphNotFound(graph_id)
+            return GraphNotFound(append.graph_id)
         if current[0] != GraphStatus.ready.value:
-            raise GraphNotReady(graph_id, current[0])
-        raise VersionConflict(graph_id, expected_version, int(current[1]))
+            return GraphNotReady(append.graph_id, current[0])
+        return VersionConflict(append.graph_id, append.expected_version, int(current[1]))
 
     def read_updates(self, graph_id: str, after: int, through: int | None = None) -> list[JournalEntry]:
         """The journal rows past version ``after`` (up to ``through``), in version order."""

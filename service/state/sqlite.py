@@ -1,10 +1,19 @@
 """The metadata store in one SQLite file (the embedded default): ``<data_dir>/grail.db``.
 
-WAL journal with ``synchronous=FULL``: a commit returns once its WAL frames are fsynced, so an acknowledged
-write survives a power cut, not only a crash of the process (``NORMAL`` would fsync at checkpoints only, and
-could lose the last acknowledged updates). Every write transaction starts with ``BEGIN IMMEDIATE``: writers take
-the file's write lock up front, one at a time (a claim of a job is such a transaction), and wait for it up to
-``busy_timeout_s``; readers never wait (WAL). Each thread has its own connection.
+Durability: WAL journal with ``synchronous=FULL``. A commit returns once its WAL frames are written and flushed
+to the disk (one ``fdatasync`` of the WAL per commit), so an acknowledged write survives a SIGKILL of the process
+and also an OS crash or a power cut. ``NORMAL`` would survive a SIGKILL as well (the frames are in the kernel's
+cache when COMMIT returns) and flush only at checkpoints, but a crash of the machine could lose the last
+acknowledged updates, and their version numbers would then be handed out again for other updates: clients would
+hold answers for versions that no longer mean what they were told. Nothing acknowledged is lost, so FULL; the
+flush is shared instead of skipped: concurrent edge updates commit in groups, one transaction and one flush per
+group (``SqlMetadataStore.append_update``, service.state.groupcommit).
+
+Every write transaction starts with ``BEGIN IMMEDIATE``: writers take the file's write lock up front, one at a
+time (a claim of a job is such a transaction). Those of this process first take turns on a lock of their own,
+since SQLite's busy handler would make them sleep and poll for the file's lock, backing off up to 100 ms at a
+time; other processes (build workers) wait for it up to ``busy_timeout_s``. Readers never wait (WAL). Each
+thread has its own connection.
 
 A write the disk refuses (SQLITE_FULL) is rolled back whole, and raises StorageFull. One server owns the file
 (service.state.datadir's lock); several processes of one server (its build workers) may share it.
@@ -55,18 +64,21 @@ DIALECT = Dialect(
 )
 
 
-class _Commits:
-    """Wakes this process's subscribers of one database file at each commit that recorded a change."""
+class _Database:
+    """What this process's stores of one database file share: a lock that its write transactions take in turn
+    (SQLite's own lock would make them sleep and poll, its busy handler backing off up to 100 ms at a time),
+    and the wake-up of subscribers at each commit that recorded a change."""
 
-    _by_path: ClassVar[dict[str, _Commits]] = {}
+    _by_path: ClassVar[dict[str, _Database]] = {}
     _registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self) -> None:
+        self.write_lock = threading.Lock()
         self._cond = threading.Condition()
         self._count = 0
 
     @classmethod
-    def of(cls, path: Path) -> _Commits:
+    def of(cls, path: Path) -> _Database:
         with cls._registry_lock:
             return cls._by_path.setdefault(str(path.resolve()), cls())
 
@@ -105,7 +117,7 @@ class SqliteMetadataStore(SqlMetadataStore):
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._closed = False
-        self._commits = _Commits.of(self.path)
+        self._database = _Database.of(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._migrate()
 
@@ -131,23 +143,24 @@ class SqliteMetadataStore(SqlMetadataStore):
 
     def _run(self, work: Callable[[Tx], T], write: bool) -> T:
         conn = self._connection()
-        cursor = conn.cursor()
-        tx = Tx(cursor, self._sql)
-        try:
-            cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            result = work(tx)
-            cursor.execute("COMMIT")
-        except BaseException as exc:
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error) and not isinstance(exc, self.unique_violation):
-                raise _translated(exc, "writing the metadata database" if write else "reading it") from exc
-            raise
-        finally:
-            cursor.close()
+        with self._database.write_lock if write else contextlib.nullcontext():
+            cursor = conn.cursor()
+            tx = Tx(cursor, self._sql)
+            try:
+                cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                result = work(tx)
+                cursor.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error) and not isinstance(exc, self.unique_violation):
+                    raise _translated(exc, "writing the metadata database" if write else "reading it") from exc
+                raise
+            finally:
+                cursor.close()
         if tx.changed:
-            self._commits.notify()
+            self._database.notify()
         return result
 
     def _lock_migrations(self, tx: Tx) -> None:
@@ -180,7 +193,7 @@ class SqliteMetadataStore(SqlMetadataStore):
 
     def subscribe(self, cursor: int | None = None, poll_s: float = 1.0) -> PollingSubscription:
         start = self.current_cursor() if cursor is None else cursor
-        return PollingSubscription(self, start, poll_s, self._commits.waiter())
+        return PollingSubscription(self, start, poll_s, self._database.waiter())
 
 
 def _translated(exc: sqlite3.Error, doing: str) -> StateError:

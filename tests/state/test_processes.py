@@ -1,13 +1,19 @@
-"""What several processes do to the state: writers through two processes, a change seen by another process, two
-servers on one data directory (real processes, spawned)."""
+"""What several processes do to the state: writers through two processes, a change seen by another process, a
+writer killed (SIGKILL) while its grouped appends commit, two servers on one data directory (real processes)."""
 
 from __future__ import annotations
 
 import json
 import multiprocessing
 import os
+import random
+import selectors
 import signal
 import socket
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +27,7 @@ from service.state.metadata import ChangeKind, MetadataStore
 from .test_metadata import ready_graph
 
 SPAWN = multiprocessing.get_context("spawn")
+REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 60
 
 
@@ -84,6 +91,79 @@ def test_subscriber_sees_a_commit_of_another_process(store: MetadataStore, store
             seen.extend(changes)
     writer.join(60)
     assert [(c.graph_id, c.version) for c in seen if c.kind is ChangeKind.journal] == [("aaaaaaaaaaaa", 2)]
+
+
+def append_until_killed(url: str, data_dir: str, graphs: list[str]) -> None:
+    """A writer per graph, appending without end; each answered append is reported on stdout as one line
+    (graph, version, payload, the largest group committed so far), written after ``append_update`` returned."""
+    store = open_metadata(url, Path(data_dir))
+
+    def write(graph_id: str) -> None:
+        head = store.get_graph(graph_id).head_version
+        while True:
+            payload = os.urandom(8).hex()
+            head = store.append_update(graph_id, head, payload)
+            line = f"{graph_id} {head} {payload} {store.append_stats().largest}\n"
+            os.write(1, line.encode())  # one write, under PIPE_BUF: whole or not at all
+
+    for graph_id in graphs:
+        threading.Thread(target=write, args=(graph_id,), daemon=True).start()
+    signal.pause()
+
+
+def _killed_mid_group(url: str, data_dir: Path, graphs: list[str]) -> list[tuple[str, int, str]]:
+    """Start a writer process, let it append until a commit carried several appends and a random moment more,
+    SIGKILL it, and return every append it reported answered."""
+    code = (
+        "import sys; from tests.state.test_processes import append_until_killed as a; a(*sys.argv[1:3], sys.argv[3:])"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, url, str(data_dir), *graphs], stdout=subprocess.PIPE, cwd=REPO
+    )
+    assert child.stdout is not None
+    received = b""
+    selector = selectors.DefaultSelector()
+    selector.register(child.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + 120
+    try:
+        grouped = False
+        while not grouped:
+            assert time.monotonic() < deadline, "the writer never committed a group of several appends"
+            assert child.poll() is None, "the writer exited"
+            if selector.select(timeout=1):
+                received += os.read(child.stdout.fileno(), 1 << 16)
+                grouped = any(line.split()[3] != b"1" for line in received.splitlines()[-50:] if len(line.split()) == 4)
+        time.sleep(random.uniform(0, 0.2))
+    finally:
+        child.kill()
+        child.wait(30)
+    received += child.stdout.read()  # what it reported before it died
+    child.stdout.close()
+    acknowledged = []
+    for line in received.decode().splitlines():
+        graph_id, version, payload, _ = line.split()
+        acknowledged.append((graph_id, int(version), payload))
+    return acknowledged
+
+
+def test_kill_mid_group_loses_only_unanswered_appends(store: MetadataStore, store_url: str, tmp_path: Path) -> None:
+    """SIGKILL of a process whose appends commit in groups, three times: every answered append survives, and
+    each graph's journal is whole (versions without a gap up to its head, a change row each): a group
+    committed whole or not at all."""
+    graphs = [f"{i:012x}" for i in range(8)]
+    for graph_id in graphs:
+        ready_graph(store, graph_id)
+    acknowledged: list[tuple[str, int, str]] = []
+    for _round in range(3):
+        acknowledged += _killed_mid_group(store_url, tmp_path, graphs)
+        journal = {(row.graph_id, row.version, row.payload) for g in graphs for row in store.read_updates(g, 0)}
+        assert set(acknowledged) <= journal
+        changes = {(c.graph_id, c.version) for c in store.changes_since(0)[0] if c.kind is ChangeKind.journal}
+        assert changes == {(graph_id, version) for graph_id, version, _ in journal}
+        for graph in store.list_graphs():
+            versions = sorted(version for graph_id, version, _ in journal if graph_id == graph.id)
+            assert versions == list(range(2, graph.head_version + 1))
+    assert len(acknowledged) > 3 * len(graphs)
 
 
 def _hold_lock(data_dir: str, port: int, ready: Any) -> None:
