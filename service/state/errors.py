@@ -23,6 +23,9 @@ __all__ = [
     "ArtifactNotFound",
     "ArtifactExists",
     "ArtifactCorrupt",
+    "UploadNotFound",
+    "UploadExists",
+    "UploadTooLarge",
     "StorageFull",
     "ReadOnlyStorage",
     "StoreUnavailable",
@@ -140,6 +143,34 @@ class ArtifactExists(Conflict):
 
 class ArtifactCorrupt(StateError):
     kind = "ArtifactCorrupt"
+
+
+class UploadNotFound(StateError):
+    kind = "UploadNotFound"
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"no stored upload {key[:80]!r}")
+        self.key = key
+
+
+class UploadExists(Conflict):
+    """Uploads are written once: storing one under a key that is taken."""
+
+    kind = "UploadExists"
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"an upload {key[:80]!r} is stored already")
+        self.key = key
+
+
+class UploadTooLarge(StateError):
+    """The stream went past the size it was allowed; nothing of it is kept."""
+
+    kind = "UploadTooLarge"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the upload is larger than {limit} bytes")
+        self.limit = limit
 
 
 class StorageFull(StateError):

@@ -3,7 +3,7 @@
 That layout: ``graphs/<id>/record.json`` (the graph's record), ``graphs/<id>/index/`` (its saved index; a swap
 cut short leaves it as ``index.new`` or ``index.old``), ``graphs/<id>/updates.jsonl`` (edge updates past the
 index, one JSON line each, the last one possibly cut short by a crash), ``uploads/<id>`` (an upload waiting for
-its build).
+its build, a file; it is moved into the artifact store's uploads under the key ``<id>``).
 
 Each graph is imported as the start-up of that layout would have recovered it: a ready graph (or a queued one
 whose index was published before a crash) with a loadable index becomes a ready graph whose index is version N
@@ -28,7 +28,16 @@ from grail_core import IndexFileError
 from grail_core.storage import read_index_dir
 
 from .artifacts import ArtifactStore, artifact_key, check_id
-from .errors import ArtifactExists, GraphExists, GraphNotFound, InvalidName, NameTaken, StateError
+from .errors import (
+    ArtifactExists,
+    GraphExists,
+    GraphNotFound,
+    InvalidName,
+    NameTaken,
+    StateError,
+    UploadExists,
+    UploadNotFound,
+)
 from .metadata import Graph, GraphStatus, JobKind, MetadataStore, check_name
 
 __all__ = ["import_data_dir", "ImportReport", "needs_import", "RECORD_FILE", "JOURNAL_FILE"]
@@ -110,14 +119,13 @@ def _import_graph(
     report: ImportReport,
 ) -> Graph | None:
     graph_id = folder.name
-    upload = data_dir / "uploads" / graph_id
     try:
         graph = metadata.get_graph(graph_id)
         if graph.id != graph_id:  # a name of another graph that happens to equal this id
-            graph = _create(graph_id, record, upload, data_dir, metadata)
+            graph = _create(graph_id, record, data_dir, metadata, artifacts)
     except GraphNotFound:
         try:
-            graph = _create(graph_id, record, upload, data_dir, metadata)
+            graph = _create(graph_id, record, data_dir, metadata, artifacts)
         except GraphExists:  # imported, then deleted, before its files could be removed
             return None
     if graph.published_version is not None or graph.status is GraphStatus.failed:
@@ -143,13 +151,13 @@ def _import_graph(
                 size_bytes=manifest.size_bytes,
             )
             graph = metadata.publish_version(graph_id, version, stats=record.get("stats"))
-            upload.unlink(missing_ok=True)
+            artifacts.delete_upload(graph_id)  # built: its upload is needed no more
             return _import_journal(folder, graph, metadata, report)
     if status == "ready":
         error = {"type": "IndexFileError", "message": "index files are missing or corrupt; upload the graph again"}
         return metadata.set_status(graph_id, GraphStatus.failed, error=error)
     if status in ("queued", "building"):
-        if upload.is_file():
+        if graph.upload_key is not None:
             metadata.enqueue_job(graph_id, JobKind.build, {"imported": True})
             return metadata.get_graph(graph_id)
         error = {"type": "Interrupted", "message": "the build was interrupted and its upload is gone; upload again"}
@@ -158,9 +166,11 @@ def _import_graph(
     return metadata.set_status(graph_id, GraphStatus.failed, error=error)
 
 
-def _create(graph_id: str, record: dict[str, Any], upload: Path, data_dir: Path, metadata: MetadataStore) -> Graph:
+def _create(
+    graph_id: str, record: dict[str, Any], data_dir: Path, metadata: MetadataStore, artifacts: ArtifactStore
+) -> Graph:
     label = str(record.get("name") or graph_id)
-    upload_key = upload.relative_to(data_dir).as_posix() if upload.is_file() else None
+    upload_key = _store_upload(data_dir, graph_id, artifacts)
     size = int(record.get("upload_bytes") or 0)
     params = dict(record.get("params") or {})
     if label != graph_id:
@@ -170,6 +180,27 @@ def _create(graph_id: str, record: dict[str, Any], upload: Path, data_dir: Path,
         except (InvalidName, NameTaken) as exc:
             log.warning("graph %s: its label %r is not kept as its name: %s", graph_id, label[:80], exc.message)
     return metadata.create_graph(graph_id, params, upload_bytes=size, upload_key=upload_key)
+
+
+def _store_upload(data_dir: Path, graph_id: str, artifacts: ArtifactStore) -> str | None:
+    """The graph's upload file moved into the artifact store (key: the graph's id); the key, or None when there
+    is none. The file is first renamed aside (the store's own folder for the key may be the file's path), and
+    removed once stored: a crash in between leaves it aside, where the next start finds it."""
+    uploads = data_dir / "uploads"
+    old, aside = uploads / graph_id, uploads / f".{graph_id}.import"
+    if old.is_file():
+        old.rename(aside)
+    if aside.is_file():
+        with open(aside, "rb") as handle:
+            try:
+                artifacts.put_upload(graph_id, handle)
+            except UploadExists:  # stored before a crash
+                pass
+        aside.unlink()
+    try:
+        return artifacts.upload(graph_id).key
+    except UploadNotFound:
+        return None
 
 
 def _index_version(index: Path) -> int:

@@ -7,8 +7,15 @@ are removed, and never mixed with the winner's. Deleting removes the manifest fi
 
 Fetching downloads every object into ``<cache_dir>/<id>/v<N>/`` through a temporary folder, hashing as it
 writes; the folder is renamed into place only when every checksum matches, so the cache holds whole versions
-only (a full disk leaves none half-written, and raises StorageFull). Credentials and endpoint come from the
-``AWS_*`` environment variables or the options given.
+only (a full disk leaves none half-written, and raises StorageFull).
+
+An upload is one object, ``uploads/<key>/<token>/data``, streamed in parts (a multipart upload: a few parts in
+memory at a time, whatever its size) and hashed on the way, then its record, create-only, at
+``uploads/<key>/upload.json``: the record is the upload. A put cut short leaves no record, at most an object
+under its own token (or the hidden parts of a multipart upload, which the bucket's lifecycle rule for
+incomplete uploads removes); ``remove_incomplete`` removes such objects once older than a grace period.
+
+Credentials and endpoint come from the ``AWS_*`` environment variables or the options given.
 """
 
 from __future__ import annotations
@@ -28,22 +35,40 @@ from obstore.store import S3Store
 
 from .artifacts import (
     ARTIFACT_MANIFEST,
+    CHUNK,
+    UPLOAD_DATA,
+    UPLOAD_RECORD,
     ArtifactFile,
+    Counted,
     Manifest,
+    Upload,
+    UploadSource,
     artifact_key,
     check_id,
+    copy_verified,
     describe_folder,
     raise_storage,
+    source_chunks,
     verify_folder,
 )
-from .errors import ArtifactCorrupt, ArtifactExists, ArtifactNotFound, StateError, StoreUnavailable
+from .errors import (
+    ArtifactCorrupt,
+    ArtifactExists,
+    ArtifactNotFound,
+    StateError,
+    StoreUnavailable,
+    UploadExists,
+    UploadNotFound,
+)
 
 if TYPE_CHECKING:  # a type of obstore's stubs only
     from obstore.store import ClientConfig
 
 __all__ = ["S3ArtifactStore"]
 
-_CHUNK = 1 << 22
+# A streamed upload's parts: S3 takes 5 MiB and more (but the last); a few in flight at a time bound the memory.
+_PART_BYTES = 8 << 20
+_PARTS_IN_FLIGHT = 2
 
 
 def _unavailable(exc: Exception, doing: str) -> StoreUnavailable:
@@ -147,7 +172,7 @@ class S3ArtifactStore:
         digest = hashlib.sha256()
         size = 0
         with open(target, "wb") as handle:
-            for chunk in obstore.get(self._store, key).stream(min_chunk_size=_CHUNK):
+            for chunk in obstore.get(self._store, key).stream(min_chunk_size=CHUNK):
                 data = memoryview(chunk)
                 digest.update(data)
                 handle.write(data)
@@ -198,3 +223,122 @@ class S3ArtifactStore:
     def graphs(self) -> list[str]:
         names = [prefix.rstrip("/").rsplit("/", 1)[-1] for prefix in self._listing("graphs/")]
         return sorted(name for name in names if self.versions(name))
+
+    # ---- uploads ------------------------------------------------------------------------------------
+
+    def put_upload(self, key: str, source: UploadSource, *, max_bytes: int | None = None) -> Upload:
+        prefix = f"uploads/{check_id(key)}"
+        if self._exists(f"{prefix}/{UPLOAD_RECORD}", f"looking for upload {key}"):
+            raise UploadExists(key)
+        token = uuid.uuid4().hex
+        counted = Counted(source_chunks(source), max_bytes)
+        try:
+            obstore.put(
+                self._store,
+                f"{prefix}/{token}/{UPLOAD_DATA}",
+                iter(counted),
+                chunk_size=_PART_BYTES,
+                max_concurrency=_PARTS_IN_FLIGHT,
+            )
+            upload = Upload(key, counted.size, counted.sha256, time.time(), objects=token)
+            obstore.put(self._store, f"{prefix}/{UPLOAD_RECORD}", upload.to_json(), mode="create")
+        except BaseException as exc:
+            with contextlib.suppress(BaseError, OSError):
+                self._remove_prefix(f"{prefix}/{token}/")
+            if exc is counted.error:  # the stream's own error
+                raise
+            if isinstance(exc, (AlreadyExistsError, PreconditionError)):
+                raise UploadExists(key) from None
+            if isinstance(exc, (BaseError, OSError)):
+                raise _unavailable(exc, f"storing upload {key}") from exc
+            raise
+        return upload
+
+    def upload(self, key: str) -> Upload:
+        try:
+            data = bytes(obstore.get(self._store, f"uploads/{check_id(key)}/{UPLOAD_RECORD}").bytes())
+        except (FileNotFoundError, NotFoundError):
+            raise UploadNotFound(key) from None
+        except (BaseError, OSError) as exc:
+            raise _unavailable(exc, f"reading upload {key}") from exc
+        return Upload.from_json(data, key)
+
+    def fetch_upload(self, key: str, target: Path) -> Upload:
+        upload = self.upload(key)
+        try:
+            stream = obstore.get(self._store, f"uploads/{key}/{upload.objects}/{UPLOAD_DATA}").stream(CHUNK)
+            copy_verified((bytes(chunk) for chunk in stream), Path(target), upload)
+        except (FileNotFoundError, NotFoundError):
+            raise ArtifactCorrupt(f"upload {key!r} has lost its data") from None
+        except (BaseError, OSError) as exc:
+            raise _unavailable(exc, f"reading upload {key}") from exc
+        return upload
+
+    def delete_upload(self, key: str) -> None:
+        prefix = f"uploads/{check_id(key)}"
+        try:
+            with contextlib.suppress(FileNotFoundError, NotFoundError):
+                obstore.delete(self._store, f"{prefix}/{UPLOAD_RECORD}")
+            self._remove_prefix(f"{prefix}/")
+        except (BaseError, OSError) as exc:
+            raise _unavailable(exc, f"removing upload {key}") from exc
+
+    def uploads(self) -> list[Upload]:
+        found = []
+        for prefix in self._listing("uploads/"):
+            key = prefix.rstrip("/").rsplit("/", 1)[-1]
+            with contextlib.suppress(UploadNotFound, StateError):
+                found.append(self.upload(check_id(key)))
+        return sorted(found, key=lambda upload: upload.key)
+
+    def remove_incomplete(self, older_than_s: float) -> list[str]:
+        """Objects under a token that no manifest or record names (a publish or put cut short, or the loser
+        of a race on the manifest), once the newest of them is ``older_than_s`` seconds old or more."""
+        now = time.time()
+        tokens: dict[tuple[str, str], list[tuple[str, float]]] = {}  # (owner, token): [(path, modified)]
+        try:
+            for prefix, depth in (("graphs/", 3), ("uploads/", 2)):
+                for batch in obstore.list(self._store, prefix=prefix):
+                    for meta in batch:
+                        parts = meta["path"].split("/")
+                        if len(parts) > depth + 1:  # under a token, not the manifest or record itself
+                            owner = "/".join(parts[:depth])
+                            tokens.setdefault((owner, parts[depth]), []).append(
+                                (meta["path"], meta["last_modified"].timestamp())
+                            )
+            removed = []
+            for (owner, token), objects in sorted(tokens.items()):
+                if now - max(modified for _, modified in objects) < older_than_s:
+                    continue
+                kept = self._objects_of(owner)
+                if kept is None or kept == token:  # unreadable manifest: left alone; or the stored one
+                    continue
+                obstore.delete(self._store, [path for path, _ in objects])
+                removed.append(f"{owner}/{token}/")
+        except (BaseError, OSError) as exc:
+            raise _unavailable(exc, "removing what interrupted writes left") from exc
+        return removed
+
+    def _objects_of(self, owner: str) -> str | None:
+        """The token a version's manifest or an upload's record names ("" when there is none); None when it
+        cannot be read."""
+        parts = owner.split("/")
+        try:
+            if parts[0] == "graphs" and parts[2][1:].isdigit():
+                return self.manifest(parts[1], int(parts[2][1:])).objects
+            if parts[0] == "uploads":
+                return self.upload(parts[1]).objects
+        except (ArtifactNotFound, UploadNotFound):
+            return ""
+        except StateError:
+            return None
+        return None
+
+    def _exists(self, path: str, doing: str) -> bool:
+        try:
+            obstore.head(self._store, path)
+        except (FileNotFoundError, NotFoundError):
+            return False
+        except (BaseError, OSError) as exc:
+            raise _unavailable(exc, doing) from exc
+        return True

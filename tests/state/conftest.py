@@ -4,6 +4,7 @@ S3-compatible server (moto's server mode, a subprocess on a free loopback port).
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.state import open_metadata
+from service.state import ArtifactStore, open_artifacts, open_metadata
 from service.state.sql import SqlMetadataStore
 from tests.postgres_server import PostgresServer
 
@@ -88,3 +89,20 @@ def s3_endpoint() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(params=["local", "s3"])
+def artifacts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ArtifactStore]:
+    """An empty artifact store of each kind: a folder, and a prefix of its own in moto's bucket."""
+    if request.param == "local":
+        yield open_artifacts(None, tmp_path / "data")
+        return
+    endpoint = request.getfixturevalue("s3_endpoint")
+    yield open_artifacts(
+        f"s3://{S3_BUCKET}/run-{os.urandom(4).hex()}",
+        tmp_path / "data",
+        cache_dir=tmp_path / "cache",
+        endpoint=endpoint,
+        client_options={"allow_http": True},
+        **S3_CREDENTIALS,
+    )

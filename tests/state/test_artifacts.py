@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import obstore
@@ -30,23 +29,6 @@ def index_folder(root: Path, files: dict[str, bytes] = FILES) -> Path:
 
 def s3_raw(endpoint: str, prefix: str) -> S3Store:
     return S3Store(S3_BUCKET, prefix=prefix, endpoint=endpoint, client_options={"allow_http": True}, **S3_CREDENTIALS)
-
-
-@pytest.fixture(params=["local", "s3"])
-def artifacts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ArtifactStore]:
-    if request.param == "local":
-        yield open_artifacts(None, tmp_path / "data")
-        return
-    endpoint = request.getfixturevalue("s3_endpoint")
-    prefix = f"run-{os.urandom(4).hex()}"
-    yield open_artifacts(
-        f"s3://{S3_BUCKET}/{prefix}",
-        tmp_path / "data",
-        cache_dir=tmp_path / "cache",
-        endpoint=endpoint,
-        client_options={"allow_http": True},
-        **S3_CREDENTIALS,
-    )
 
 
 def test_publish_fetch_list_delete(artifacts: ArtifactStore, tmp_path: Path) -> None:

@@ -98,8 +98,10 @@ def test_import_of_a_json_record_data_dir(store: MetadataStore, tmp_path: Path) 
 
     queued = store.get_graph(ids["queued"])
     assert queued.name == ids["queued"]  # "deps" was taken by the first graph
-    assert (queued.status, queued.upload_key) == (GraphStatus.queued, f"uploads/{ids['queued']}")
-    assert (data / queued.upload_key).read_bytes() == EDGES
+    assert (queued.status, queued.upload_key) == (GraphStatus.queued, ids["queued"])  # its upload, in the store
+    assert artifacts.fetch_upload(ids["queued"], tmp_path / "fetched").size == len(EDGES)
+    assert (tmp_path / "fetched").read_bytes() == EDGES
+    assert [u.key for u in artifacts.uploads()] == [ids["queued"]]
     assert [(j.kind, j.state) for j in store.list_jobs(ids["queued"])] == [(JobKind.build, JobState.queued)]
     failed = store.get_graph(ids["failed"])
     assert failed.status is GraphStatus.failed and failed.error == {
@@ -116,3 +118,15 @@ def test_import_of_a_json_record_data_dir(store: MetadataStore, tmp_path: Path) 
     assert not needs_import(data)
     again = import_data_dir(data, store, artifacts)
     assert (again.ready, again.queued, again.failed, again.updates) == ([], [], [], 0)
+
+
+def test_import_cut_short_after_moving_an_upload_aside_resumes(store: MetadataStore, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    ids = legacy_data_dir(data)
+    (data / "uploads" / ids["queued"]).rename(data / "uploads" / f".{ids['queued']}.import")  # where a crash left it
+    artifacts = LocalArtifactStore(data)
+    import_data_dir(data, store, artifacts)
+    assert store.get_graph(ids["queued"]).upload_key == ids["queued"]
+    artifacts.fetch_upload(ids["queued"], tmp_path / "fetched")
+    assert (tmp_path / "fetched").read_bytes() == EDGES
+    assert not (data / "uploads" / f".{ids['queued']}.import").exists()
