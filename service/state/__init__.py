@@ -5,8 +5,11 @@ The contract the registry, the build workers and the API replicas use:
 
 - ``open_metadata(database_url, data_dir)``: a ``MetadataStore`` (service.state.metadata says what each
   method promises): SQLite in ``<data_dir>/grail.db`` by default, PostgreSQL for ``postgresql://...``.
-- ``open_artifacts(store_url, data_dir, cache_dir)``: an ``ArtifactStore`` (service.state.artifacts): a folder
-  (``<data_dir>/graphs/<id>/v<N>/``) by default, an S3-compatible bucket for ``s3://bucket/prefix``.
+- ``open_artifacts(store_url, data_dir, cache_dir)``: an ``ArtifactStore`` (service.state.artifacts) of index
+  versions and of uploads waiting for their build: a folder (``<data_dir>/graphs/<id>/v<N>/``,
+  ``<data_dir>/uploads/<key>/``) by default, an S3-compatible bucket for ``s3://bucket/prefix``.
+- ``service.state.sweep.sweep_orphans``: what the artifact store holds and no row refers to (a builder or an
+  upload that crashed half-way, an upload no longer needed), removed after a grace period.
 - ``DataDirLock``: one server per embedded data directory (service.state.datadir).
 - ``service.state.importer.import_data_dir``: a data directory of the JSON-record layout, imported at first
   start (it needs grail_core, so it is imported on its own).

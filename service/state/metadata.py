@@ -47,6 +47,7 @@ __all__ = [
     "Job",
     "ServerInfo",
     "Change",
+    "ArtifactReferences",
     "Subscription",
     "MetadataStore",
     "GRAPH_ID_PATTERN",
@@ -115,7 +116,7 @@ class Graph:
     error: dict[str, Any] | None
     stats: dict[str, Any] | None
     upload_bytes: int
-    upload_key: str | None  # where the upload waits for its build (a path under the data dir, or an object key)
+    upload_key: str | None  # the artifact store's key of the upload that waits for its build (put_upload)
     published_version: int | None  # the version queries start from; None until the first build is published
     head_version: int  # the latest version: the published one or the last journal row past it
     pending_name: str | None  # a replacement (PUT): the name this graph takes once its first version is published
@@ -192,6 +193,14 @@ class Change:
     graph_id: str | None
     version: int | None
     at: float
+
+
+@dataclass(frozen=True)
+class ArtifactReferences:
+    """What the metadata refers to in the artifact store: anything else there is an orphan (service.state.sweep)."""
+
+    versions: frozenset[tuple[str, int]]  # (graph id, version) of every version row, whatever its status
+    uploads: frozenset[str]  # the upload keys of live graphs (one whose build was published needs it no more)
 
 
 class Subscription(Protocol):
@@ -274,6 +283,8 @@ class MetadataStore(Protocol):
     def garbage(self, older_than_s: float) -> list[Version]: ...
 
     def forget_version(self, graph_id: str, version: int) -> None: ...
+
+    def artifact_references(self) -> ArtifactReferences: ...
 
     # ---- the edge-update journal --------------------------------------------------------------------
     def append_update(self, graph_id: str, expected_version: int, payload: str) -> int: ...

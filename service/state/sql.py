@@ -35,6 +35,7 @@ from .errors import (
 )
 from .groupcommit import GroupCommit, GroupStats
 from .metadata import (
+    ArtifactReferences,
     Change,
     ChangeKind,
     Graph,
@@ -607,6 +608,19 @@ class SqlMetadataStore(ABC):
                 "DELETE FROM versions WHERE graph_id = ? AND version = ? AND status <> 'published'", (graph_id, version)
             )
         )
+
+    def artifact_references(self) -> ArtifactReferences:
+        """The versions and uploads the rows refer to, read in one transaction."""
+
+        def work(tx: Tx) -> ArtifactReferences:
+            versions = tx.all("SELECT graph_id, version FROM versions")
+            uploads = tx.all("SELECT upload_key FROM graphs WHERE upload_key IS NOT NULL AND deleted_at IS NULL")
+            return ArtifactReferences(
+                versions=frozenset((graph_id, int(version)) for graph_id, version in versions),
+                uploads=frozenset(key for (key,) in uploads),
+            )
+
+        return self._read(work)
 
     # ---- the edge-update journal --------------------------------------------------------------------
 
