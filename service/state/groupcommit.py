@@ -36,7 +36,7 @@ class _Waiter(Generic[R, V]):
 
     def __init__(self, request: R) -> None:
         self.request = request
-        self.woken = threading.Event()
+        self.woken: threading.Event | None = None  # made for a request that waits (a lone one does not)
         self.lead = False  # woken to commit the next group, not with an outcome
         self.value: V | None = None
         self.error: BaseException | None = None
@@ -62,8 +62,11 @@ class GroupCommit(Generic[R, V]):
         with self._lock:
             self._queue.append(waiter)
             lead = not self._leading
-            self._leading = True
-        if not lead:
+            if lead:
+                self._leading = True
+            else:
+                waiter.woken = threading.Event()
+        if waiter.woken is not None:
             waiter.woken.wait()
             if not waiter.lead:
                 return self._outcome(waiter)
@@ -97,9 +100,9 @@ class GroupCommit(Generic[R, V]):
                 else:
                     successor.lead = True
             for waiter in group:
-                if waiter is not leader:
+                if waiter.woken is not None and waiter is not leader:
                     waiter.woken.set()
-            if successor is not None:
+            if successor is not None and successor.woken is not None:  # a queued request always has one
                 successor.woken.set()
 
     @staticmethod
