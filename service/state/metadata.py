@@ -4,10 +4,11 @@ the one interface (``MetadataStore``) that SQLite (``service.state.sqlite``, the
 
 Rules every implementation keeps:
 
-- A method that returns has committed: nothing is acknowledged before it is durable (SQLite: WAL with
-  ``synchronous=FULL``; PostgreSQL: a committed transaction).
+- A method that returns has committed: nothing is acknowledged before it is durable, on disk past a crash of
+  the machine, not only of the process (SQLite: WAL with ``synchronous=FULL``; PostgreSQL: a committed
+  transaction, ``synchronous_commit`` on).
 - A method that raises changed nothing (full disk, a conflict, a graph deleted meanwhile): each call is one
-  transaction.
+  transaction, but appends, which share one per group and are each applied whole or not at all within it.
 - Graphs are soft-deleted: ``delete_graph`` marks the row, frees its name, cancels its jobs, retires its
   versions and drops its journal in one transaction; every later write for it raises ``GraphNotFound``. A write
   racing a delete is ordered with it (the graph's row is locked by both), never half applied.
