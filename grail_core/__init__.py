@@ -1,8 +1,10 @@
 """grail_core: graph readers, SCC condensation, GRAIL labels and exact reachability queries.
 
 Knows nothing of HTTP. The GPU code in ``kernels`` is reached only through ``grail_core.backends``.
-The public names below are imported on first use, so that a light module (``grail_core.backend_names``,
-read by the client CLI) does not load numba.
+``ReachabilityIndex`` builds, updates, saves and loads an index; ``Version`` is one immutable version of a
+graph that answers queries, ``Labels`` what a build makes. The public names below are imported on first use,
+so that a light module (``grail_core.backend_names``, ``grail_core.formats``, read by the client CLI) does
+not load numba.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ __all__ = [
     "FORMATS",
     "MAX_DIMS",
     "BackendUnavailableError",
+    "Category",
     "GrailError",
     "GraphFormatError",
     "GraphInput",
@@ -22,10 +25,13 @@ __all__ = [
     "IndexStats",
     "InputTooLargeError",
     "InvalidParameterError",
+    "Labels",
     "NodeNames",
     "QueryStats",
     "ReachabilityIndex",
+    "ReadOptions",
     "UnknownNodeError",
+    "Version",
     "cuda_available",
     "device_name",
     "guess_format",
@@ -38,16 +44,20 @@ _HOMES = {
     "cuda_available": "backends",
     "device_name": "backends",
     "BackendUnavailableError": "errors",
+    "Category": "errors",
     "GrailError": "errors",
     "GraphFormatError": "errors",
     "IndexFileError": "errors",
     "InputTooLargeError": "errors",
     "InvalidParameterError": "errors",
     "UnknownNodeError": "errors",
-    "MAX_DIMS": "index",
+    "MAX_DIMS": "labels",
+    "Labels": "labels",
     "ReachabilityIndex": "index",
+    "ReadOptions": "formats",
+    "Version": "version",
     "NodeNames": "names",
-    "FORMATS": "readers",
+    "FORMATS": "formats",
     "GraphInput": "readers",
     "guess_format": "readers",
     "read_graph": "readers",
@@ -74,6 +84,7 @@ if TYPE_CHECKING:
     from .backends import cuda_available, device_name
     from .errors import (
         BackendUnavailableError,
+        Category,
         GrailError,
         GraphFormatError,
         IndexFileError,
@@ -81,7 +92,10 @@ if TYPE_CHECKING:
         InvalidParameterError,
         UnknownNodeError,
     )
-    from .index import MAX_DIMS, ReachabilityIndex
+    from .formats import FORMATS, ReadOptions
+    from .index import ReachabilityIndex
+    from .labels import MAX_DIMS, Labels
     from .names import NodeNames
-    from .readers import FORMATS, GraphInput, guess_format, read_graph
+    from .readers import GraphInput, guess_format, read_graph
     from .stats import IndexStats, QueryStats
+    from .version import Version

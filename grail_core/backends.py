@@ -1,15 +1,16 @@
-"""The seam between grail_core and the GPU code in ``kernels``: backends for labeling, and each index's search engines.
+"""The one door between grail_core and the GPU code in ``kernels``: the backends, GPU builds and labels, and
+the GPU search engines.
 
 grail_core never imports ``kernels`` anywhere else. Both backends take and return plain numpy arrays
 and give identical answers; the GPU one is used when numba finds a CUDA device (or when forced). With
 several GPUs, a build labels its dimensions on different devices, and a large batch is split across all
-of them (``grail_core.engines.SplitEngine``).
+of them (``grail_core.search``). Whether there is a device is asked once per process.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -18,11 +19,9 @@ from typing import Any
 import numpy as np
 
 from .backend_names import BACKENDS
-from .engines import CpuEngine, SplitEngine
 from .errors import BackendUnavailableError, InvalidParameterError
 from .labeling import label_all
 from .query import HotArrays
-from .scheduler import Scheduler, machine_model
 
 __all__ = [
     "BACKENDS",
@@ -30,11 +29,11 @@ __all__ = [
     "compute_labels",
     "cuda_available",
     "device_name",
+    "label_on_device",
     "label_on_gpus",
     "resolve_backend",
-    "search_scheduler",
-    "start_calibration",
-    "DeviceBuildUnavailable",
+    "cuda_search_engine",
+    "cuda_search_engines",
     "device_build",
     "warm_up_device",
 ]
@@ -53,8 +52,9 @@ class LabelResult:
     phase_seconds: dict[str, float] = field(default_factory=dict)
 
 
+@functools.cache
 def cuda_available() -> bool:
-    """True when numba-cuda is installed and finds a device; never raises."""
+    """True when numba-cuda is installed and finds a device (asked once per process); never raises."""
     try:
         from kernels.device import cuda_available as probe
     except ImportError:
@@ -110,22 +110,32 @@ def compute_labels(
     return LabelResult(post, minpost, tree_low, "cpu")
 
 
-class DeviceBuildUnavailable(RuntimeError):
-    """The GPU build cannot run here (no CuPy, graph too large for the device): build on the CPU."""
-
-
 def device_build(num_nodes: int, num_edges: int) -> Any:
-    """A ``kernels.build.DeviceBuild`` for a graph of this size; ``DeviceBuildUnavailable`` when the GPU
-    build cannot take it (the reason is the message)."""
+    """A ``kernels.build.DeviceBuild`` for a graph of this size; ``BackendUnavailableError`` when the GPU
+    build cannot take it (no CuPy, a graph too large for the device: the reason is the message)."""
     try:
         from kernels.arrays import DeviceArraysUnavailable
         from kernels.build import DeviceBuild
     except ImportError as error:
-        raise DeviceBuildUnavailable(str(error)) from None
+        raise BackendUnavailableError(str(error)) from None
     try:
         return DeviceBuild(num_nodes, num_edges)
     except (DeviceArraysUnavailable, MemoryError) as error:
-        raise DeviceBuildUnavailable(str(error)) from None
+        raise BackendUnavailableError(str(error)) from None
+
+
+def label_on_device(device: Any, seeds: np.ndarray) -> dict[str, float] | None:
+    """The labels of a GPU build (``kernels.build.DeviceBuild.labels``, one seed per dimension) and the time
+    of each of their phases, or None when the GPU declines the DAG (a cost model in ``kernels.labeling``):
+    the CPU labels it then."""
+    from kernels.labeling import LabelingDeclined
+
+    try:
+        phases: dict[str, float] = device.labels(seeds)
+    except LabelingDeclined as reason:
+        log.info("GPU labeling declined (%s): labeling on the CPU", reason)
+        return None
+    return phases
 
 
 def warm_up_device() -> None:
@@ -177,46 +187,19 @@ def label_on_gpus(
     return LabelResult(post, minpost, tree_low, "cuda", phases)
 
 
-def search_scheduler(hot: HotArrays, backend: str) -> Scheduler:
-    """An index's search: its CPU engine and, for backend 'cuda', one GPU engine per device (a batch
-    split over all of them when there are several), under a scheduler that picks per batch."""
-    cpu = CpuEngine(hot)
-    if backend != "cuda":
-        return Scheduler(hot, cpu, None)
+def cuda_search_engines(hot: HotArrays) -> tuple[list[Any], bool]:
+    """One GPU search engine per device for an index's records (``kernels.search.CudaSearchEngine``, sharing
+    one level order), and whether the devices run side by side."""
     from kernels.device import devices
     from kernels.search import CudaSearchEngine, SharedLevelOrder
 
     gpus = devices()
     order = SharedLevelOrder(hot, users=len(gpus))
-    engines = [CudaSearchEngine(hot, gpu, order=order) for gpu in gpus]
-    start_calibration()
-    if len(engines) == 1:
-        return Scheduler(hot, cpu, engines[0], pass_pairs=engines[0].pass_pairs)
-    split = SplitEngine(engines, concurrent=all(gpu.concurrent for gpu in gpus))
-    return Scheduler(hot, cpu, split, pass_pairs=engines[0].pass_pairs, parts=split.parts)
+    return [CudaSearchEngine(hot, gpu, order=order) for gpu in gpus], all(gpu.concurrent for gpu in gpus)
 
 
-_calibration: threading.Thread | None = None
-_calibration_lock = threading.Lock()
-
-
-def start_calibration() -> None:
-    """Fits the machine's search cost model once per process, in the background (``grail_core.calibration``);
-    until it ends, schedulers predict from the model's defaults."""
-    global _calibration
-    with _calibration_lock:
-        if _calibration is not None or machine_model().fitted:
-            return
-        _calibration = threading.Thread(target=_calibrate, name="grail-search-calibration", daemon=True)
-        _calibration.start()
-
-
-def _calibrate() -> None:
+def cuda_search_engine(hot: HotArrays) -> Any:
+    """A GPU search engine on the current device (the cost model's calibration runs one per index)."""
     from kernels.search import CudaSearchEngine
 
-    from .calibration import calibrate
-
-    try:
-        calibrate(machine_model(), CudaSearchEngine)
-    except Exception:  # a failed calibration leaves the defaults; searches are exact either way
-        log.exception("search cost calibration failed; the scheduler keeps its default constants")
+    return CudaSearchEngine(hot)

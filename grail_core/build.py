@@ -25,6 +25,7 @@ from numba import njit, prange
 
 from . import backends
 from .condensation import Condensation, quotient_graph, renumber
+from .errors import BackendUnavailableError
 from .graph import Digraph, build_csr
 from .labeling import dimension_seeds, label_all, make_child_orders, with_virtual_root
 from .query import QueryArrays
@@ -193,7 +194,7 @@ def build_index_arrays(
     if backend == "cuda" and (force_device or m >= DEVICE_BUILD_MIN_EDGES):
         try:
             return _build_on_device(backends.device_build(n, m), work, src, dst, dims=dims, seed=seed, hubs=hubs)
-        except (backends.DeviceBuildUnavailable, MemoryError) as error:
+        except (BackendUnavailableError, MemoryError) as error:
             log.warning("GPU build unavailable for %d nodes, %d edges (%s): building on the CPU", n, m, error)
             work.restart()
     with _threads(1 if m + n < SERIAL_BUILD_ELEMENTS else numba.get_num_threads()):
@@ -296,15 +297,12 @@ def _build_on_device(
         return _labels_and_hubs_on_cpu(work, graph_csr, condensation, dims=dims, seed=seed, hubs=hubs, backend="cpu")
     work.expect("labels", dims * (2 * m_raw + count))
     work.expect("hubs", _HUB_SWEEPS * (m_raw + count))
-    from kernels.labeling import LabelingDeclined
-
     labels = None
     with work.phase("labels", "cuda"):
-        try:
-            phases = device.labels(dimension_seeds(dims, seed))
+        phases = backends.label_on_device(device, dimension_seeds(dims, seed))
+        if phases is not None:
             work.seconds.update({f"labels.{name}": value for name, value in phases.items()})
-        except LabelingDeclined as reason:
-            log.info("GPU labeling declined (%s): labeling %d nodes on the CPU", reason, count)
+        else:
             work.backends["labels"] = "cpu"
             indptr, children = device.host_labeling_graph()
             labels = label_all(indptr, make_child_orders(indptr, children, dims, seed), count)

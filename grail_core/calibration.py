@@ -20,7 +20,10 @@ from typing import Any
 import numpy as np
 
 from .engines import CpuEngine, SearchEngine
-from .query import UNDECIDED, HotArrays, filter_pairs
+from .labels import Labels
+from .names import NodeNames
+from .query import UNDECIDED, HotArrays, filter_pairs, pack
+from .readers.graph_input import GraphInput
 from .scheduler import GPU_MODES, BatchFeatures, CostModel, Scheduler
 from .synthetic import downward_walk_pairs, layered_dag
 
@@ -40,17 +43,17 @@ def calibrate(
 ) -> list[tuple[str, BatchFeatures, float]]:
     """Runs every engine on the calibration batches and fits ``model``; returns the (kind, features,
     seconds) samples. ``gpu_engine`` makes a GPU engine for an index (None: the CPU alone is fitted)."""
-    from .index import ReachabilityIndex
-
     started = time.perf_counter()
     samples: list[tuple[str, BatchFeatures, float]] = []
     for nodes, levels in WORKLOADS:
         indptr, indices = layered_dag(nodes, levels, seed=levels)
         src = np.repeat(np.arange(nodes, dtype=np.int64), np.diff(indptr))
-        index = ReachabilityIndex.from_edges(src, indices.astype(np.int64), num_nodes=nodes, backend="cpu")
-        cpu = CpuEngine(index.hot)
-        gpu = gpu_engine(index.hot) if gpu_engine is not None else None
-        scheduler = Scheduler(index.hot, cpu, gpu, pass_pairs=getattr(gpu, "pass_pairs", None))
+        graph = GraphInput(nodes, src, indices.astype(np.int64), NodeNames.identity(nodes), "arrays")
+        labels = Labels.build(graph, backend="cpu")
+        hot = pack(labels.arrays)
+        cpu = CpuEngine(hot)
+        gpu = gpu_engine(hot) if gpu_engine is not None else None
+        scheduler = Scheduler(hot, cpu, gpu, pass_pairs=getattr(gpu, "pass_pairs", None))
         rng = np.random.default_rng(levels)
         batches = (
             rng.integers(0, nodes, size=(PAIRS, 2)),
@@ -58,8 +61,8 @@ def calibrate(
         )
         try:
             for pairs in batches:
-                comp = index.arrays.comp
-                undecided = np.flatnonzero(filter_pairs(index.hot, pairs) == UNDECIDED)
+                comp = labels.arrays.comp
+                undecided = np.flatnonzero(filter_pairs(hot, pairs) == UNDECIDED)
                 sources, targets = comp[pairs[undecided, 0]], comp[pairs[undecided, 1]]
                 for size in (sources.size, sources.size // 8, sources.size // 64):
                     samples += _measure(scheduler, cpu, gpu, sources[:size], targets[:size], runs)

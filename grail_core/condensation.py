@@ -15,19 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from .frontier import Frontier, advance, no_pull, push_edges
 from .graph import Digraph, WorkCallback, mapped_csr, permuted_csr
-from .parallel import (
-    LOCAL_QUEUE,
-    PARALLEL_MIN_NODES,
-    atomic_add,
-    atomic_max,
-    chunk_count,
-    chunk_range,
-    flagged,
-    queue_flush,
-    queue_push,
-    stable_order,
-)
+from .parallel import PARALLEL_MIN_NODES, atomic_add, atomic_max, flagged, stable_order
 from .scc import strongly_connected_components
 
 __all__ = [
@@ -41,39 +31,24 @@ __all__ = [
 
 
 @njit(nogil=True, inline="always")
-def _release_children(v, indptr, indices, pending, level, local, count, queue, tail):
-    """Kahn's step: every child gets at least v's level + 1; the last parent to finish queues it."""
+def _release_child(v, w, e, pending, level, _):
+    """Kahn's step on an edge v -> w: w gets at least v's level + 1; its last parent queues it."""
     following = level[v] + 1
-    for e in range(indptr[v], indptr[v + 1]):
-        w = indices[e]
-        if level[w] < following:
-            atomic_max(level, w, following)
-        if atomic_add(pending, w, -1) == 1:
-            count = queue_push(w, local, count, queue, tail)
-    return count
+    if level[w] < following:
+        atomic_max(level, w, following)
+    return atomic_add(pending, w, -1) == 1
+
+
+@njit(nogil=True, inline="always")
+def _release_children(v, context, local, count, queue, tail):
+    indptr, indices, pending, level = context
+    return push_edges(v, indptr, indices, _release_child, pending, level, None, local, count, queue, tail)
 
 
 @njit(nogil=True, parallel=True, cache=True)
-def _kahn(indptr, indices, pending, level, queue, tail, parallel_min, chunks):
+def _kahn(indptr, indices, pending, level, queue, tail, frontier):
     """Longest path (in edges) from a source to every node, for the sources already in ``queue``."""
-    head = 0
-    local = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-    while head < tail[0]:
-        stop = tail[0]
-        if stop - head < parallel_min:
-            count = _release_children(queue[head], indptr, indices, pending, level, local, 0, queue, tail)
-            queue_flush(local, count, queue, tail)
-            head += 1
-            continue
-        for chunk in prange(chunks):
-            start, end = chunk_range(chunk, chunks, stop - head)
-            mine = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-            count = 0
-            for i in range(head + start, head + end):
-                count = _release_children(queue[i], indptr, indices, pending, level, mine, count, queue, tail)
-            queue_flush(mine, count, queue, tail)
-        head = stop
-    return head
+    return advance(_release_children, no_pull, (indptr, indices, pending, level), queue, tail, frontier)
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -95,7 +70,7 @@ def _levels_from(
     tail = np.array([flagged(is_source, queue)], dtype=np.int64)
     del is_source
     level = np.zeros(n, dtype=np.int32)
-    done = _kahn(indptr, indices, pending, level, queue, tail, parallel_min, chunk_count(n))
+    done = _kahn(indptr, indices, pending, level, queue, tail, Frontier.over(n, parallel_min))
     if done != n:
         raise ValueError("the graph has a cycle: levels are defined on DAGs only")
     return level

@@ -57,7 +57,7 @@ def order_key(seed, position):
 # Rows longer than this are ordered by parallel radix passes over their keys, not inside the loop over
 # rows, where one thread would sort a hub row (the virtual root has one child per DAG root: millions) alone.
 LONG_ROW = 1 << 14
-_RADIX_BITS = 8  # four passes (11-bit digits, three passes, measured slower: more scatter streams)
+_RADIX_BITS = 8  # four passes: wider digits make fewer passes but more scatter streams
 _DIGIT_MASK = (1 << _RADIX_BITS) - 1
 
 

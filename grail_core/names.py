@@ -113,7 +113,7 @@ def _hash_bytes(data, start, end, seed):
     """A seeded 64-bit hash of ``data[start:end]``: eight bytes at a step, each folded in by one multiply, and
     the finalizer over the whole. The length goes in first, so names that differ only by trailing zero bytes
     differ. A name of eight bytes or more ends with the word that ends it (overlapping the last full one, its
-    new bytes shifted down), so no byte is read one at a time (13 ns a name of 17 bytes, down from 20 ns)."""
+    new bytes shifted down), so no byte is read one at a time."""
     h = seed ^ (np.uint64(end - start) * _M2)
     i = start
     while i + 8 <= end:
@@ -222,7 +222,7 @@ def _utf8_valid(data, start, end):
 
 # Every batch loop works in blocks of _BLOCK names, in two passes: the hashes of the block first, then the
 # probes, each asking for the slot of the name _AHEAD places on, so that several memory accesses are in flight
-# at once (10M pairs of a 4M-name table: 0.43 s against 0.94 s without asking, 0.55 s hashing twice).
+# at once.
 
 
 @njit(inline="always")
@@ -244,7 +244,7 @@ def _prefetch_slot(slots, hashes, i, end):
 @njit(inline="always")
 def _prefetch_name(slots, names_data, names_offsets, hashes, i, end):
     """For string names, two more steps ahead: the name's offsets once its slot has come, and its bytes once
-    the offsets have (a hit reads three cache lines: 0.15 s against 0.22 s for 2M names of a 60k table)."""
+    the offsets have (a hit reads three cache lines)."""
     mask = slots.shape[0] - 1
     if i + _AHEAD // 2 < end:
         node = slots[hashes[i + _AHEAD // 2] & mask, 1]
@@ -374,8 +374,7 @@ def _ucs4_to_utf8(codes, offsets, out):
 
 @njit(nogil=True, cache=True)
 def _first_invalid_byte(data):
-    """Where ``data`` stops being UTF-8, or -1; ASCII eight bytes at a step (36 MB of names in 5 ms, where
-    checking them name by name took 50)."""
+    """Where ``data`` stops being UTF-8, or -1; ASCII eight bytes at a step."""
     i = 0
     while i < data.size:
         if i + 8 <= data.size and load_word(data, i) & HIGH_BITS == 0:

@@ -37,8 +37,8 @@ __all__ = [
     "stable_order",
 ]
 
-# Nodes a frontier level needs before it is processed by all threads: a parallel region costs 10-50 us
-# to start, a serial step well under a microsecond.
+# Nodes a frontier level needs before it is processed by all threads: starting a parallel region costs
+# what many serial steps do.
 PARALLEL_MIN_NODES = 2048
 # Nodes a thread collects before appending them to a shared queue with one atomic.
 LOCAL_QUEUE = 256

@@ -356,8 +356,7 @@ def _search(h, sources, targets, answers, stamps, stacks):
 
 def pairs_per_chunk(count: int, threads: int) -> int:
     """Pairs numba hands a thread at a time: PAIRS_PER_CHUNK, or fewer (16 at least), so that a smaller
-    batch still gives each thread about four chunks. (With 2,048 a chunk, a batch of 1,062 costly pairs of
-    the benchmark's R-MAT graph ran on one of 16 threads: 7.9 ms on an H200's host.)"""
+    batch still gives each thread about four chunks: a few costly pairs must not all land on one thread."""
     return max(16, min(PAIRS_PER_CHUNK, count // (4 * threads)))
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from .frontier import Frontier, advance, no_pull, push_edges
 from .graph import Digraph, WorkCallback
 from .parallel import (
     LOCAL_QUEUE,
@@ -54,29 +55,21 @@ class SccOptions:
     min_round_share: float = 0.01  # a coloring round that removes less than this share of the live nodes is the last
 
 
-@njit(nogil=True, inline="always")
-def _move_front(queue, start, stop):
-    """Moves queue[start:stop] to the front; returns its length (a forward copy, safe for overlapping ranges)."""
-    for k in range(stop - start):
-        queue[k] = queue[start + k]
-    return stop - start
-
-
 # ---- trim ------------------------------------------------------------------------------------------
 
 
 @njit(nogil=True, inline="always")
-def _trim_visit(v, out_indptr, out_indices, in_indptr, in_indices, label, indeg, outdeg, local, count, queue, tail):
-    """v left the graph: its live children lose a parent, its live parents a child."""
-    for e in range(out_indptr[v], out_indptr[v + 1]):
-        w = out_indices[e]
-        if label[w] == LIVE and atomic_add(indeg, w, -1) == 1 and atomic_cas(label, w, LIVE, w) == LIVE:
-            count = queue_push(w, local, count, queue, tail)
-    for e in range(in_indptr[v], in_indptr[v + 1]):
-        u = in_indices[e]
-        if label[u] == LIVE and atomic_add(outdeg, u, -1) == 1 and atomic_cas(label, u, LIVE, u) == LIVE:
-            count = queue_push(u, local, count, queue, tail)
-    return count
+def _lose_neighbour(v, w, e, label, degree, _):
+    """v left the graph: its live neighbour w loses a parent or a child (``degree``: in- or out-degrees); w
+    leaves too when that was its last."""
+    return label[w] == LIVE and atomic_add(degree, w, -1) == 1 and atomic_cas(label, w, LIVE, w) == LIVE
+
+
+@njit(nogil=True, inline="always")
+def _trim_visit(v, context, local, count, queue, tail):
+    out_indptr, out_indices, in_indptr, in_indices, label, indeg, outdeg = context
+    count = push_edges(v, out_indptr, out_indices, _lose_neighbour, label, indeg, None, local, count, queue, tail)
+    return push_edges(v, in_indptr, in_indices, _lose_neighbour, label, outdeg, None, local, count, queue, tail)
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -113,42 +106,9 @@ def _live_degrees(out_indptr, out_indices, in_indptr, in_indices, label, indeg, 
 
 
 @njit(nogil=True, parallel=True, cache=True)
-def _trim_queue(
-    out_indptr, out_indices, in_indptr, in_indices, label, indeg, outdeg, queue, tail, parallel_min, chunks
-):
-    head = 0
-    local = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-    while head < tail[0]:
-        stop = tail[0]
-        if stop - head < parallel_min:
-            count = _trim_visit(
-                queue[head], out_indptr, out_indices, in_indptr, in_indices, label, indeg, outdeg, local, 0, queue, tail
-            )
-            queue_flush(local, count, queue, tail)
-            head += 1
-            continue
-        for chunk in prange(chunks):
-            start, end = chunk_range(chunk, chunks, stop - head)
-            mine = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-            count = 0
-            for i in range(head + start, head + end):
-                count = _trim_visit(
-                    queue[i],
-                    out_indptr,
-                    out_indices,
-                    in_indptr,
-                    in_indices,
-                    label,
-                    indeg,
-                    outdeg,
-                    mine,
-                    count,
-                    queue,
-                    tail,
-                )
-            queue_flush(mine, count, queue, tail)
-        head = stop
-    return head
+def _trim_queue(out_indptr, out_indices, in_indptr, in_indices, label, indeg, outdeg, queue, tail, frontier):
+    context = (out_indptr, out_indices, in_indptr, in_indices, label, indeg, outdeg)
+    return advance(_trim_visit, no_pull, context, queue, tail, frontier)
 
 
 # ---- forward-backward ------------------------------------------------------------------------------
@@ -178,13 +138,15 @@ def _pivot(indeg, outdeg, label, chunks):
 
 
 @njit(nogil=True, inline="always")
-def _reach_visit(v, indptr, indices, mark, allowed, value, local, count, queue, tail):
-    """Marks ``value`` on the neighbours of v whose mark is ``allowed``."""
-    for e in range(indptr[v], indptr[v + 1]):
-        w = indices[e]
-        if mark[w] == allowed and atomic_cas(mark, w, allowed, value) == allowed:
-            count = queue_push(w, local, count, queue, tail)
-    return count
+def _reach_child(v, w, e, mark, allowed, value):
+    """w, marked ``allowed``, is reached (marked ``value``) from v."""
+    return mark[w] == allowed and atomic_cas(mark, w, allowed, value) == allowed
+
+
+@njit(nogil=True, inline="always")
+def _reach_children(v, context, local, count, queue, tail):
+    indptr, indices, _, _, mark, allowed, value = context
+    return push_edges(v, indptr, indices, _reach_child, mark, allowed, value, local, count, queue, tail)
 
 
 # A reach level goes bottom-up once its frontier holds more than this share of the nodes it may still
@@ -194,51 +156,29 @@ def _reach_visit(v, indptr, indices, mark, allowed, value, local, count, queue, 
 _BOTTOM_UP_SHARE = 1 / 16
 
 
-@njit(nogil=True, inline="always")
-def _reached_parent(v, rindptr, rindices, mark, value):
+# Not inlined (numba 0.6x's inliner breaks this function inside the operator's parallel loop); the call
+# is cheap beside the parents it reads.
+@njit(nogil=True, cache=True)
+def _reach_from_parents(v, context):
+    """Bottom-up: v, marked ``allowed``, is reached when one of its parents is (a node reached in this same
+    pass counts too: reachability, not distance, is what is wanted)."""
+    _, _, rindptr, rindices, mark, allowed, value = context
+    if mark[v] != allowed:
+        return False
     for e in range(rindptr[v], rindptr[v + 1]):
         if mark[rindices[e]] == value:
+            mark[v] = value
             return True
     return False
 
 
 @njit(nogil=True, parallel=True, cache=True)
-def _reach(indptr, indices, rindptr, rindices, mark, allowed, value, candidates, queue, tail, parallel_min, chunks):
+def _reach(indptr, indices, rindptr, rindices, mark, allowed, value, queue, tail, frontier):
     """BFS from the nodes already in ``queue`` (marked ``value``) along ``indptr`` through the nodes marked
-    ``allowed`` (``candidates`` of them), marking them ``value``; ``rindptr``/``rindices``: the reverse CSR
-    of the bottom-up levels. Returns how many nodes the queue holds (every node reached, once)."""
-    head = 0
-    local = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-    n = mark.size
-    while head < tail[0]:
-        stop = tail[0]
-        if stop - head < parallel_min:
-            count = _reach_visit(queue[head], indptr, indices, mark, allowed, value, local, 0, queue, tail)
-            queue_flush(local, count, queue, tail)
-            head += 1
-            continue
-        if stop - head > _BOTTOM_UP_SHARE * (candidates - stop):
-            # Bottom-up: every node still unreached asks its parents (a node reached in this same pass
-            # counts as a parent too: reachability, not distance, is what is wanted).
-            for chunk in prange(chunks):
-                start, end = chunk_range(chunk, chunks, n)
-                mine = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-                count = 0
-                for v in range(start, end):
-                    if mark[v] == allowed and _reached_parent(v, rindptr, rindices, mark, value):
-                        mark[v] = value
-                        count = queue_push(v, mine, count, queue, tail)
-                queue_flush(mine, count, queue, tail)
-        else:
-            for chunk in prange(chunks):
-                start, end = chunk_range(chunk, chunks, stop - head)
-                mine = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-                count = 0
-                for i in range(head + start, head + end):
-                    count = _reach_visit(queue[i], indptr, indices, mark, allowed, value, mine, count, queue, tail)
-                queue_flush(mine, count, queue, tail)
-        head = stop
-    return head
+    ``allowed``, marking them ``value``; ``rindptr``/``rindices``: the reverse CSR of the bottom-up levels.
+    Returns how many nodes the queue holds (every node reached, once)."""
+    context = (indptr, indices, rindptr, rindices, mark, allowed, value)
+    return advance(_reach_children, _reach_from_parents, context, queue, tail, frontier)
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -264,52 +204,29 @@ def _label_marked(queue, count, mark, value, label, name):
 
 
 @njit(nogil=True, inline="always")
-def _color_visit(v, indptr, indices, label, color, queued, local, count, queue, tail):
-    # Unqueued before the color is read (the atomic orders the two): a raise that comes after the read
-    # finds v unqueued and queues it again.
-    atomic_cas(queued, v, 1, 0)
+def _pass_color(v, w, e, label, color, queued):
+    """w takes v's color when that is larger; it is queued unless it waits already."""
     c = color[v]
-    for e in range(indptr[v], indptr[v + 1]):
-        w = indices[e]
-        if label[w] == LIVE and color[w] < c and atomic_max(color, w, c) < c:
-            if queued[w] == 0 and atomic_cas(queued, w, 0, 1) == 0:
-                count = queue_push(w, local, count, queue, tail)
-    return count
+    if label[w] == LIVE and color[w] < c and atomic_max(color, w, c) < c:
+        return queued[w] == 0 and atomic_cas(queued, w, 0, 1) == 0
+    return False
+
+
+@njit(nogil=True, inline="always")
+def _color_visit(v, context, local, count, queue, tail):
+    indptr, indices, label, color, queued = context
+    # Unqueued before its color is read (the atomic orders the two): a raise that comes after the read finds
+    # v unqueued and queues it again.
+    atomic_cas(queued, v, 1, 0)
+    return push_edges(v, indptr, indices, _pass_color, label, color, queued, local, count, queue, tail)
 
 
 @njit(nogil=True, parallel=True, cache=True)
-def _propagate_colors(indptr, indices, label, color, queued, queue, tail, parallel_min, chunks):
-    """Largest-id propagation to a fixpoint; ``queue`` (2n entries) starts with every live node.
-
-    A node waits in the queue at most once at a time (``queued``), but may come back after its visit:
-    the entries still to visit are moved to the front before a parallel level, and by a serial step
-    once n entries are behind it, so 2n entries always suffice.
-    """
-    head = 0
-    local = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-    n = label.size
-    while head < tail[0]:
-        stop = tail[0]
-        if stop - head < parallel_min:
-            count = _color_visit(queue[head], indptr, indices, label, color, queued, local, 0, queue, tail)
-            queue_flush(local, count, queue, tail)
-            head += 1
-            if head >= n:
-                tail[0] = _move_front(queue, head, tail[0])
-                head = 0
-            continue
-        if head > 0:
-            stop = _move_front(queue, head, stop)
-            tail[0] = stop
-            head = 0
-        for chunk in prange(chunks):
-            start, end = chunk_range(chunk, chunks, stop)
-            mine = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-            count = 0
-            for i in range(start, end):
-                count = _color_visit(queue[i], indptr, indices, label, color, queued, mine, count, queue, tail)
-            queue_flush(mine, count, queue, tail)
-        head = stop
+def _propagate_colors(indptr, indices, label, color, queued, queue, tail, frontier):
+    """Largest-id propagation to a fixpoint; ``queue`` (2n entries, ``frontier.wrap`` n) starts with every
+    live node. A node waits in the queue at most once at a time (``queued``), but may come back after its
+    visit: the wrap keeps 2n entries enough."""
+    advance(_color_visit, no_pull, (indptr, indices, label, color, queued), queue, tail, frontier)
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -329,35 +246,21 @@ def _color_roots(label, color, queue, tail, mark, chunks):
 
 
 @njit(nogil=True, inline="always")
-def _component_visit(v, in_indptr, in_indices, label, color, mark, local, count, queue, tail):
-    c = color[v]
-    for e in range(in_indptr[v], in_indptr[v + 1]):
-        u = in_indices[e]
-        if label[u] == LIVE and mark[u] == 0 and color[u] == c and atomic_cas(mark, u, 0, 1) == 0:
-            count = queue_push(u, local, count, queue, tail)
-    return count
+def _join_component(v, u, e, label, color, mark):
+    """A live parent u of v of the same color joins v's component."""
+    return label[u] == LIVE and mark[u] == 0 and color[u] == color[v] and atomic_cas(mark, u, 0, 1) == 0
+
+
+@njit(nogil=True, inline="always")
+def _component_visit(v, context, local, count, queue, tail):
+    in_indptr, in_indices, label, color, mark = context
+    return push_edges(v, in_indptr, in_indices, _join_component, label, color, mark, local, count, queue, tail)
 
 
 @njit(nogil=True, parallel=True, cache=True)
-def _collect_components(in_indptr, in_indices, label, color, mark, queue, tail, parallel_min, chunks):
+def _collect_components(in_indptr, in_indices, label, color, mark, queue, tail, frontier):
     """Backward BFS from every root through its own color; every node reached joins its root's component."""
-    head = 0
-    local = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-    while head < tail[0]:
-        stop = tail[0]
-        if stop - head < parallel_min:
-            count = _component_visit(queue[head], in_indptr, in_indices, label, color, mark, local, 0, queue, tail)
-            queue_flush(local, count, queue, tail)
-            head += 1
-            continue
-        for chunk in prange(chunks):
-            start, end = chunk_range(chunk, chunks, stop - head)
-            mine = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
-            count = 0
-            for i in range(head + start, head + end):
-                count = _component_visit(queue[i], in_indptr, in_indices, label, color, mark, mine, count, queue, tail)
-            queue_flush(mine, count, queue, tail)
-        head = stop
+    head = advance(_component_visit, no_pull, (in_indptr, in_indices, label, color, mark), queue, tail, frontier)
     for i in prange(head):
         v = queue[i]
         label[v] = color[v]
@@ -558,45 +461,36 @@ class _Components:
         arrays = (g.out_indptr, g.out_indices, g.in_indptr, g.in_indices, self.label, self.indeg, self.outdeg)
         self.tail[0] = 0
         _live_degrees(*arrays, self.queue, self.tail, self.live == self.label.size, self.chunks)
-        self._placed(_trim_queue(*arrays, self.queue, self.tail, o.parallel_min_nodes, self.chunks))
+        self._placed(_trim_queue(*arrays, self.queue, self.tail, Frontier.over(self.label.size, o.parallel_min_nodes)))
 
     def forward_backward(self) -> None:
         g, mark, queue, tail = self.graph, self.mark, self.queue, self.tail
-        schedule = (self.options.parallel_min_nodes, self.chunks)
+        n, parallel_min = self.label.size, self.options.parallel_min_nodes
         pivot = _pivot(self.indeg, self.outdeg, self.label, self.chunks)
         _live_marks(self.label, mark)
         mark[pivot] = 2
         queue[0] = pivot
         tail[0] = 1
-        forward = _reach(
-            g.out_indptr, g.out_indices, g.in_indptr, g.in_indices, mark, 1, 2, self.live, queue, tail, *schedule
-        )
+        frontier = Frontier.over(n, parallel_min, pull_share=_BOTTOM_UP_SHARE, candidates=self.live)
+        forward = _reach(g.out_indptr, g.out_indices, g.in_indptr, g.in_indices, mark, 1, 2, queue, tail, frontier)
         mark[pivot] = 3
         queue[0] = pivot
         tail[0] = 1
-        reached = _reach(
-            g.in_indptr, g.in_indices, g.out_indptr, g.out_indices, mark, 2, 3, forward, queue, tail, *schedule
-        )
+        frontier = Frontier.over(n, parallel_min, pull_share=_BOTTOM_UP_SHARE, candidates=forward)
+        reached = _reach(g.in_indptr, g.in_indices, g.out_indptr, g.out_indices, mark, 2, 3, queue, tail, frontier)
         self._placed(_label_marked(queue, reached, mark, 3, self.label, pivot))
 
     def coloring_round(self, color: np.ndarray, queued: np.ndarray) -> None:
-        g, label, queue, tail, parallel_min = (
-            self.graph,
-            self.label,
-            self.queue,
-            self.tail,
-            self.options.parallel_min_nodes,
-        )
+        g, label, queue, tail = self.graph, self.label, self.queue, self.tail
+        n, parallel_min = label.size, self.options.parallel_min_nodes
         tail[0] = 0
         _start_coloring(label, color, queued, queue, tail, self.chunks)
-        _propagate_colors(g.out_indptr, g.out_indices, label, color, queued, queue, tail, parallel_min, self.chunks)
+        frontier = Frontier.over(n, parallel_min, wrap=n)
+        _propagate_colors(g.out_indptr, g.out_indices, label, color, queued, queue, tail, frontier)
         tail[0] = 0
         _color_roots(label, color, queue, tail, self.mark, self.chunks)
-        self._placed(
-            _collect_components(
-                g.in_indptr, g.in_indices, label, color, self.mark, queue, tail, parallel_min, self.chunks
-            )
-        )
+        frontier = Frontier.over(n, parallel_min)
+        self._placed(_collect_components(g.in_indptr, g.in_indices, label, color, self.mark, queue, tail, frontier))
 
     def remainder(self) -> None:
         """Tarjan on the subgraph of the nodes still live (its arrays sized by them, not by the graph)."""

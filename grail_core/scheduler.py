@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 import numba
 import numpy as np
 
+from .batches import pass_levels
 from .engines import CpuEngine, SearchEngine, SearchResult
 from .query import PROBE_GROUP, SERIAL_BATCH, HotArrays, SearchBuffers, pairs_per_chunk, probe_pairs
 
@@ -44,18 +45,16 @@ __all__ = [
     "Scheduler",
     "cpu_threads_used",
     "machine_model",
-    "pass_levels",
-    "pass_spans",
 ]
 
 log = logging.getLogger(__name__)
 
-# Below this many undecided pairs the CPU searches: one GPU round trip (~1.5 ms) never pays there, and
-# the probe would cost a good part of the batch.
+# Below this many undecided pairs the CPU searches: one GPU round trip never pays there, and the probe
+# would cost a good part of the batch.
 MIN_SCHEDULED_PAIRS = 4096
 PROBE_PAIRS = 16
-# The probe stops after this long (but searches 4 pairs at least): on a DAG whose pairs take ~0.1 ms
-# each (the 3,000-level benchmark DAG's uniform batch), 16 pairs twice would add 3 ms to an 18 ms search.
+# The probe stops after this long (but searches 4 pairs at least): on a DAG whose pairs are costly, 16
+# pairs searched twice would add a good part of the search.
 PROBE_SECONDS = 2.5e-4
 # A kind of batch whose last choice between CPU and GPU was clear by this factor skips the probe (the
 # index keeps the probe's figures; the GPU modes are told apart without it), except every REPROBE-th.
@@ -64,37 +63,13 @@ REPROBE = 16
 GPU_MODES = ("levels", "frontier")
 KINDS = ("cpu", *GPU_MODES)
 # A frontier pass takes as many hops as its longest search: a sample of 16 sees the typical search,
-# not the longest of 100,000 (on a 340,000-level DAG: 16 at the 99th percentile, ~500 at most). Until an
+# not the longest of 100,000 (on very deep DAGs the longest is far beyond the 99th percentile). Until an
 # index's own frontier runs tell, the longest is guessed at HOP_TAIL times the sample's.
 HOP_TAIL = 8
 HOP_FLOOR = 16
-SPAN_SAMPLE = 256
 _EMA = 0.5  # weight of the newest batch in every running figure
 _CORRECTION_RANGE = (0.05, 20.0)  # an index's own correction of a prediction
 _MACHINE_RANGE = (0.5, 2.0)  # the machine's: graph-specific misses belong to the index's corrections
-
-
-def pass_levels(
-    levels: np.ndarray, sources: np.ndarray, targets: np.ndarray, per_pass: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per pass of ``per_pass`` searches: its lowest source level and highest target level (``levels`` per
-    DAG node), read from at most ``SPAN_SAMPLE`` pairs a pass, spread over it: the extremes of a large pass
-    sit near the ends of the level range anyway, and each pair read is a cache miss (1,024 pairs a pass
-    of a 170,000-pair batch took ~1 ms)."""
-    count = -(-sources.size // per_pass)
-    step = max(1, min(per_pass, sources.size) // SPAN_SAMPLE)
-    positions = np.arange(count)[:, None] * per_pass + np.arange(0, min(per_pass, sources.size), step)[None, :]
-    positions = np.minimum(positions, sources.size - 1)
-    return levels[sources[positions]].min(axis=1), levels[targets[positions]].max(axis=1)
-
-
-def pass_spans(levels: np.ndarray, sources: np.ndarray, targets: np.ndarray, per_pass: int) -> np.ndarray:
-    """Levels each pass spans (see ``pass_levels``), as a levels-sweep launch would sweep them if every
-    search stayed open."""
-    if sources.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    low, high = pass_levels(levels, sources, targets, per_pass)
-    return np.maximum(high.astype(np.int64) - low, 0)
 
 
 @dataclass(frozen=True)
@@ -135,14 +110,10 @@ TERMS = {
     "levels": ("fixed", "pair", "level", "scan", "edge"),
     "frontier": ("fixed", "pair", "hop", "edge"),
 }
-# The constants' shape, from H200 runs (16 CPU threads; benchmarks/results/search-NVIDIA_H200.md): a GPU
-# call costs ~1.5 ms; a swept level ~15 us (20.6 s for 1.36M levels of the 340,000-level DAG); a hop
-# 8-12 us with its work (8.3 ms for 551 hops); the sweep reads a level's node flags at ~1.5e-11 s each
-# (uniprot-like: 225M a call, the sweep 2.2 ms slower than the frontier); a tested child ~2e-10 s in
-# either mode (citation-like: both modes ~46 ms for 421k pairs). Terms that no single run
-# separates (pairs, tested children) are set so that both modes come out no dearer than measured: a
-# kind the model over-prices is never run, so never corrected. ``CostModel.fit`` scales each kind to
-# the machine at start.
+# The constants' shape, from H200 runs (the figures: benchmarks/results/code-figures.md). Terms that no
+# single run separates (pairs, tested children) are set so that both modes come out no dearer than measured:
+# a kind the model over-prices is never run, so never corrected. ``CostModel.fit`` scales each kind to the
+# machine at start.
 DEFAULTS = {
     "cpu": (1e-4, 0.5),
     "levels": (1.5e-3, 2e-8, 15e-6, 1.5e-11, 2e-10),
@@ -197,7 +168,7 @@ class CostModel:
         """Scales each kind's constants to this machine from (kind, features, seconds) runs: the
         calibration. One factor per kind, the geometric mean of actual over predicted time: the runs of a
         calibration cannot separate a kind's terms reliably (a least-squares fit of all of them put a
-        hop at 34 us where 8-12 us were measured), but they do tell how fast the machine is."""
+        hop at several times its measured cost), but they do tell how fast the machine is."""
         with self._lock:
             for kind, defaults in DEFAULTS.items():
                 ratios = [

@@ -1,12 +1,10 @@
 """How much memory reading and indexing a graph takes, before it is done: from the first bytes of its text and
 its size (``estimate``), or exactly once it is parsed (``build_bytes``).
 
-The costs are peak resident memory over a process that has the readers and the build compiled, measured by
-``benchmarks/bench_hardening.py`` (CPU build, 2 cores; ``benchmarks/results/hardening.md``). Random graphs of
-2-4M edges: 106-124 bytes an edge for edge lists and integer JSON (the parse's spans and arrays included), 43
-for ``.gra``; about 170 bytes a node; and the text itself, which edge lists scan through two more arrays of
-their size. Edge lists with one-byte names ("0 1" lines) are the extreme: 28x their text. Update the constants
-with the readers or the build.
+The costs per edge and per byte of text are each format's, in the format table (``grail_core.formats``);
+the cost per node is here. They are peak resident memory over a process that has the readers and the build
+compiled, measured by ``benchmarks/bench_hardening.py`` (``benchmarks/results/hardening-memory.md``): update them with
+the readers or the build.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .formats import FORMAT_TABLE
 from .readers import guess_format
 
 __all__ = ["BuildEstimate", "estimate", "build_bytes", "SAMPLE_BYTES"]
@@ -21,10 +20,7 @@ __all__ = ["BuildEstimate", "estimate", "build_bytes", "SAMPLE_BYTES"]
 # How much of the (decompressed) text the estimate reads.
 SAMPLE_BYTES = 1 << 20
 
-_BYTES_PER_EDGE = {"gra": 45, "edgelist": 115, "json": 115}
 _BYTES_PER_NODE = 170
-# The text held while parsing, times this: edge lists keep two arrays of spans over it.
-_TEXT_FACTOR = {"gra": 1.5, "edgelist": 3.5, "json": 1.5}
 _EDGE_LINE = re.compile(rb"^[ \t]*([^#%\s,]+)[ \t,]+([^\s,]+)", re.MULTILINE)
 _JSON_NAME = re.compile(rb'-?\d+|"(?:[^"\\]|\\.)*"')
 _GRA_COUNT = re.compile(rb"\A\s*graph_for_greach\s*\n\s*(\d{1,18})\s*\n")
@@ -44,9 +40,8 @@ class BuildEstimate:
 
 def build_bytes(format: str, text_bytes: int, nodes: int, edges: int) -> int:
     """Peak memory of reading a text of ``text_bytes`` and indexing its ``nodes`` and ``edges`` entries."""
-    factor = _TEXT_FACTOR.get(format, _TEXT_FACTOR["edgelist"])
-    per_edge = _BYTES_PER_EDGE.get(format, _BYTES_PER_EDGE["edgelist"])
-    return int(factor * text_bytes) + per_edge * edges + _BYTES_PER_NODE * nodes
+    row = FORMAT_TABLE.get(format, FORMAT_TABLE["edgelist"])
+    return int(row.text_factor * text_bytes) + row.bytes_per_edge * edges + _BYTES_PER_NODE * nodes
 
 
 def estimate(sample: bytes, text_bytes: int, format: str | None = None) -> BuildEstimate:

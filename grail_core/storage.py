@@ -2,6 +2,8 @@
 
 A directory is written under a temporary name and renamed when complete, so a crash never leaves a
 half-written index under the final name; loading verifies every checksum before trusting an array.
+``save_labels`` and ``load_labels`` write and read ``Labels`` (with the edge updates of a version past them,
+by name) in this layout.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from typing import Any
 import numpy as np
 
 from .errors import IndexFileError
+from .labels import Labels
+from .names import NodeNames
+from .query import QueryArrays
+from .stats import IndexStats
 
 __all__ = [
     "FORMAT_NAME",
@@ -25,6 +31,8 @@ __all__ = [
     "write_index_dir",
     "read_index_dir",
     "index_checksum",
+    "save_labels",
+    "load_labels",
 ]
 
 FORMAT_NAME = "grail-index"
@@ -140,3 +148,52 @@ def index_checksum(directory: str | os.PathLike[str]) -> str:
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise IndexFileError(f"{root / MANIFEST} is unreadable: {error}") from None
     return "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
+
+
+def save_labels(
+    labels: Labels,
+    directory: str | os.PathLike[str],
+    *,
+    version: int,
+    updates: dict[str, Any] | None = None,
+    overwrite: bool = False,
+) -> str:
+    """Write ``labels`` as the graph's ``version`` (``updates``: the updates past the labels' own version, by
+    name, that a load applies again); returns the files' checksum, which the labels record."""
+    arrays = {f"query_{name}": value for name, value in labels.arrays._asdict().items()}
+    arrays |= {"graph_out_indptr": labels.graph_csr[0], "graph_out_indices": labels.graph_csr[1]}
+    arrays |= labels.names.to_arrays()
+    metadata: dict[str, Any] = {
+        "stats": labels.stats.to_dict(),
+        "num_nodes": labels.names.size,
+        "names": labels.names.metadata(),
+        "version": version,
+    }
+    if updates is not None:
+        metadata["updates"] = updates
+    write_index_dir(directory, arrays, metadata, overwrite=overwrite)
+    checksum = index_checksum(directory)
+    labels.saved_as(checksum)
+    return checksum
+
+
+def load_labels(
+    directory: str | os.PathLike[str], mmap: bool = True, verify: bool = True
+) -> tuple[Labels, dict[str, Any] | None]:
+    """Labels written by ``save_labels`` and the updates saved with them (None: none); IndexFileError when the
+    files are missing, truncated or corrupted."""
+    arrays, metadata = read_index_dir(directory, mmap=mmap, verify=verify)
+    try:
+        query = QueryArrays(**{name: arrays[f"query_{name}"] for name in QueryArrays._fields})
+        graph_csr = (arrays["graph_out_indptr"], arrays["graph_out_indices"])
+        size = int(metadata["num_nodes"])
+        if "names" in metadata:
+            names = NodeNames.from_arrays(size, metadata["names"], arrays)
+        else:  # format version 1: sorted names; the table is built now
+            names = NodeNames.from_sorted_array(size, np.asarray(arrays["names"]))
+        stats = IndexStats.from_dict(metadata["stats"])
+        version = int(metadata.get("version", 1))
+    except (KeyError, TypeError, ValueError) as error:
+        raise IndexFileError(f"{directory} is incomplete: {error}") from None
+    labels = Labels(names, graph_csr, query, stats, version=version, checksum=index_checksum(directory))
+    return labels, metadata.get("updates")

@@ -27,7 +27,7 @@ from typing import Literal
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .errors import ServiceError, error_response
+from .errors import FORBIDDEN, FORBIDDEN_ORIGIN, UNAUTHORIZED, ServiceError, response_for
 from .settings import SettingsError
 
 __all__ = [
@@ -123,7 +123,7 @@ class AccessMiddleware:
         try:
             self._check(scope)
         except ServiceError as exc:
-            await error_response(exc.status, exc.kind, exc.detail, exc.headers)(scope, receive, send)
+            await response_for(exc)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -134,8 +134,7 @@ class AccessMiddleware:
         origin = headers.get(b"origin")
         if writes and origin is not None and not self._origin_allowed(origin, headers.get(b"host", b"")):
             raise ServiceError(
-                403,
-                "ForbiddenOrigin",
+                FORBIDDEN_ORIGIN,
                 "writes from a web page of another origin are refused; list the origin in --cors-origins",
             )
         if self.keys is None or method == "OPTIONS":
@@ -144,13 +143,12 @@ class AccessMiddleware:
         found = self.keys.scope_of(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
         if found is None:
             raise ServiceError(
-                401,
-                "Unauthorized",
+                UNAUTHORIZED,
                 "an access key is required: send 'Authorization: Bearer KEY'",
                 {"WWW-Authenticate": 'Bearer realm="grail"'},
             )
         if writes and found != "write":
-            raise ServiceError(403, "Forbidden", "this key may read, not upload or delete (its scope is read)")
+            raise ServiceError(FORBIDDEN, "this key may read, not upload or delete (its scope is read)")
 
     def _origin_allowed(self, origin: bytes, host: bytes) -> bool:
         text = origin.decode("latin-1").rstrip("/")

@@ -36,8 +36,8 @@ __all__ = ["create_app"]
 log = logging.getLogger("grail.service")
 
 
-# FastAPI's native OpenTelemetry support looks for configured providers on every request (about 30 us,
-# a sixth of a single-pair GET); this service exports Prometheus metrics instead. Older FastAPI has none.
+# FastAPI's native OpenTelemetry support looks for configured providers on every request (a good part of a
+# single-pair GET); this service exports Prometheus metrics instead. Older FastAPI has none.
 _WITHOUT_TELEMETRY: dict[str, Any] = (
     {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters

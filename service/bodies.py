@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from starlette.requests import ClientDisconnect, Request
 
-from .errors import ServiceError
+from .errors import CLIENT_DISCONNECT, PAYLOAD_TOO_LARGE, ServiceError
 
 __all__ = ["declared_length", "stream_to_file", "read_bytes", "read_array"]
 
@@ -67,12 +67,11 @@ async def _chunks(request: Request, limit: int) -> AsyncIterator[bytes]:
                 raise _too_large(limit)
             yield chunk
     except ClientDisconnect:
-        raise ServiceError(400, "ClientDisconnect", "the client went away before the body was complete") from None
+        raise ServiceError(CLIENT_DISCONNECT, "the client went away before the body was complete") from None
 
 
 def _too_large(limit: int) -> ServiceError:
     return ServiceError(
-        413,
-        "PayloadTooLarge",
+        PAYLOAD_TOO_LARGE,
         f"the body is over this server's limit of {limit // (1024 * 1024)} MiB (--max-upload-mb)",
     )

@@ -20,7 +20,7 @@ import httpx
 from tqdm import tqdm
 
 from grail_core.backend_names import BACKENDS
-from grail_core.format_names import FORMATS
+from grail_core.formats import FORMATS
 
 from .client import API_KEY_VARIABLE, DEFAULT_URL, GrailClient, GrailServiceError
 

@@ -22,6 +22,8 @@ from typing import Any, cast
 import httpx
 import numpy as np
 
+from grail_core.formats import FORMAT_TABLE, GraphFormat, ReadOptions
+
 from .wire import (
     BINARY,
     DEFAULT_PAIR_WIDTH,
@@ -55,29 +57,6 @@ _TEXT_HEADERS = {"Content-Type": "text/plain", "Accept": "text/plain"}
 # The rest of the ASCII whitespace that the server splits text at (single bytes: found at memchr speed).
 _SPLIT_ELSEWHERE = (b"\t", b"\r", b"\x0b", b"\x0c")
 
-# What a file's name says about its format: a media type the server maps to the format (service.formats), or,
-# for formats without one, the format itself (sent as ?format=). DOT and GEXF go with their own media types,
-# which the server refuses before the upload with the supported formats named.
-_PARQUET, _ARROW = "application/vnd.apache.parquet", "application/vnd.apache.arrow.file"
-_SUFFIX_TYPES = {
-    ".gra": "text/x-grail-gra",
-    ".csv": "text/csv",
-    ".tsv": "text/tab-separated-values",
-    ".json": "application/json",
-    ".parquet": _PARQUET,
-    ".pq": _PARQUET,
-    ".arrow": _ARROW,
-    ".feather": _ARROW,
-    ".ipc": _ARROW,
-    ".arrows": "application/vnd.apache.arrow.stream",
-    ".graphml": "application/graphml+xml",
-    ".mtx": "text/x-matrix-market",
-    ".mm": "text/x-matrix-market",
-    ".dot": "text/vnd.graphviz",
-    ".gv": "text/vnd.graphviz",
-    ".gexf": "application/gexf+xml",
-}
-_SUFFIX_FORMATS = {".adjlist": "adjlist"}
 
 Record = dict[str, Any]
 Progress = Callable[[Record], None]
@@ -117,15 +96,23 @@ def _suffix(path: str | os.PathLike[str]) -> tuple[str, str | None]:
     return (suffixes[-1] if suffixes else ""), None
 
 
+def _format_of_suffix(suffix: str) -> GraphFormat | None:
+    return next((f for f in FORMAT_TABLE.values() if suffix in f.suffixes), None)
+
+
 def content_type_for(path: str | os.PathLike[str]) -> tuple[str, str | None]:
-    """Content-Type and Content-Encoding of a graph file from its name (``x.gra.gz`` -> gra, gzip)."""
+    """Content-Type and Content-Encoding of a graph file from its name (``x.gra.gz`` -> gra, gzip), as the
+    format table says (``grail_core.formats``): the server maps the media type to the format. DOT and GEXF go
+    with their own media types, which the server refuses before the upload with the supported formats named."""
     suffix, encoding = _suffix(path)
-    return _SUFFIX_TYPES.get(suffix, "text/plain"), encoding
+    row = _format_of_suffix(suffix)
+    return (row.suffixes[suffix] if row is not None else None) or "text/plain", encoding
 
 
 def format_for_path(path: str | os.PathLike[str]) -> str | None:
     """The ``format`` to send for a file whose format has no media type (``.adjlist``), else None."""
-    return _SUFFIX_FORMATS.get(_suffix(path)[0])
+    row = _format_of_suffix(_suffix(path)[0])
+    return row.name if row is not None and not row.media_types else None
 
 
 @dataclass
@@ -172,14 +159,13 @@ def _upload(
     source: Source,
     *,
     name: str | None,
-    format: str | None,
     dims: int,
     seed: int,
     backend: str | None,
     wait: bool,
     content_type: str | None,
     content_encoding: str | None,
-    columns: _Columns,
+    read: ReadOptions,
     progress: UploadProgress | None,
 ) -> _Upload:
     if isinstance(source, bytes):
@@ -188,12 +174,12 @@ def _upload(
     else:
         body = Path(source)
         guessed_type, guessed_encoding = content_type_for(body)
-        if format is None and content_type is None:
-            format = format_for_path(body)
+        if read.format is None and content_type is None:
+            read = read.as_format(format_for_path(body))
         name = name or body.name
     params: dict[str, Any] = {"dims": dims, "seed": seed, "wait": "true" if wait else "false"}
-    options = (("name", name), ("format", format), ("backend", backend), *columns.params())
-    params.update((key, value) for key, value in options if value is not None)
+    params.update((key, value) for key, value in (("name", name), ("backend", backend)) if value is not None)
+    params.update((key, _query_value(value)) for key, value in read.given().items())
     headers = {"Content-Type": content_type or guessed_type}
     encoding = content_encoding or guessed_encoding
     if encoding:
@@ -201,18 +187,8 @@ def _upload(
     return _Upload(params, headers, body, progress)
 
 
-@dataclass(frozen=True)
-class _Columns:
-    """How an edge list or table is read: its source and target columns (a name or a 0-based position) and
-    whether its first row is a header (None: the server recognises them)."""
-
-    source: str | int | None = None
-    target: str | int | None = None
-    header: bool | None = None
-
-    def params(self) -> tuple[tuple[str, Any], ...]:
-        header = None if self.header is None else "true" if self.header else "false"
-        return (("source_column", self.source), ("target_column", self.target), ("header", header))
+def _query_value(value: Any) -> Any:
+    return ("true" if value else "false") if isinstance(value, bool) else value
 
 
 def _chunks(body: bytes | Path) -> Iterator[bytes]:
@@ -410,14 +386,13 @@ class GrailClient:
         up = _upload(
             source,
             name=name,
-            format=format,
             dims=dims,
             seed=seed,
             backend=backend,
             wait=wait,
             content_type=content_type,
             content_encoding=content_encoding,
-            columns=_Columns(source_column, target_column, header),
+            read=ReadOptions(format, header, source_column, target_column),
             progress=on_upload,
         )
         content = up.content()
@@ -546,14 +521,13 @@ class AsyncGrailClient:
         up = _upload(
             source,
             name=name,
-            format=format,
             dims=dims,
             seed=seed,
             backend=backend,
             wait=wait,
             content_type=content_type,
             content_encoding=content_encoding,
-            columns=_Columns(source_column, target_column, header),
+            read=ReadOptions(format, header, source_column, target_column),
             progress=on_upload,
         )
         content = up.content_async()

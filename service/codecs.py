@@ -14,7 +14,17 @@ import numpy as np
 from grail_core.names import NameTokens, utf8_error
 
 from .conventions import negotiate
-from .errors import ServiceError
+from .errors import (
+    BAD_JSON,
+    BAD_PAIRS,
+    BAD_TEXT,
+    TOO_MANY_PAIRS,
+    UNKNOWN_FORMAT,
+    UNSUPPORTED_ANSWER_WIDTH,
+    UNSUPPORTED_PAIR_WIDTH,
+    ErrorKind,
+    ServiceError,
+)
 from .textscan import json_pairs, words
 from .wire import (
     ANSWER_WIDTHS,
@@ -53,13 +63,13 @@ def parse_get_pairs(text: str, limit: int) -> list[tuple[str, str]]:
     for number, item in enumerate(filter(None, text.split(";")), start=1):
         parts = item.split(",")
         if len(parts) != 2 or not parts[0] or not parts[1]:
-            raise ServiceError(422, "BadPairs", f"pair {number} ({item!r}) is not 'source,target'")
+            raise ServiceError(BAD_PAIRS, f"pair {number} ({item!r}) is not 'source,target'")
         pairs.append((parts[0], parts[1]))
     if not pairs:
-        raise ServiceError(422, "BadPairs", "pairs is empty; give ?pairs=U1,V1;U2,V2 or ?source=U&target=V")
+        raise ServiceError(BAD_PAIRS, "pairs is empty; give ?pairs=U1,V1;U2,V2 or ?source=U&target=V")
     if len(pairs) > limit:
         raise ServiceError(
-            422, "TooManyPairs", f"{len(pairs)} pairs in one GET (limit {limit}); POST them to /graphs/{{id}}/queries"
+            TOO_MANY_PAIRS, f"{len(pairs)} pairs in one GET (limit {limit}); POST them to /graphs/{{id}}/queries"
         )
     return pairs
 
@@ -69,12 +79,11 @@ def pair_format(content_type: str) -> tuple[str, int | None]:
     type or a width this service does not read, so that the route refuses it before the transfer."""
     media, params = media_type(content_type)
     if media == BINARY:
-        return media, _width(params, PAIR_WIDTHS, DEFAULT_PAIR_WIDTH, 415, "pairs")
+        return media, _width(params, PAIR_WIDTHS, DEFAULT_PAIR_WIDTH, UNSUPPORTED_PAIR_WIDTH, "pairs")
     if media == "application/json" or media.startswith("text/"):
         return media, None
     raise ServiceError(
-        415,
-        "UnknownFormat",
+        UNKNOWN_FORMAT,
         f"cannot read pairs from Content-Type {media!r}; use application/json, text/plain or {BINARY}",
     )
 
@@ -95,8 +104,7 @@ def decode_pairs(body: bytes | np.ndarray, content_type: str) -> np.ndarray | Na
         pair_bytes = 2 * width // 8
         if len(body) % pair_bytes:
             raise ServiceError(
-                422,
-                "BadPairs",
+                BAD_PAIRS,
                 f"a binary body of width {width} is pairs of {pair_bytes} bytes: its {len(body)} bytes are not "
                 f"a multiple of {pair_bytes}",
             )
@@ -108,24 +116,24 @@ def decode_pairs(body: bytes | np.ndarray, content_type: str) -> np.ndarray | Na
         try:
             data = json.loads(body.tobytes() if isinstance(body, np.ndarray) else body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ServiceError(422, "BadJSON", f"the body is not valid JSON: {exc}") from None
+            raise ServiceError(BAD_JSON, f"the body is not valid JSON: {exc}") from None
         except RecursionError:
-            raise ServiceError(422, "BadJSON", "the body is not valid JSON: it is nested too deeply") from None
+            raise ServiceError(BAD_JSON, "the body is not valid JSON: it is nested too deeply") from None
         pairs = data.get("pairs") if isinstance(data, dict) else None
         if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
-            raise ServiceError(422, "BadPairs", 'the body must be {"pairs": [[source, target], ...]}')
+            raise ServiceError(BAD_PAIRS, 'the body must be {"pairs": [[source, target], ...]}')
         for number, pair in enumerate(pairs, start=1):
             # Numbers and strings go to the index, which knows its names; anything else names no node.
             if not all(isinstance(name, int | float | str) and not isinstance(name, bool) for name in pair):
-                raise ServiceError(422, "BadPairs", f"pair {number}: a node name is a number or a string, not {pair!r}")
+                raise ServiceError(BAD_PAIRS, f"pair {number}: a node name is a number or a string, not {pair!r}")
         return pairs
     tokens = words(body)
     bad = utf8_error(tokens.data)  # whitespace is ASCII: the names are UTF-8 when the whole body is
     if bad is not None:
         name = int(np.searchsorted(tokens.starts, bad, side="right")) - 1
-        raise ServiceError(422, "BadText", f"the body is not UTF-8 text: name {name + 1} ({tokens.text(name)!r})")
+        raise ServiceError(BAD_TEXT, f"the body is not UTF-8 text: name {name + 1} ({tokens.text(name)!r})")
     if len(tokens) % 2:
-        raise ServiceError(422, "BadPairs", f"the body has {len(tokens)} names; it needs 'source target' lines")
+        raise ServiceError(BAD_PAIRS, f"the body has {len(tokens)} names; it needs 'source target' lines")
     return tokens
 
 
@@ -135,16 +143,16 @@ def answer_type(accept: str | None) -> str:
     define."""
     media, params = negotiate(accept, _ANSWER_TYPES)
     if media == BINARY:
-        width = _width(params, ANSWER_WIDTHS, DEFAULT_ANSWER_WIDTH, 406, "answers")
+        width = _width(params, ANSWER_WIDTHS, DEFAULT_ANSWER_WIDTH, UNSUPPORTED_ANSWER_WIDTH, "answers")
         return binary_type(width, DEFAULT_ANSWER_WIDTH)
     return media
 
 
-def _width(params: dict[str, str], allowed: tuple[int, ...], default: int, status: int, what: str) -> int:
+def _width(params: dict[str, str], allowed: tuple[int, ...], default: int, kind: ErrorKind, what: str) -> int:
     raw = params.get("width", str(default))
     if not raw.isdigit() or int(raw) not in allowed:
         choices = ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}"
-        raise ServiceError(status, "UnsupportedWidth", f"binary {what} have a width of {choices} bits, not {raw!r}")
+        raise ServiceError(kind, f"binary {what} have a width of {choices} bits, not {raw!r}")
     return int(raw)
 
 

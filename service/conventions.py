@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import ServiceError
+from .errors import NOT_ACCEPTABLE, ServiceError
 from .wire import media_type
 
 __all__ = ["MethodsMiddleware", "negotiate", "accepts_json"]
@@ -100,7 +100,7 @@ def negotiate(accept: str | None, offered: Sequence[str]) -> tuple[str, dict[str
                 best, chosen = key, (candidate, params if media == candidate else {})
     if chosen is None:
         raise ServiceError(
-            406, "NotAcceptable", f"cannot answer in any type Accept allows; this route answers {', '.join(offered)}"
+            NOT_ACCEPTABLE, f"cannot answer in any type Accept allows; this route answers {', '.join(offered)}"
         )
     return chosen
 

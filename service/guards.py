@@ -29,7 +29,18 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from .errors import MAX_DETAIL_CHARS, Overloaded, ServiceError
+from .errors import (
+    BATCH_TOO_LARGE,
+    BODY_TIMEOUT,
+    HEADERS_TOO_LARGE,
+    OVERLOADED,
+    PAYLOAD_TOO_LARGE,
+    REQUEST_TIMEOUT,
+    ErrorKind,
+    ServiceError,
+    error_body,
+    response_for,
+)
 
 __all__ = [
     "ConnectionLimits",
@@ -56,19 +67,21 @@ class ConnectionLimits:
     header_timeout: float
 
 
-def _raw_response(status: int, reason: bytes, kind: str, detail: str, extra: bytes = b"") -> bytes:
-    body = json.dumps({"detail": detail[:MAX_DETAIL_CHARS], "error": kind}).encode()
+def _raw_response(kind: ErrorKind, reason: bytes, detail: str) -> bytes:
+    """A whole error answer as bytes, written to a connection before (or instead of) the app."""
+    body = json.dumps(error_body(kind.name, detail)).encode()
+    extra = b"retry-after: %d\r\n" % kind.retry_after if kind.retry_after else b""
     return (
         b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n%s\r\n"
-        % (status, reason, len(body), extra)
+        % (kind.status, reason, len(body), extra)
     ) + body
 
 
-_BUSY = _raw_response(503, b"Service Unavailable", "Overloaded", "too many connections", b"retry-after: 1\r\n")
+_BUSY = _raw_response(OVERLOADED, b"Service Unavailable", "too many connections")
 _HEADERS_TOO_LARGE = _raw_response(
-    431, b"Request Header Fields Too Large", "HeadersTooLarge", "the request line and headers are too large"
+    HEADERS_TOO_LARGE, b"Request Header Fields Too Large", "the request line and headers are too large"
 )
-_HEADERS_TIMEOUT = _raw_response(408, b"Request Timeout", "RequestTimeout", "the headers took too long to arrive")
+_HEADERS_TIMEOUT = _raw_response(REQUEST_TIMEOUT, b"Request Timeout", "the headers took too long to arrive")
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
@@ -168,7 +181,7 @@ class BodyGuard:
         expects_body = (declared.isdigit() and int(declared) > 0) or b"transfer-encoding" in headers
         if declared.isdigit() and int(declared) > limit:
             raise_413 = ServiceError(
-                413, "PayloadTooLarge", f"the body is over this route's limit of {_size(limit)}" + _hint(large)
+                PAYLOAD_TOO_LARGE, f"the body is over this route's limit of {_size(limit)}" + _hint(large)
             )
             await _answer(raise_413, scope, receive, send, close=True)
             return
@@ -185,19 +198,19 @@ class BodyGuard:
                 message = await asyncio.wait_for(receive(), self.body_timeout)
             except asyncio.TimeoutError:
                 raise ServiceError(
-                    408, "BodyTimeout", f"the body paused for more than {self.body_timeout:g} s (--body-timeout)"
+                    BODY_TIMEOUT, f"the body paused for more than {self.body_timeout:g} s (--body-timeout)"
                 ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 complete = not message.get("more_body", False)
                 if received > limit:
                     raise ServiceError(
-                        413, "PayloadTooLarge", f"the body is over this route's limit of {_size(limit)}" + _hint(large)
+                        PAYLOAD_TOO_LARGE, f"the body is over this route's limit of {_size(limit)}" + _hint(large)
                     )
                 elapsed = loop.time() - started
                 if not complete and elapsed > self.body_timeout and received < MIN_BODY_RATE * elapsed:
                     raise ServiceError(
-                        408, "BodyTimeout", f"the body arrives slower than {MIN_BODY_RATE} bytes a second on average"
+                        BODY_TIMEOUT, f"the body arrives slower than {MIN_BODY_RATE} bytes a second on average"
                     )
             return message
 
@@ -210,10 +223,10 @@ class BodyGuard:
 
 
 async def _answer(exc: ServiceError, scope: Scope, receive: Receive, send: Send, close: bool) -> None:
-    from .errors import error_response
-
-    headers = {**exc.headers, **({"Connection": "close"} if close else {})}
-    await error_response(exc.status, exc.kind, exc.detail, headers)(scope, receive, send)
+    response = response_for(exc)
+    if close:
+        response.headers["Connection"] = "close"
+    await response(scope, receive, send)
 
 
 def _size(limit: int) -> str:
@@ -238,7 +251,7 @@ class Admission:
     def upload(self) -> Iterator[None]:
         with self._lock:
             if self._uploads >= self.max_uploads:
-                raise Overloaded(f"{self._uploads} uploads are being received (--max-concurrent-uploads)")
+                raise ServiceError(OVERLOADED, f"{self._uploads} uploads are being received (--max-concurrent-uploads)")
             self._uploads += 1
         try:
             yield
@@ -251,14 +264,15 @@ class Admission:
         """Hold ``nbytes`` of the batch memory while a batch is read, decoded, answered and encoded."""
         if nbytes > self.batch_memory_bytes:
             raise ServiceError(
-                413,
-                "BatchTooLarge",
+                BATCH_TOO_LARGE,
                 f"this batch needs about {nbytes >> 20} MiB to answer; batches may use {self.batch_memory_bytes >> 20}"
                 " MiB (--max-batch-memory-mb): send it in parts",
             )
         with self._lock:
             if self._batch_bytes + nbytes > self.batch_memory_bytes:
-                raise Overloaded("the batches being answered use the memory batches may have (--max-batch-memory-mb)")
+                raise ServiceError(
+                    OVERLOADED, "the batches being answered use the memory batches may have (--max-batch-memory-mb)"
+                )
             self._batch_bytes += nbytes
         try:
             yield

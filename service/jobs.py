@@ -21,16 +21,17 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from grail_core import sizing
+from grail_core.backends import resolve_backend
+from grail_core.errors import InputTooLargeError
 
-from .errors import Overloaded, ServiceError
+from .errors import BUILD_CRASHED, GRAPH_TOO_LARGE, OVERLOADED, ServiceError
 from .logs import current_request_id
 from .metrics import Metrics
 from .registry import GraphRecord, GraphRegistry
 from .settings import Settings
-from .worker import BuildJob, BuildOutcome, BuildWorker
+from .worker import BuildJob, BuildOutcome, BuildWorker, RebuildSource
 
 __all__ = ["BuildRunner", "estimate_upload", "SMALL_LANE_BYTES"]
 
@@ -102,32 +103,29 @@ class BuildRunner:
         for thread in self._threads:
             thread.start()
 
-    @property
-    def worker_pids(self) -> list[int]:
-        return [pid for pid in (w.pid for w in self._workers) if pid is not None]
-
     def admit(self) -> None:
         """503 before an upload is read when the queue is full."""
         with self._cond:
             queued = len(self._small) + len(self._main)
         if queued >= self._settings.max_queued_builds:
-            raise Overloaded(f"{queued} builds are waiting (--max-queued-builds); upload again later", retry_after=5)
+            raise ServiceError(
+                OVERLOADED,
+                f"{queued} builds are waiting (--max-queued-builds); upload again later",
+                {"Retry-After": "5"},
+            )
 
     def check(self, estimate: sizing.BuildEstimate) -> None:
         """413 for a graph whose text is over --max-graph-mb (a gzip body by its ratio in the first MiB: a zip
         bomb is refused before anything decompresses it) or whose build needs more memory than any build may
         have here."""
         if estimate.text_bytes > self._settings.max_graph_bytes:
-            raise ServiceError(
-                413,
-                "InputTooLargeError",
+            raise InputTooLargeError(
                 f"the graph decompresses to about {estimate.text_bytes >> 20} MiB (judging by its first MiB), more "
                 f"than this server's {self._settings.max_graph_mb} MiB (--max-graph-mb)",
             )
         if estimate.bytes > self.main_lane_bytes:
             raise ServiceError(
-                413,
-                "GraphTooLarge",
+                GRAPH_TOO_LARGE,
                 f"this graph (about {estimate.text_bytes >> 20} MiB of {estimate.format} text, some "
                 f"{estimate.edges} edges) needs about {estimate.bytes >> 20} MiB to build; this server builds with "
                 f"at most {self.main_lane_bytes >> 20} MiB (--max-build-memory-mb)",
@@ -148,15 +146,15 @@ class BuildRunner:
         its size takes, like a build; None when nothing was queued."""
         registry = self._registry
         try:
-            index = registry.ready_index(graph_id)
+            version = registry.ready_version(graph_id)
             record = registry.get(graph_id)
         except ServiceError:
             return None
-        if not index.pending.updates or self._stopping or not registry.start_rebuild(graph_id, index.version):
+        if not version.pending.updates or self._stopping or not registry.start_rebuild(graph_id, version.number):
             return None
-        edges = index.stats.edges + index.pending.added_edges
-        estimate = sizing.build_bytes(record.params.format or "edgelist", 0, index.num_nodes, edges)
-        job = _Job(record, estimate, rebuild_version=index.version)
+        edges = version.stats.edges + version.pending.added_edges
+        estimate = sizing.build_bytes(record.params.format or "edgelist", 0, version.num_nodes, edges)
+        job = _Job(record, estimate, rebuild_version=version.number)
         with self._cond:
             (self._small if estimate <= self.small_lane_bytes else self._main).append(job)
             self._cond.notify_all()
@@ -230,25 +228,18 @@ class BuildRunner:
 
     def _run(self, job: _Job, worker: BuildWorker, memory: int) -> None:
         record, registry = job.record, self._registry
-        graph_id, params = record.id, record.params
+        graph_id = record.id
         started = time.perf_counter()
         if not registry.set_progress(graph_id, "read", 0.0):
             job.future.set_result(self._current(graph_id))
             return
-        build = self._build_job(
-            record,
-            memory,
-            upload=registry.upload_path(graph_id),
-            header=params.header,
-            source_column=params.source_column,
-            target_column=params.target_column,
-        )
+        build = self._build_job(record, memory, upload=registry.upload_path(graph_id))
         staging = build.staging
         try:
             outcome: BuildOutcome | None = worker.run(build, lambda p, f: registry.set_progress(graph_id, p, f))
         except Exception as exc:  # the worker could not start
             log.exception("graph %s: no build worker", graph_id)
-            outcome = BuildOutcome(kind="BuildCrashed", message=f"no build worker could start: {exc}")
+            outcome = BuildOutcome(kind=BUILD_CRASHED.name, message=f"no build worker could start: {exc}")
         try:
             if outcome is None:  # deleted meanwhile, or its record could not be written
                 final = self._current(graph_id)
@@ -267,22 +258,22 @@ class BuildRunner:
             log.warning("graph %s (%r): build failed: %s", graph_id, record.name, final.error.get("message"))
         job.future.set_result(final)
 
-    def _build_job(self, record: GraphRecord, memory: int, **options: Any) -> BuildJob:
-        """What a worker needs to build ``record``'s graph with ``memory`` bytes; ``options`` say from what."""
-        params = record.params
+    def _build_job(
+        self, record: GraphRecord, memory: int, upload: Path | None = None, rebuild: RebuildSource | None = None
+    ) -> BuildJob:
+        """What a worker needs to build ``record``'s graph with ``memory`` bytes, from ``upload`` or, for a
+        rebuild, from the served index and its journal; the backend resolved here, once."""
         return BuildJob(
             graph_id=record.id,
             name=record.name,
             staging=self._registry.staging_path(record.id),
-            format=params.format,
-            dims=params.dims,
-            seed=params.seed,
-            backend=params.backend,
+            options=record.params.with_backend(resolve_backend(record.params.backend)),
+            memory_bytes=memory,
             max_graph_bytes=self._settings.max_graph_bytes,
             max_name_bytes=self._settings.max_name_bytes,
-            memory_bytes=memory,
             request_id=current_request_id(),
-            **options,
+            upload=upload,
+            rebuild=rebuild,
         )
 
     def _rebuild(self, job: _Job, worker: BuildWorker, memory: int) -> None:
@@ -290,13 +281,8 @@ class BuildRunner:
         graph_id = record.id
         assert job.rebuild_version is not None
         started = time.perf_counter()
-        build = self._build_job(
-            record,
-            memory,
-            upload=registry.index_path(graph_id),
-            base_index=registry.index_path(graph_id),
-            journal=registry.journal_of(graph_id).path,
-        )
+        source = RebuildSource(registry.index_path(graph_id), registry.journal_of(graph_id).path)
+        build = self._build_job(record, memory, rebuild=source)
         staging = build.staging
         final: GraphRecord | None = None
         try:

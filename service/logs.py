@@ -13,7 +13,7 @@ from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import error_response
+from .errors import INTERNAL, error_response
 
 __all__ = ["REQUEST_ID_HEADER", "RequestIdMiddleware", "configure_logging", "current_request_id", "set_request_id"]
 
@@ -69,7 +69,7 @@ class RequestIdMiddleware:
             log.exception("unhandled error on %s %s", scope["method"], scope["path"])
             if started:
                 raise
-            response = error_response(500, "InternalServerError", "the server failed on this request; see its log")
+            response = error_response(INTERNAL.status, INTERNAL.name, "the server failed on this request; see its log")
             await response(scope, receive, send_with_id)
         finally:
             _request_id.reset(token)

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from grail_core.backend_names import BackendName
-from grail_core.format_names import FormatName
+from grail_core.formats import FormatName
 
 from .registry import GraphRecord
 from .warmup import KernelState

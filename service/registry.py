@@ -6,6 +6,10 @@ build a crash interrupted can be redone from it. A build worker writes the index
 ``<data_dir>/staging/<id>/`` and this registry, the only writer of records and graph folders, renames it into
 place. A graph is served only when its record says ``ready`` and its index loaded.
 
+Queries read a graph's current ``Version`` (``ready_version``): immutable, so that a request answers from one
+version from start to end; an edge update or a rebuild puts the next one in place (``advance``,
+``publish_rebuild``).
+
 A record that cannot be written (full disk, read-only data directory) never leaves a graph stuck: the graph is
 kept as failed, saying why, or not added at all. Deleting renames the folder into ``<data_dir>/trash/`` first (the
 graph is gone at once, or still whole if the rename fails), then removes it. Start-up removes what a crash left:
@@ -26,12 +30,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from grail_core import IndexFileError, ReachabilityIndex
+from grail_core import IndexFileError
+from grail_core.backends import resolve_backend
+from grail_core.version import Version, load_version
 
-from .errors import ServiceError, storage_error, truncate
+from .errors import GRAPH_NOT_FOUND, GRAPH_NOT_READY, INTERRUPTED, STORAGE_ERROR, ServiceError, storage_error, truncate
+from .options import UploadOptions
 from .updates import JOURNAL_FILE, Journal, RebuildState, replay
 
-__all__ = ["GraphStatus", "GraphRecord", "GraphRegistry", "GraphNotFound", "GraphNotReady", "BuildParams"]
+__all__ = ["GraphStatus", "GraphRecord", "GraphRegistry"]
 
 log = logging.getLogger("grail.service.registry")
 
@@ -50,38 +57,20 @@ class GraphStatus(str, Enum):
     failed = "failed"
 
 
-class GraphNotFound(ServiceError):
-    def __init__(self, graph_id: str) -> None:
-        super().__init__(404, "GraphNotFound", f"no graph with id {truncate(graph_id, 40)!r}")
-        self.graph_id = graph_id
+def _not_found(graph_id: str) -> ServiceError:
+    return ServiceError(GRAPH_NOT_FOUND, f"no graph with id {truncate(graph_id, 40)!r}")
 
 
-class GraphNotReady(ServiceError):
-    def __init__(self, record: GraphRecord) -> None:
-        detail = f": {record.error['message']}" if record.error else ""
-        super().__init__(409, "GraphNotReady", f"graph {record.id!r} is {record.status.value}, not ready{detail}")
-        self.record = record
-
-
-@dataclass(frozen=True)
-class BuildParams:
-    """What the build job passes to grail_core; kept in the record so that a rebuild uses the same."""
-
-    format: str | None
-    dims: int
-    seed: int
-    backend: str
-    # How an edge list or table is read (grail_core.readers.read_graph); None: recognised from the file.
-    source_column: str | None = None
-    target_column: str | None = None
-    header: bool | None = None
+def _not_ready(record: GraphRecord) -> ServiceError:
+    detail = f": {record.error['message']}" if record.error else ""
+    return ServiceError(GRAPH_NOT_READY, f"graph {record.id!r} is {record.status.value}, not ready{detail}")
 
 
 @dataclass(frozen=True)
 class GraphRecord:
     id: str
     name: str
-    params: BuildParams
+    params: UploadOptions  # kept so that a rebuild reads and builds alike
     status: GraphStatus
     created_at: float
     updated_at: float
@@ -94,12 +83,13 @@ class GraphRecord:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = self.status.value
+        data["params"] = self.params.to_json()
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GraphRecord:
         values = dict(data)
-        values["params"] = BuildParams(**values["params"])
+        values["params"] = UploadOptions.from_json(values["params"])
         values["status"] = GraphStatus(values["status"])
         return cls(**values)
 
@@ -107,7 +97,7 @@ class GraphRecord:
 @dataclass
 class _Entry:
     record: GraphRecord
-    index: ReachabilityIndex | None = None
+    version: Version | None = None  # what queries read; None until built and loaded
     # Set by delete() so that a build still running for this graph drops its result instead of publishing it.
     deleted: bool = False
     journal: Journal | None = None  # edge updates past the saved index (service.updates)
@@ -115,7 +105,7 @@ class _Entry:
 
 
 class GraphRegistry:
-    """Thread-safe map of graph id to record and loaded index, mirrored on disk."""
+    """Thread-safe map of graph id to record and current version, mirrored on disk."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
@@ -184,10 +174,10 @@ class GraphRegistry:
                 continue
             known.add(record.id)
             self._remove_leftovers(folder)
-            index = None
+            version = None
             if record.status in (GraphStatus.ready, GraphStatus.queued, GraphStatus.building):
-                index = self._try_load(record.id, record.params.backend)
-            if index is not None:
+                version = self._try_load(record.id, record.params.backend)
+            if version is not None:
                 if record.status is not GraphStatus.ready:
                     log.info("graph %s: index was published before the interruption; serving it", record.id)
                     record = replace(
@@ -195,14 +185,14 @@ class GraphRegistry:
                         status=GraphStatus.ready,
                         phase=None,
                         progress=None,
-                        stats=index.stats.to_dict(),
+                        stats=version.stats.to_dict(),
                         updated_at=time.time(),
                     )
                     self._write_record(record)
                     self.upload_path(record.id).unlink(missing_ok=True)
             elif record.status is GraphStatus.ready:
                 record = self._failed(
-                    record, "IndexFileError", "index files are missing or corrupt; upload the graph again"
+                    record, IndexFileError.kind, "index files are missing or corrupt; upload the graph again"
                 )
                 self._write_record(record)
             elif record.status in (GraphStatus.queued, GraphStatus.building):
@@ -217,11 +207,11 @@ class GraphRegistry:
                 else:
                     record = self._failed(
                         record,
-                        "Interrupted",
+                        INTERRUPTED.name,
                         "the build was interrupted and its upload is gone; upload the graph again",
                     )
                     self._write_record(record)
-            self._entries[record.id] = _Entry(record, index, journal=self.journal_of(record.id))
+            self._entries[record.id] = _Entry(record, version, journal=self.journal_of(record.id))
         for orphan in self.uploads_dir.iterdir():
             if orphan.name not in known:
                 log.info("removing orphan upload %s", orphan)
@@ -246,22 +236,24 @@ class GraphRegistry:
     def journal_of(self, graph_id: str) -> Journal:
         return Journal(self.graphs_dir / graph_id / JOURNAL_FILE)
 
-    def _try_load(self, graph_id: str, backend: str) -> ReachabilityIndex | None:
+    def _try_load(self, graph_id: str, backend: str) -> Version | None:
         path = self.index_path(graph_id)
         if not path.exists():
             return None
         try:
-            # A graph built on the CPU on request stays there; otherwise the GPU searches when there is one.
-            index = ReachabilityIndex.load(path, mmap=True, backend="cpu" if backend == "cpu" else "auto")
-            applied = replay(index, self.journal_of(graph_id))
+            loaded = _load(path, backend)
+            version = replay(loaded, self.journal_of(graph_id))
         except (IndexFileError, OSError, ValueError, KeyError, TypeError) as exc:
             log.error("graph %s: cannot load index %s with its updates: %s", graph_id, path, exc)
             return None
-        if applied:
+        if version is not loaded:
             log.info(
-                "graph %s: %d edge updates replayed from the journal, at version %d", graph_id, applied, index.version
+                "graph %s: %d edge updates replayed from the journal, at version %d",
+                graph_id,
+                version.number - loaded.number,
+                version.number,
             )
-        return index
+        return version
 
     # ---- reads -------------------------------------------------------------------------------------
 
@@ -269,26 +261,23 @@ class GraphRegistry:
         with self._lock:
             entry = self._entries.get(graph_id)
             if entry is None or entry.deleted:
-                raise GraphNotFound(graph_id)
+                raise _not_found(graph_id)
             return entry.record
-
-    def exists(self, graph_id: str) -> bool:
-        """Whether the graph is still wanted (not deleted); what a running build checks."""
-        entry = self._entries.get(graph_id)
-        return entry is not None and not entry.deleted
 
     def records(self) -> list[GraphRecord]:
         with self._lock:
             return sorted((e.record for e in self._entries.values() if not e.deleted), key=lambda r: r.created_at)
 
-    def ready_index(self, graph_id: str) -> ReachabilityIndex:
-        """The index to query; 404 if unknown, 409 (GraphNotReady) while not built."""
+    def ready_version(self, graph_id: str) -> Version:
+        """The graph's current version, for a request to answer from; 404 if unknown, 409 (GraphNotReady)
+        while not built."""
         entry = self._entries.get(graph_id)  # a dict read is atomic: no lock on the hot query path
         if entry is None or entry.deleted:
-            raise GraphNotFound(graph_id)
-        if entry.index is None:
-            raise GraphNotReady(entry.record)
-        return entry.index
+            raise _not_found(graph_id)
+        version = entry.version
+        if version is None:
+            raise _not_ready(entry.record)
+        return version
 
     def count_by_status(self) -> dict[str, int]:
         counts = {status.value: 0 for status in GraphStatus}
@@ -298,7 +287,7 @@ class GraphRegistry:
 
     # ---- writes ------------------------------------------------------------------------------------
 
-    def add(self, graph_id: str, name: str, params: BuildParams, upload_bytes: int) -> GraphRecord:
+    def add(self, graph_id: str, name: str, params: UploadOptions, upload_bytes: int) -> GraphRecord:
         """Register an upload as queued; a record that cannot be written removes the upload and raises."""
         now = time.time()
         record = GraphRecord(
@@ -357,16 +346,14 @@ class GraphRegistry:
             try:
                 shutil.rmtree(final, ignore_errors=True)
                 os.replace(staged_index, final)
-                index = ReachabilityIndex.load(
-                    final, mmap=True, backend="cpu" if entry.record.params.backend == "cpu" else "auto"
-                )
+                version = _load(final, entry.record.params.backend)
                 record = replace(
                     entry.record,
                     status=GraphStatus.ready,
                     phase=None,
                     progress=None,
                     error=None,
-                    stats=index.stats.to_dict(),
+                    stats=version.stats.to_dict(),
                     updated_at=time.time(),
                 )
                 self._write_record(record)
@@ -375,31 +362,39 @@ class GraphRegistry:
                 return self._fail_unwritable(graph_id, entry, exc, "publishing its index")
             except IndexFileError as exc:
                 shutil.rmtree(final, ignore_errors=True)
-                return self._fail_locked(graph_id, entry, "IndexFileError", str(exc))
+                return self._fail_locked(graph_id, entry, IndexFileError.kind, str(exc))
             with self._lock:
                 entry.record = record
-                entry.index = index
+                entry.version = version
             _unlink(self.upload_path(graph_id))
         return record
 
-    def updatable(self, graph_id: str) -> tuple[ReachabilityIndex, Journal]:
-        """The served index of a ready graph and its journal (whose lock orders its updates)."""
-        index = self.ready_index(graph_id)
-        entry = self._entries[graph_id]
-        assert entry.journal is not None
-        return index, entry.journal
+    def journal(self, graph_id: str) -> Journal:
+        """The journal of a ready graph (its lock orders the graph's updates and rebuild swaps)."""
+        self.ready_version(graph_id)
+        journal = self._entries[graph_id].journal
+        assert journal is not None
+        return journal
+
+    def advance(self, graph_id: str, version: Version) -> None:
+        """Queries read ``version`` from now on (the next version of the graph, made under its journal's lock);
+        requests under way finish on the one they took."""
+        entry = self._entries.get(graph_id)
+        if entry is not None and not entry.deleted:
+            entry.version = version
 
     def live(self, graph_id: str) -> dict[str, Any]:
-        """What a ready graph's served index says beyond its record: version, checksum, pending updates, and
+        """What a ready graph's current version says beyond its record: version, checksum, pending updates, and
         the rebuild under way."""
         entry = self._entries.get(graph_id)
-        if entry is None or entry.index is None:
+        version = entry.version if entry is not None else None
+        if entry is None or version is None:
             return {}
-        index, rebuild = entry.index, entry.rebuild
+        rebuild = entry.rebuild
         return {
-            "version": index.version,
-            "checksum": index.checksum,
-            "pending_updates": index.pending._asdict(),
+            "version": version.number,
+            "checksum": version.labels.checksum,
+            "pending_updates": version.pending._asdict(),
             "rebuild": rebuild.to_json() if rebuild is not None else None,
         }
 
@@ -425,31 +420,30 @@ class GraphRegistry:
         if entry is not None:
             entry.rebuild = None
 
-    def publish_rebuild(self, graph_id: str, staged_index: Path) -> ReachabilityIndex | None:
+    def publish_rebuild(self, graph_id: str, staged_index: Path) -> Version | None:
         """Serve a rebuilt index: under the graph's update lock, the updates that came during the rebuild are
-        applied to it, it replaces the served one (queries move to it at once, those under way finish on the
-        old), and its files replace the old ones (index.new in, index out as index.old, index.new renamed: a
-        crash at any step leaves an index that, with the journal, is the same graph); the journal then drops
-        what the new index holds. Returns the new index, None when the graph was deleted meanwhile."""
+        applied to it, it replaces the served version (queries move to it at once, those under way finish on
+        the old), and its files replace the old ones (index.new in, index out as index.old, index.new renamed:
+        a crash at any step leaves an index that, with the journal, is the same graph); the journal then drops
+        what the new index holds. Returns the new version, None when the graph was deleted meanwhile."""
         entry = self._entries.get(graph_id)
-        if entry is None or entry.deleted or entry.index is None or entry.journal is None:
+        if entry is None or entry.deleted or entry.version is None or entry.journal is None:
             return None
         folder = self.graphs_dir / graph_id
-        backend = "cpu" if entry.record.params.backend == "cpu" else "auto"
         # Loaded (checksums verified) before the lock: updates wait only for the swap. Its maps follow the files.
-        fresh = ReachabilityIndex.load(staged_index, mmap=True, backend=backend)
-        folded = fresh.version
+        rebuilt = _load(staged_index, entry.record.params.backend)
+        folded = rebuilt.number
         with self._io_lock, entry.journal.lock:
             if entry.deleted:
                 return None
             _remove(folder / _NEW_INDEX)  # what a failed swap left
             os.replace(staged_index, folder / _NEW_INDEX)
-            replay(fresh, entry.journal)
+            fresh = replay(rebuilt, entry.journal)
             os.replace(folder / INDEX_DIR, folder / _OLD_INDEX)
             os.replace(folder / _NEW_INDEX, folder / INDEX_DIR)
             # The files moved, the maps of the new index stay valid (a rename keeps them).
             with self._lock:
-                entry.index = fresh
+                entry.version = fresh
                 entry.record = replace(entry.record, stats=fresh.stats.to_dict(), updated_at=time.time())
             _remove(folder / _OLD_INDEX)
             entry.journal.drop_through(folded)
@@ -487,18 +481,18 @@ class GraphRegistry:
         known = storage_error(exc, doing)
         if known is None:
             log.error("graph %s: %s failed: %s", graph_id, doing, exc)
-            return self._fail_locked(graph_id, entry, "StorageError", f"{doing} failed: {exc}")
+            return self._fail_locked(graph_id, entry, STORAGE_ERROR.name, f"{doing} failed: {exc}")
         return self._fail_locked(graph_id, entry, known.kind, known.detail)
 
     def delete(self, graph_id: str) -> None:
         """Forget the graph and remove its files. The folder is renamed away first: if that fails (read-only
-        disk) the graph stays, whole and listed, and the error is raised. Queries already holding the index
+        disk) the graph stays, whole and listed, and the error is raised. Queries already holding a version
         finish on it (memory-mapped files stay readable after unlink); a running build discards its result."""
         with self._io_lock:
             with self._lock:
                 entry = self._entries.get(graph_id)
                 if entry is None or entry.deleted:
-                    raise GraphNotFound(graph_id)
+                    raise _not_found(graph_id)
             folder = self.graphs_dir / graph_id
             retired = self.trash_dir / f"{graph_id}.{secrets.token_hex(4)}"
             try:
@@ -539,6 +533,12 @@ class GraphRegistry:
         except OSError:
             _unlink(tmp)
             raise
+
+
+def _load(path: Path, backend: str) -> Version:
+    """A graph's saved version; a graph built on the CPU on request stays there, otherwise the GPU searches
+    when there is one."""
+    return load_version(path, backend=resolve_backend("cpu" if backend == "cpu" else "auto"))
 
 
 def _unlink(path: Path) -> None:

@@ -1,10 +1,10 @@
 """Edge updates of ready graphs: journaled before they are answered, applied in order, folded into a new index
 by a background rebuild.
 
-An update is checked against the graph's latest version (grail_core: ``plan_update``, nothing changes), written
-to the graph's journal (``graphs/<id>/updates.jsonl``: one JSON line per update, with the version it makes,
-flushed and fsynced), then applied to the served index (``stage_update``: every query after the answer holds for
-the updated graph). One lock per graph keeps the three in order. A start (after a crash too) replays the
+An update is checked against the graph's current version (grail_core: ``Version.plan_update``, nothing changes),
+written to the graph's journal (``graphs/<id>/updates.jsonl``: one JSON line per update, with the version it
+makes, flushed and fsynced), then applied (``Version.apply``: the next version, which every query after the
+answer reads). One lock per graph keeps the three in order. A start (after a crash too) replays the
 journal's lines past the saved index's version; a last line a crash cut short was never answered and is
 dropped.
 
@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grail_core import IndexFileError, ReachabilityIndex
+from grail_core import IndexFileError
+from grail_core.version import Version
 
 __all__ = ["JOURNAL_FILE", "Journal", "RebuildState", "replay"]
 
@@ -100,19 +101,17 @@ class Journal:
         _fsync_dir(self.path.parent)
 
 
-def replay(index: ReachabilityIndex, journal: Journal, through: int | None = None) -> int:
-    """Apply the journal's updates past the index's version (up to ``through``) in order; returns how many.
-    IndexFileError when the journal does not continue the index's versions."""
-    applied = 0
-    for entry in journal.entries(after=index.version):
-        version = int(entry["version"])
-        if through is not None and version > through:
+def replay(version: Version, journal: Journal, through: int | None = None) -> Version:
+    """``version`` with the journal's updates past it (up to ``through``) applied in order: the version they
+    make. IndexFileError when the journal does not continue the versions."""
+    for entry in journal.entries(after=version.number):
+        number = int(entry["version"])
+        if through is not None and number > through:
             break
-        if version != index.version + 1:
-            raise IndexFileError(f"{journal.path}: update {version} does not follow version {index.version}")
-        index.update(add=entry["add"], remove=entry["remove"])
-        applied += 1
-    return applied
+        if number != version.number + 1:
+            raise IndexFileError(f"{journal.path}: update {number} does not follow version {version.number}")
+        version = version.updated(add=entry["add"], remove=entry["remove"])
+    return version
 
 
 def _fsync_dir(path: Path) -> None:

@@ -86,8 +86,8 @@ def unpack_answers(data: bytes, count: int, width: int) -> np.ndarray:
 
 
 def text_integers(body: bytes) -> np.ndarray | None:
-    """All whitespace-separated integers of a text, parsed in C (a million pairs in ~0.1 s instead of ~2 s
-    through Python strings); None when some name is not a plain integer, for the general path."""
+    """All whitespace-separated integers of a text, parsed in C (not through Python strings); None when some
+    name is not a plain integer, for the general path."""
     try:
         numbers = np.fromstring(body, dtype=np.int64, sep=" ")
     except ValueError:
@@ -112,7 +112,6 @@ _JSON_TRUE, _JSON_FALSE = np.frombuffer(b"true,   false,  ", dtype=np.uint64)
 
 def json_answers(answers: np.ndarray, stats: dict[str, object]) -> bytes:
     """``{"reachable": [...], "stats": {...}}`` with every answer written as the eight bytes ``true,   `` or
-    ``false,  ``: one vectorized select instead of a Python bool per answer (1M answers in 18 ms instead of
-    80)."""
+    ``false,  ``: one vectorized select instead of a Python bool per answer."""
     words = np.where(answers, _JSON_TRUE, _JSON_FALSE).tobytes().rstrip(b", ")
     return b"".join((b'{"reachable":[', words, b'],"stats":', json.dumps(stats, separators=(",", ":")).encode(), b"}"))

@@ -35,7 +35,18 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BuildJob", "BuildWorker", "BuildOutcome", "WORKER_NICENESS", "warm_up_builds"]
+from .errors import (
+    BUILD_CRASHED,
+    DISK_FULL,
+    GRAPH_TOO_LARGE,
+    OUT_OF_MEMORY,
+    READ_ONLY_STORAGE,
+    STORAGE_ERROR,
+    ServiceError,
+)
+from .options import UploadOptions
+
+__all__ = ["BuildJob", "BuildWorker", "BuildOutcome", "RebuildSource", "WORKER_NICENESS", "warm_up_builds"]
 
 log = logging.getLogger("grail.service.worker")
 
@@ -51,28 +62,30 @@ _PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
+class RebuildSource:
+    """A rebuild after edge updates: the served index's folder and its journal (service.updates), whose updates
+    up to ``through_version`` (None: every one journaled when it starts) the new index folds in."""
+
+    index: Path
+    journal: Path
+    through_version: int | None = None
+
+
+@dataclass(frozen=True)
 class BuildJob:
+    """One build: the graph's upload read and indexed as ``options`` say (its backend resolved), or a rebuild
+    (``rebuild``); the index is saved in ``staging``."""
+
     graph_id: str
     name: str
-    upload: Path
     staging: Path
-    format: str | None
-    dims: int
-    seed: int
-    backend: str
+    options: UploadOptions
+    memory_bytes: int  # the most this build may allocate, beyond the worker's idle size
     max_graph_bytes: int
     max_name_bytes: int
-    memory_bytes: int  # the most this build may allocate, beyond the worker's idle size
     request_id: str
-    # How an edge list or table is read (read_graph's options); None: recognised from the file.
-    header: bool | None = None
-    source_column: str | None = None
-    target_column: str | None = None
-    # A rebuild after edge updates: the served index's folder and its journal (service.updates), whose updates
-    # up to ``through_version`` the new index folds in; ``upload`` is then unused.
-    base_index: Path | None = None
-    journal: Path | None = None
-    through_version: int | None = None  # None: every update journaled when it starts
+    upload: Path | None = None
+    rebuild: RebuildSource | None = None
 
 
 @dataclass(frozen=True)
@@ -83,12 +96,6 @@ class BuildOutcome:
     kind: str | None = None
     message: str | None = None
     line: int | None = None
-
-
-class _Failure(Exception):
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 # ---- the worker process ---------------------------------------------------------------------------------
@@ -132,7 +139,7 @@ def _serve(conn: Connection, backend: str, log_level: str, log_format: str) -> N
             result = _build(job, lambda phase, fraction: conn.send(("progress", phase, fraction)))
             healthy = True
         except MemoryError:
-            result = ("failed", "OutOfMemory", _out_of_memory(job), None)
+            result = ("failed", OUT_OF_MEMORY.name, _out_of_memory(job), None)
             healthy = False
         finally:
             resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))
@@ -154,7 +161,8 @@ def _out_of_memory(job: BuildJob) -> str:
 def warm_up_builds(backend: str) -> None:
     """Compile the build kernels of ``backend`` (the GPU's in every process: numba cannot cache them) and read
     and build a small graph of every format, so that the first real build compiles and loads nothing."""
-    from grail_core import ReachabilityIndex, read_graph
+    from grail_core import read_graph
+    from grail_core.labels import Labels
     from grail_core.warmup import warm_up_build
 
     warm_up_build(backend)
@@ -170,61 +178,57 @@ def warm_up_builds(backend: str) -> None:
         (b"# networkx\na b c\nb a\n", "adjlist"),
         (b'<graphml><graph><node id="a"/><edge source="a" target="b"/></graph></graphml>', None),
     ):
-        ReachabilityIndex.build(read_graph(text, format), backend="cpu")
+        Labels.build(read_graph(text, format), backend="cpu")
 
 
 def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, ...]:
-    from grail_core import GrailError, GraphFormatError, ReachabilityIndex, read_graph, sizing
+    from grail_core import GrailError, GraphFormatError, sizing
+    from grail_core.labels import Labels
+    from grail_core.readers import read_with
+    from grail_core.storage import save_labels
 
     started = time.perf_counter()
     job.staging.mkdir(parents=True, exist_ok=True)
+    options = job.options
     try:
         progress("read", 0.0)
-        if job.base_index is not None:
-            index = _rebuilt(job, progress)
+        if job.rebuild is not None:
+            labels = _rebuilt(job, job.rebuild, progress)
             progress("save", 1.0)
-            index.save(job.staging / "index")
+            save_labels(labels, job.staging / "index", version=labels.version)
             log.info(
-                "graph %s: rebuilt at version %d in %.3f s", job.graph_id, index.version, time.perf_counter() - started
+                "graph %s: rebuilt at version %d in %.3f s", job.graph_id, labels.version, time.perf_counter() - started
             )
-            return ("done", index.stats.to_dict())
-        text = _plain_text(job)
+            return ("done", labels.stats.to_dict())
+        assert job.upload is not None
+        upload_path = job.upload
+        text = _plain_text(job, upload_path)
         try:
-            graph = read_graph(
-                text,
-                format=job.format,
-                header=job.header,
-                source_column=job.source_column,
-                target_column=job.target_column,
-                max_bytes=job.max_graph_bytes,
-                max_name_bytes=job.max_name_bytes,
-            )
+            graph = read_with(text, options.read, max_bytes=job.max_graph_bytes, max_name_bytes=job.max_name_bytes)
         except RecursionError:
             raise GraphFormatError("the document is nested too deeply") from None
         except OverflowError:
             raise GraphFormatError("a node name is an integer outside the 64-bit range") from None
         finally:
-            if text != job.upload:
+            if text != upload_path:
                 text.unlink(missing_ok=True)
         need = sizing.build_bytes(graph.format, 0, graph.num_nodes, graph.num_edge_entries)
         if need > job.memory_bytes:
-            raise _Failure(
-                "GraphTooLarge",
+            raise ServiceError(
+                GRAPH_TOO_LARGE,
                 f"the graph has {graph.num_nodes} nodes and {graph.num_edge_entries} edges: its index needs about "
                 f"{need >> 20} MiB to build, more than the {job.memory_bytes >> 20} MiB this server builds with "
                 "(--max-build-memory-mb)",
             )
-        index = ReachabilityIndex.build(
-            graph, dims=job.dims, seed=job.seed, backend=job.backend, progress=lambda p, f: progress(p, f)
-        )
+        labels = Labels.build(graph, dims=options.dims, seed=options.seed, backend=options.backend, progress=progress)
         del graph
         progress("save", 1.0)
-        index.save(job.staging / "index")
-    except _Failure as exc:
-        return ("failed", exc.kind, str(exc), None)
+        save_labels(labels, job.staging / "index", version=labels.version)
+    except ServiceError as exc:
+        return ("failed", exc.kind, exc.detail, None)
     except GrailError as exc:
         log.warning("graph %s (%r): build failed: %s", job.graph_id, job.name, exc)
-        return ("failed", type(exc).__name__, getattr(exc, "message", None) or str(exc), getattr(exc, "line", None))
+        return ("failed", exc.kind, getattr(exc, "message", None) or str(exc), getattr(exc, "line", None))
     except OSError as exc:
         kind, message = _disk_failure(exc, job.staging)
         log.warning("graph %s (%r): build failed: %s", job.graph_id, job.name, exc)
@@ -233,8 +237,13 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
         raise
     except Exception as exc:  # a bug: the server records it as ours (500), with the traceback in the log
         log.exception("graph %s (%r): build failed", job.graph_id, job.name)
-        return ("failed", "BuildCrashed", f"the build failed on the server ({type(exc).__name__}); see its log", None)
-    stats = index.stats.to_dict()
+        return (
+            "failed",
+            BUILD_CRASHED.name,
+            f"the build failed on the server ({type(exc).__name__}); see its log",
+            None,
+        )
+    stats = labels.stats.to_dict()
     phases = stats.get("phase_seconds") or {}
     log.info(
         "graph %s (%r): built in %.3f s: %d nodes, %d edges, %d components, backend %s; phases %s",
@@ -250,26 +259,25 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
     return ("done", stats)
 
 
-def _rebuilt(job: BuildJob, progress: Callable[[str, float], None]) -> Any:
-    """The index of a graph with its edge updates up to ``job.through_version`` folded in: new labels."""
-    from grail_core import ReachabilityIndex
+def _rebuilt(job: BuildJob, source: RebuildSource, progress: Callable[[str, float], None]) -> Any:
+    """New labels of a graph with its edge updates up to ``source.through_version`` folded in."""
+    from grail_core.version import load_version
 
     from .updates import Journal, replay
 
-    assert job.base_index is not None and job.journal is not None
-    index = ReachabilityIndex.load(job.base_index, mmap=True, verify=False, backend="cpu")
-    replay(index, Journal(job.journal), through=job.through_version)
-    return index.rebuilt(progress=progress, backend=job.backend)
+    version = load_version(source.index, mmap=True, verify=False)
+    version = replay(version, Journal(source.journal), through=source.through_version)
+    return version.rebuilt_labels(backend=job.options.backend, progress=progress)
 
 
-def _plain_text(job: BuildJob) -> Path:
+def _plain_text(job: BuildJob, upload: Path) -> Path:
     """The upload itself, or for a gzip upload its text decompressed as a stream into the staging folder: the
     size cap is enforced while decompressing, so a zip bomb stops at the cap, on disk, not in memory."""
     from grail_core import GraphFormatError, InputTooLargeError
 
-    with open(job.upload, "rb") as source:
+    with open(upload, "rb") as source:
         if source.read(2) != _GZIP_MAGIC:
-            return job.upload
+            return upload
         source.seek(0)
         # No suffix: read_graph guesses the format from the content, as it does for the upload.
         target = job.staging / "decompressed"
@@ -303,14 +311,14 @@ def _plain_text(job: BuildJob) -> Path:
 def _disk_failure(exc: OSError, where: Path) -> tuple[str, str]:
     # numpy reports a short write as "N requested and M written", without an errno: the disk filled up.
     if exc.errno in (errno.ENOSPC, errno.EDQUOT) or (exc.errno is None and "requested and" in str(exc)):
-        return "DiskFull", "the server's disk is full (saving the index); free space and upload again"
+        return DISK_FULL.name, "the server's disk is full (saving the index); free space and upload again"
     if exc.errno == errno.EROFS:
-        return "ReadOnlyStorage", "the server's data directory is read-only (saving the index)"
+        return READ_ONLY_STORAGE.name, "the server's data directory is read-only (saving the index)"
     try:
         free = shutil.disk_usage(where).free
     except OSError:
         free = -1
-    return "StorageError", f"the index could not be written ({exc.strerror or exc}); free space {free >> 20} MiB"
+    return STORAGE_ERROR.name, f"the index could not be written ({exc.strerror or exc}); free space {free >> 20} MiB"
 
 
 # ---- the server's handle --------------------------------------------------------------------------------
@@ -327,10 +335,6 @@ class BuildWorker:
         self._process: multiprocessing.process.BaseProcess | None = None
         self._conn: Connection | None = None
         self._lock = threading.Lock()
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
 
     def start(self) -> None:
         """Spawn the process and wait until its warm-up is done (seconds; minutes on a cold numba cache)."""
@@ -376,7 +380,7 @@ class BuildWorker:
                         return self._died(job)
                     if _status("RssAnon", process.pid or 0) > idle_rss + job.memory_bytes:
                         self.stop()
-                        return BuildOutcome(kind="OutOfMemory", message=_out_of_memory(job))
+                        return BuildOutcome(kind=OUT_OF_MEMORY.name, message=_out_of_memory(job))
                     continue
                 message = conn.recv()
                 if message[0] == "progress":
@@ -399,9 +403,9 @@ class BuildWorker:
         code = self._process.exitcode
         self.stop()
         if code == -signal.SIGKILL:  # the kernel's OOM killer, most likely
-            return BuildOutcome(kind="OutOfMemory", message=_out_of_memory(job) + "; the system killed it")
+            return BuildOutcome(kind=OUT_OF_MEMORY.name, message=_out_of_memory(job) + "; the system killed it")
         log.error("build worker %s died (exit code %s) building graph %s", self.name, code, job.graph_id)
-        return BuildOutcome(kind="BuildCrashed", message=f"the build worker died (exit code {code}); see the log")
+        return BuildOutcome(kind=BUILD_CRASHED.name, message=f"the build worker died (exit code {code}); see the log")
 
     def stop(self) -> None:
         """Kill the process now (a build in it is lost; the next run starts a fresh one)."""

@@ -265,7 +265,7 @@ def test_same_index_for_int32_and_int64_edges_and_any_thread_count() -> None:
         numba.set_num_threads(threads)
     for name, value in first.arrays._asdict().items():
         np.testing.assert_array_equal(getattr(second.arrays, name), value, err_msg=name)
-    np.testing.assert_array_equal(first._graph_csr[1], second._graph_csr[1])
+    np.testing.assert_array_equal(first.current().labels.graph_csr[1], second.current().labels.graph_csr[1])
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.uint64])

@@ -348,3 +348,20 @@ def test_reading_options_are_checked() -> None:
         read_graph(b"graph_for_greach\n1\n0: #\n", header=True)
     with pytest.raises(InvalidParameterError, match="unknown graph format"):
         read_graph(b"1 2\n", "svg")
+
+
+def test_the_format_table_names_each_format_once() -> None:
+    from grail_core.formats import FORMAT_TABLE, FORMATS, ReadOptions, format_of_media_type, format_of_name
+    from grail_core.readers import _reader
+
+    suffixes = [suffix for row in FORMAT_TABLE.values() for suffix in row.suffixes]
+    media = [media for row in FORMAT_TABLE.values() for media in row.media_types]
+    assert len(suffixes) == len(set(suffixes)) and len(media) == len(set(media))
+    for row in FORMAT_TABLE.values():
+        assert all(format_of_name(f"x{suffix}.gz") == row.name for suffix in row.suffixes)
+        assert all(format_of_media_type(m) == row.name for m in row.media_types)
+        assert all(m is None or m in row.media_types for m in row.suffixes.values())
+        assert callable(_reader(row.name)) if row.readable else row.name not in FORMATS
+    with pytest.raises(InvalidParameterError, match="header applies to edge lists"):
+        ReadOptions("parquet", header=True).check()
+    ReadOptions("parquet", source_column="a").check()

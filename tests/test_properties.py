@@ -92,15 +92,16 @@ def test_single_pair_buffers_survive_running_out_of_marks() -> None:
     n = 25
     index = _index(n, edges, dims=1, hubs=0)
     truth = reachability_matrix(n, edges)
+    buffers = index.current().search.buffers
     searched_positive = [
-        (u, v) for u in range(n) for v in range(n) if truth[u, v] and answer_pair(index.hot, index._buffers, u, v)[1]
+        (u, v) for u in range(n) for v in range(n) if truth[u, v] and answer_pair(index.hot, buffers, u, v)[1]
     ]
     assert searched_positive
-    with index._buffers.take() as (stamp, _, _):
+    with buffers.take() as (stamp, _, _):
         stamp[:] = 1  # left over from the first mark of an earlier cycle
-    index._buffers._free[0][2] = np.iinfo(np.int32).max  # marks run out: the next take starts over
+    buffers._free[0][2] = np.iinfo(np.int32).max  # marks run out: the next take starts over
     for u, v in searched_positive:
-        assert answer_pair(index.hot, index._buffers, u, v) == (True, True)
+        assert answer_pair(index.hot, buffers, u, v) == (True, True)
     for u in range(n):
         for v in range(n):
             assert index.reachable(u, v) == truth[u, v] == index.query_pair(u, v)[0]

@@ -176,3 +176,26 @@ def test_staged_versions_wait_for_publish() -> None:
         index.reachable(0, 2)
     index.publish(2)
     assert index.version == 2 and index.reachable(0, 2)
+
+
+def test_a_version_answers_for_its_number_whatever_comes_after() -> None:
+    index = ReachabilityIndex.from_bytes(b"a b\nb c\nd d\n", backend="cpu")
+    before = index.current()
+    index.update(add=[["c", "x"], ["d", "a"]], remove=[["a", "b"]])
+    after = index.current()
+    assert (before.number, after.number, index.version) == (1, 2, 2)
+    # The version taken first still answers for the graph a -> b -> c, d: names, pairs, paths, listings.
+    assert before.reachable("a", "c") and not before.reachable("d", "a")
+    assert before.query_batch_with_stats([["a", "c"], ["d", "c"]])[1].version == 1
+    assert before.path("a", "c") == ["a", "b", "c"] and before.path("d", "c") is None
+    assert sorted(before.descendants("a").tolist()) == ["b", "c"] and before.count_ancestors("c").total == 2
+    with pytest.raises(UnknownNodeError):
+        before.reachable("a", "x")
+    # The next one answers for d -> a, b -> c -> x.
+    assert not after.reachable("a", "c") and after.reachable("d", "a") and after.reachable("b", "x")
+    assert after.path("d", "a") == ["d", "a"] and after.path("b", "x") == ["b", "c", "x"]
+    assert sorted(after.ancestors("x").tolist()) == ["b", "c"] and after.count_descendants("d").total == 1
+    # Updates extend the newest version only.
+    with pytest.raises(InvalidParameterError, match="not the graph's newest"):
+        before.updated(add=[["a", "d"]])
+    assert after.updated(add=[["x", "d"]]).reachable("b", "d") and not after.reachable("b", "d")

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..formats import ReadOptions
 from ..names import MAX_NAME_BYTES
 from .edgelist import BOM, SNIFF_BYTES, Dialect, iter_batches, rows_to_lines, with_restarts
 from .graph_input import GraphInput
 from .sink import EdgeSink, LineOf
 from .source import InputSource
 
-__all__ = ["read_adjlist"]
+__all__ = ["read_adjlist", "read"]
 
 
 def _token_lines(line_of: LineOf, offsets: np.ndarray) -> LineOf:
@@ -60,3 +61,8 @@ def read_adjlist(source: InputSource, max_name_bytes: int = MAX_NAME_BYTES) -> G
         return sink.finish("adjlist")
 
     return with_restarts(read)
+
+
+def read(source: InputSource, options: ReadOptions, max_name_bytes: int) -> GraphInput:
+    """The format table's reader (``grail_core.formats``)."""
+    return read_adjlist(source, max_name_bytes)

@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import GraphFormatError
+from ..formats import ReadOptions
 from ..names import MAX_NAME_BYTES
 from .columns import ColumnSpec, choose_columns, how_to_choose, is_index_name
 from .columns import role_of as _role
@@ -45,6 +46,7 @@ __all__ = [
     "with_restarts",
     "BOM",
     "SNIFF_BYTES",
+    "read",
 ]
 
 NEWLINE, CARRIAGE_RETURN, SPACE, TAB, QUOTE, HASH, PERCENT, OPEN_BRACE = 10, 13, 32, 9, 34, 35, 37, 123
@@ -556,3 +558,14 @@ def read_edgelist(
         return sink.finish("edgelist")
 
     return with_restarts(read)
+
+
+def read(source: InputSource, options: ReadOptions, max_name_bytes: int) -> GraphInput:
+    """The format table's reader (``grail_core.formats``)."""
+    return read_edgelist(
+        source,
+        header=options.header,
+        source_column=options.source_column,
+        target_column=options.target_column,
+        max_name_bytes=max_name_bytes,
+    )

@@ -10,9 +10,11 @@ import numpy as np
 from numba import njit
 
 from ..errors import GraphFormatError
+from ..formats import ReadOptions
 from ..names import NodeNames
 from ._numeric import CARRIAGE_RETURN, MAX_ID, NEWLINE, SPACE, TAB, grow, is_digit
 from .graph_input import GraphInput
+from .source import InputSource
 
 HEADER = b"graph_for_greach"
 COLON = 58
@@ -150,3 +152,8 @@ def parse_gra(data: bytes | memoryview) -> GraphInput:
     return GraphInput(
         num_nodes=n, src=src[:count].copy(), dst=dst[:count].copy(), names=NodeNames.identity(n), format="gra"
     )
+
+
+def read(source: InputSource, options: ReadOptions, max_name_bytes: int) -> GraphInput:
+    """The format table's reader (``grail_core.formats``)."""
+    return parse_gra(source.read_all())

@@ -17,13 +17,14 @@ import xml.etree.ElementTree as ElementTree
 from typing import Any
 
 from ..errors import GraphFormatError
+from ..formats import ReadOptions
 from ..names import MAX_NAME_BYTES, NameTokens
 from .edgelist import SNIFF_BYTES
 from .graph_input import GraphInput
 from .sink import EdgeSink
 from .source import InputSource
 
-__all__ = ["read_graphml"]
+__all__ = ["read_graphml", "read"]
 
 # Names handed to the sink at a time.
 BATCH = 1 << 16
@@ -112,3 +113,8 @@ def read_graphml(source: InputSource, max_name_bytes: int = MAX_NAME_BYTES) -> G
         raise GraphFormatError("no <graph> element in the GraphML file")
     batch.flush()
     return sink.finish("graphml")
+
+
+def read(source: InputSource, options: ReadOptions, max_name_bytes: int) -> GraphInput:
+    """The format table's reader (``grail_core.formats``)."""
+    return read_graphml(source, max_name_bytes)

@@ -16,9 +16,11 @@ import numpy as np
 from numba import njit
 
 from ..errors import GraphFormatError
+from ..formats import ReadOptions
 from ..names import MAX_NAME_BYTES, NameTokens, NodeNames, intern_integers, intern_strings
 from ._numeric import CARRIAGE_RETURN, COMMA, NEWLINE, SPACE, TAB, grow, is_digit
 from .graph_input import GraphInput
+from .source import InputSource
 
 QUOTE, COLON, MINUS = 34, 58, 45
 OPEN_ARRAY, CLOSE_ARRAY, OPEN_OBJECT, CLOSE_OBJECT = 91, 93, 123, 125
@@ -263,3 +265,8 @@ def _ends_and_nodes(document: Any) -> tuple[list[Any], int, bool]:
     if not isinstance(directed, bool):
         raise GraphFormatError(f'"directed" must be true or false, got {directed!r}')
     return flat, len(edges), not directed
+
+
+def read(source: InputSource, options: ReadOptions, max_name_bytes: int) -> GraphInput:
+    """The format table's reader (``grail_core.formats``)."""
+    return parse_json(source.read_all(), max_name_bytes)

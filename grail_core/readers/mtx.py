@@ -12,12 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphFormatError
+from ..formats import ReadOptions
 from .edgelist import SNIFF_BYTES, Dialect, iter_batches, rows_to_lines, with_restarts
 from .graph_input import GraphInput
 from .sink import EdgeSink, parse_integers
 from .source import InputSource
 
-__all__ = ["read_mtx"]
+__all__ = ["read_mtx", "read"]
 
 _FIELDS = {"pattern": 2, "integer": 3, "real": 3, "double": 3, "complex": 4}
 _SYMMETRIES = {"general": False, "symmetric": True, "skew-symmetric": True, "hermitian": True}
@@ -108,3 +109,8 @@ def read_mtx(source: InputSource) -> GraphInput:
         return sink.finish("mtx")
 
     return with_restarts(read)
+
+
+def read(source: InputSource, options: ReadOptions, max_name_bytes: int) -> GraphInput:
+    """The format table's reader (``grail_core.formats``)."""
+    return read_mtx(source)

@@ -92,7 +92,7 @@ def graph_from_pandas(
 
     chosen = choose_columns(names, len(names), spec(source), spec(target), parameters=("source", "target"))
 
-    def batches(selected: list[str]) -> Any:
+    def batches(_: list[str]) -> Any:
         table = pa.Table.from_pandas(frame.iloc[:, list(chosen)], preserve_index=False)
         return table.to_batches(1 << 20)
 

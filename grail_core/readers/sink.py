@@ -153,7 +153,7 @@ class _RowError(Exception):
 
 class _Growing:
     """An int64 array that grows by half when full. Sized right from the start (a reader's estimate), it is
-    written once: on this VM every fresh page costs a fault, and a copy costs the pages twice."""
+    written once: on a VM every fresh page costs a fault, and a copy costs the pages twice."""
 
     def __init__(self, capacity: int) -> None:
         self.array = np.empty(max(capacity, _INITIAL_EDGES), dtype=np.int64)
@@ -293,7 +293,7 @@ class EdgeSink:
         outcome = _parse_tokens(tokens.data, starts, ends, values, self.trim)
         text = NameTokens(tokens.data, starts, ends)
         if outcome == _TEXT or self.strings:
-            # Integers hold no line break: only text names are looked at (7% of an integer file's read).
+            # Integers hold no line break: only text names are looked at.
             if not self.line_breaks and _has_line_break(tokens.data):
                 self._line_break(tokens, starts, ends, line_of)
             return _Tokens(None, text)

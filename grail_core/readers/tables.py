@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import GraphFormatError
+from ..formats import ReadOptions
 from ..names import MAX_NAME_BYTES
 from .columns import ColumnSpec, choose_columns, is_index_name
 from .graph_input import GraphInput
 from .sink import EdgeSink
 from .source import InputSource
 
-__all__ = ["read_table", "read_arrow_columns"]
+__all__ = ["read_table", "read_arrow_columns", "read"]
 
 # Rows handed to the sink at a time.
 BATCH_ROWS = 1 << 20
@@ -113,3 +114,9 @@ def read_table(
 ) -> GraphInput:
     schema, batches = _parquet(source) if format == "parquet" else _arrow(source)
     return read_arrow_columns(list(schema.names), batches, source_column, target_column, max_name_bytes, format)
+
+
+def read(source: InputSource, options: ReadOptions, max_name_bytes: int) -> GraphInput:
+    """The format table's reader of Parquet and Arrow (``grail_core.formats``)."""
+    assert options.format is not None
+    return read_table(source, options.format, options.source_column, options.target_column, max_name_bytes)

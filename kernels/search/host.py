@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numba import cuda
 
-from grail_core.scheduler import pass_spans
+from grail_core.batches import pass_spans
 
 from ..device import free_memory
 from ..frontier import BALANCED_BLOCK, ITEM_MASK, EngineConfig

@@ -11,18 +11,28 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from grail_core.backends import resolve_backend
-from grail_core.errors import InvalidParameterError
-from grail_core.index import MAX_DIMS
-from grail_core.readers import check_options
+from grail_core.errors import GraphFormatError, InvalidParameterError
+from grail_core.formats import FORMAT_TABLE, ReadOptions
+from grail_core.labels import MAX_DIMS
 
 from ..bodies import declared_length, stream_to_file
 from ..conventions import accepts_json
 from ..deps import ServiceState, get_state
-from ..errors import ServiceError, error_response, status_for_kind
+from ..errors import (
+    CLIENT_DISCONNECT,
+    EMPTY_BODY,
+    GRAPH_NOT_FOUND,
+    INVALID_PARAMETER,
+    ServiceError,
+    error_response,
+    response_for,
+    status_for_kind,
+)
 from ..formats import format_for
 from ..jobs import estimate_upload
 from ..models import Backend, ErrorOut, GraphFormat, GraphList, GraphOut, GraphStatusName
-from ..registry import BuildParams, GraphRecord, GraphStatus
+from ..options import UploadOptions
+from ..registry import GraphRecord, GraphStatus
 
 __all__ = ["router"]
 
@@ -35,6 +45,28 @@ _COLUMN = (
     "(default: recognised by its name; an ambiguous table is refused with a message naming this parameter)"
 )
 _TEXT_BODY: dict[str, Any] = {"minLength": 1, "description": "the graph file's text", "example": "0 1\n1 2\n"}
+_BINARY_BODY: dict[str, Any] = {"type": "string", "format": "binary", "minLength": 1}
+# An upload's body by media type, from the format table. Text formats take any bytes (their grammar is checked
+# by the server: 422 with the line), so their schema is any value at least one byte long, under their text/*
+# media types (schema tools write no text under another); a JSON graph is an object. XML ones (GraphML) are
+# read too, but an XML media type here would have schema tools write the body as XML of the schema, not as a
+# graph file.
+_BODY_SCHEMAS: dict[str, dict[str, Any]] = {
+    "text": _TEXT_BODY,
+    "binary": _BINARY_BODY,
+    "json": {"type": "object", "example": {"edges": [[0, 1], [1, 2]], "nodes": [3]}},
+}
+_UPLOAD_BODIES = {
+    **{
+        media: {"schema": _BODY_SCHEMAS[f.body]}
+        for f in FORMAT_TABLE.values()
+        if f.readable and f.body in _BODY_SCHEMAS
+        for media in f.media_types
+        if f.body != "text" or media.startswith("text/")
+    },
+    "text/plain": {"schema": _TEXT_BODY},
+    "application/gzip": {"schema": _BINARY_BODY},
+}
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown graph"},
@@ -56,28 +88,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         503: {"model": ErrorOut, "description": "too many uploads or builds at once (Retry-After), read-only disk"},
         507: {"model": ErrorOut, "description": "the disk is full, or (wait=true) the build ran out of memory"},
     },
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            # Text formats take any bytes (their grammar is checked by the server: 422 with the line), so their
-            # schema is any value, at least one byte long; a JSON graph is an object.
-            "content": {
-                **{media: {"schema": _TEXT_BODY} for media in ("text/x-grail-gra", "text/csv", "text/plain")},
-                "text/tab-separated-values": {"schema": _TEXT_BODY},
-                "application/json": {
-                    "schema": {"type": "object", "example": {"edges": [[0, 1], [1, 2]], "nodes": [3]}}
-                },
-                # GraphML (application/graphml+xml) is read too; an XML media type here would have schema tools
-                # write the body as XML of the schema, not as a graph file.
-                "text/x-matrix-market": {"schema": _TEXT_BODY},
-                **{
-                    media: {"schema": {"type": "string", "format": "binary", "minLength": 1}}
-                    for media in ("application/vnd.apache.parquet", "application/vnd.apache.arrow.file")
-                },
-                "application/gzip": {"schema": {"type": "string", "format": "binary", "minLength": 1}},
-            },
-        }
-    },
+    openapi_extra={"requestBody": {"required": True, "content": _UPLOAD_BODIES}},
 )
 async def upload_graph(
     request: Request,
@@ -96,14 +107,16 @@ async def upload_graph(
 ) -> Response:
     accepts_json(request.headers.get("accept"))
     graph_format = format_for(format, request.headers.get("content-type"), request.headers.get("content-encoding"))
+    options = UploadOptions(
+        ReadOptions(graph_format, header, source_column, target_column), dims, seed, backend or state.settings.backend
+    )
     # Options the format does not take are refused before the upload is read.
     try:
-        check_options(graph_format, header=header, source_column=source_column, target_column=target_column)
+        options.read.check()
     except InvalidParameterError as error:
-        raise ServiceError(422, "InvalidParameter", str(error)) from None
-    chosen_backend = backend or state.settings.backend
+        raise ServiceError(INVALID_PARAMETER, str(error)) from None
     # The core's own check, run before the upload so that a bad backend costs no transfer.
-    resolve_backend(chosen_backend)
+    resolve_backend(options.backend)
     settings = state.settings
     limit = settings.max_upload_bytes
     declared_length(request, limit)
@@ -113,30 +126,21 @@ async def upload_graph(
         try:
             size = await stream_to_file(request, path, limit)
             if size == 0:
-                raise ServiceError(422, "EmptyBody", "the request body is empty; send the graph file as the body")
+                raise ServiceError(EMPTY_BODY, "the request body is empty; send the graph file as the body")
             if graph_format == "json" or _media(request) == "application/json":
                 await asyncio.to_thread(_check_json_object, path)
             if await request.is_disconnected():
                 # The connection broke after the body (e.g. bytes past its Content-Length): no one would hear of it.
-                raise ServiceError(400, "ClientDisconnect", "the connection broke before the upload was answered")
+                raise ServiceError(CLIENT_DISCONNECT, "the connection broke before the upload was answered")
             estimate = await asyncio.to_thread(estimate_upload, path, graph_format)
             state.runner.check(estimate)
-            params = BuildParams(
-                format=graph_format,
-                dims=dims,
-                seed=seed,
-                backend=chosen_backend,
-                source_column=source_column,
-                target_column=target_column,
-                header=header,
-            )
-            record = await asyncio.to_thread(state.registry.add, graph_id, name or graph_id, params, size)
+            record = await asyncio.to_thread(state.registry.add, graph_id, name or graph_id, options, size)
         except BaseException:
             path.unlink(missing_ok=True)
             raise
         if await request.is_disconnected():  # it broke while the upload was registered: take it back
             await asyncio.to_thread(state.registry.delete, graph_id)
-            raise ServiceError(400, "ClientDisconnect", "the connection broke before the upload was answered")
+            raise ServiceError(CLIENT_DISCONNECT, "the connection broke before the upload was answered")
     state.metrics.uploaded(size)
     log.info(
         "graph %s (%r): uploaded %d bytes, format %s, dims %d, seed %d, backend %s; build needs about %d MiB",
@@ -146,7 +150,7 @@ async def upload_graph(
         graph_format or "guessed",
         dims,
         seed,
-        chosen_backend,
+        options.backend,
         estimate.bytes >> 20,
     )
     future = state.runner.submit(record, estimate.bytes)
@@ -155,7 +159,7 @@ async def upload_graph(
         return JSONResponse(GraphOut.from_record(record).model_dump(mode="json"), status_code=202, headers=headers)
     final = await asyncio.wrap_future(future)
     if final is None:
-        return error_response(404, "GraphNotFound", f"graph {graph_id!r} was deleted while it was building")
+        return response_for(ServiceError(GRAPH_NOT_FOUND, f"graph {graph_id!r} was deleted while it was building"))
     return _final_response(final, headers, state.registry.live(graph_id))
 
 
@@ -168,7 +172,7 @@ def _check_json_object(path: Path) -> None:
     with open(path, "rb") as fh:
         head = fh.read(4096).lstrip()
     if head and head[:1] != b"{" and head[:2] != b"\x1f\x8b":
-        raise ServiceError(422, "GraphFormatError", 'a JSON graph is an object: {"edges": [[u, v], ...]}')
+        raise GraphFormatError('a JSON graph is an object: {"edges": [[u, v], ...]}')
 
 
 def _final_response(record: GraphRecord, headers: dict[str, str], live: dict[str, Any]) -> Response:

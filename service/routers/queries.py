@@ -1,4 +1,7 @@
-"""Reachability questions on a ready graph: single pairs and small batches over GET, large batches over POST."""
+"""Reachability questions on a ready graph: single pairs and small batches over GET, large batches over POST.
+
+Every route takes the graph's current version once, when it starts, and answers from it, header included.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +12,25 @@ import anyio
 from fastapi import APIRouter, Depends, Request, Response
 
 from grail_core import UnknownNodeError
+from grail_core.version import Version
 
 from ..bodies import declared_length, read_array
 from ..codecs import BINARY, answer_type, batch_memory, decode_pairs, encode_answers, pair_format, parse_get_pairs
 from ..conventions import accepts_json
 from ..deps import ServiceState, get_state
-from ..errors import ServiceError, response_for
+from ..errors import BAD_PARAMETERS, ServiceError, response_for
 from ..models import BatchOut, ErrorOut, PairOut, PairsIn, PairsOut
 from ..wire import json_answers
 
-__all__ = ["router", "reachable", "REACHABLE_PATH", "REACHABLE_OPENAPI", "VERSION_HEADER"]
+__all__ = [
+    "router",
+    "reachable",
+    "as_uploaded",
+    "versioned_json",
+    "REACHABLE_PATH",
+    "REACHABLE_OPENAPI",
+    "VERSION_HEADER",
+]
 
 # Every query's answer says which version of the graph it holds for (edge updates make new versions).
 VERSION_HEADER = "Grail-Graph-Version"
@@ -32,7 +44,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _json(body: Any, version: int) -> Response:
+def versioned_json(body: Any, version: int) -> Response:
     # Hand-serialised: a pydantic round trip would cost more than the query on this hot path.
     headers = {VERSION_HEADER: str(version)}
     return Response(json.dumps(body, separators=(",", ":")), media_type="application/json", headers=headers)
@@ -80,35 +92,35 @@ REACHABLE_OPENAPI: dict[str, Any] = {
 
 async def reachable(request: Request) -> Response:
     """GET REACHABLE_PATH, the hottest route, registered by create_app as a plain Starlette route: FastAPI's
-    parameter validation and dependency solving cost more than the query itself (2,800 against 4,700
-    answers/s measured here with wrk)."""
+    parameter validation and dependency solving cost more than the query itself."""
     state: ServiceState = request.app.state.grail
     accepts_json(request.headers.get("accept"))
-    index = state.registry.ready_index(request.path_params["graph_id"])
+    version = state.registry.ready_version(request.path_params["graph_id"])
     params = request.query_params
     source, target, pairs = params.get("source"), params.get("target"), params.get("pairs")
     # Small work: answered right on the event loop, a thread hop would cost more than the query.
     if pairs is not None:
         if source is not None or target is not None:
-            raise ServiceError(422, "BadParameters", "give either ?pairs= or ?source=&target=, not both")
+            raise ServiceError(BAD_PARAMETERS, "give either ?pairs= or ?source=&target=, not both")
         batch = parse_get_pairs(pairs, state.settings.max_get_pairs)
         with state.core_gate:
-            answers, stats = index.query_batch_with_stats(batch)
+            answers, stats = version.query_batch_with_stats(batch)
         _count(state, stats)
-        return _json({"reachable": answers.tolist()}, stats.version)
+        return versioned_json({"reachable": answers.tolist()}, version.number)
     if source is None or target is None:
-        raise ServiceError(422, "BadParameters", "give ?source=U&target=V (or ?pairs=U1,V1;U2,V2)")
+        raise ServiceError(BAD_PARAMETERS, "give ?source=U&target=V (or ?pairs=U1,V1;U2,V2)")
     # query_pair rather than a batch of one: half the cost, and it still says what decided the pair.
     with state.core_gate:
-        answer, searched, version = index.query_pair(source, target)
+        answer, searched, _ = version.query_pair(source, target)
     state.metrics.queries(int(not searched), int(searched))
-    body = {"source": _name(index, source), "target": _name(index, target), "reachable": bool(answer)}
-    return _json(body, version)
+    body = {"source": as_uploaded(version, source), "target": as_uploaded(version, target), "reachable": bool(answer)}
+    return versioned_json(body, version.number)
 
 
-def _name(index: Any, name: str) -> int | str:
-    """The name as uploaded: integer graphs answer with numbers (the index accepted it, so it parses)."""
-    return int(name) if index.names_are_integers else name
+def as_uploaded(version: Version, name: str) -> int | str:
+    """A name of the query string as uploaded: integer graphs answer with numbers (the version accepted it,
+    so it parses)."""
+    return int(name) if version.names_are_integers else name
 
 
 def _count(state: ServiceState, stats: Any) -> None:
@@ -157,7 +169,7 @@ _ANSWERS_DESCRIPTION = (
     },
 )
 async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
-    index = state.registry.ready_index(graph_id)
+    version = state.registry.ready_version(graph_id)
     content_type = request.headers.get("content-type") or "application/json"
     # Both formats are checked before the body is read: a refused request costs no transfer.
     media, width = pair_format(content_type)
@@ -173,28 +185,28 @@ async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceS
         else min(settings.max_upload_bytes, settings.max_batch_memory_bytes // factor)
     )
     with state.admission.batch(factor * (declared if declared is not None else limit)):
-        return await _answer_batch(request, state, index, content_type, out_type, limit)
+        return await _answer_batch(request, state, version, content_type, out_type, limit)
 
 
 async def _answer_batch(
-    request: Request, state: ServiceState, index: Any, content_type: str, out_type: str, limit: int
+    request: Request, state: ServiceState, version: Version, content_type: str, out_type: str, limit: int
 ) -> Response:
     # Every format into one numpy buffer: text and JSON bodies are scanned in place as binary ones are read.
     body = await read_array(request, limit)
 
-    def run() -> tuple[bytes | memoryview, int]:
+    def run() -> bytes | memoryview:
         # Decoding, the query and encoding together in a worker thread: a million pairs must not stall the loop.
         pairs = decode_pairs(body, content_type)
         with state.core_gate:
-            answers, stats = index.query_batch_with_stats(pairs)
+            answers, stats = version.query_batch_with_stats(pairs)
         _count(state, stats)
         if out_type != "application/json":
-            return encode_answers(answers, out_type), stats.version
-        return json_answers(answers, stats.to_dict()), stats.version
+            return encode_answers(answers, out_type)
+        return json_answers(answers, stats.to_dict())
 
     try:
-        content, version = await anyio.to_thread.run_sync(run)
+        content = await anyio.to_thread.run_sync(run)
     except UnknownNodeError as exc:
         # The graph exists (404 says it does not): the body names a node it does not have.
         return response_for(exc, status=422)
-    return Response(content, media_type=out_type, headers={VERSION_HEADER: str(version)})
+    return Response(content, media_type=out_type, headers={VERSION_HEADER: str(version.number)})

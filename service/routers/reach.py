@@ -1,7 +1,8 @@
 """Beyond yes or no on a ready graph: a witness path, and the nodes a node reaches or is reached from.
 
 Listings stream: the ids are found first (8 bytes a node), then their names are written a slice at a time,
-so a listing of millions of nodes never holds its whole JSON text.
+so a listing of millions of nodes never holds its whole JSON text. Every route answers from the version it
+takes when it starts, names and header included.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import numpy as np
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import StreamingResponse
 
+from grail_core.version import Version
+
 from ..deps import ServiceState, get_state
 from ..models import ErrorOut, ListingOut, PathOut
-from .queries import VERSION_HEADER
+from .queries import VERSION_HEADER, as_uploaded, versioned_json
 
 __all__ = ["router", "LISTING_SLICE"]
 
@@ -49,22 +52,16 @@ async def path(
     source: Annotated[str, Query(description="node name as uploaded")],
     target: Annotated[str, Query(description="node name as uploaded")],
 ) -> Response:
-    index = state.registry.ready_index(graph_id)
+    version = state.registry.ready_version(graph_id)
 
-    def run() -> tuple[list[Any] | None, int]:
+    def run() -> list[Any] | None:
         with state.core_gate:
-            version = index.version
-            return index.path(source, target), version
+            return version.path(source, target)
 
-    found, version = await anyio.to_thread.run_sync(run)
-    # The path's ends are the names as uploaded (the index read a decimal string as an integer name).
-    ends = (found[0], found[-1]) if found is not None else (_name(index, source), _name(index, target))
-    body = {"source": ends[0], "target": ends[1], "path": found}
-    return Response(_dumps(body), media_type="application/json", headers={VERSION_HEADER: str(version)})
-
-
-def _name(index: Any, name: str) -> int | str:
-    return int(name) if index.names_are_integers else name
+    found = await anyio.to_thread.run_sync(run)
+    # The path's ends are the names as uploaded (the version read a decimal string as an integer name).
+    ends = (found[0], found[-1]) if found is not None else (as_uploaded(version, source), as_uploaded(version, target))
+    return versioned_json({"source": ends[0], "target": ends[1], "path": found}, version.number)
 
 
 def _listing(kind: str) -> Any:
@@ -79,29 +76,27 @@ def _listing(kind: str) -> Any:
         limit: Annotated[int | None, Query(ge=0, description="at most this many nodes (default: all)")] = None,
         count: Annotated[bool, Query(description="only the count, no listing")] = False,
     ) -> Response:
-        index = state.registry.ready_index(graph_id)
-        name = node
+        version = state.registry.ready_version(graph_id)
         if count:
 
-            def counted() -> tuple[Any, int]:
+            def counted() -> Any:
                 with state.core_gate:
-                    version = index.version
-                    return (index.count_descendants if forward else index.count_ancestors)(name), version
+                    return (version.count_descendants if forward else version.count_ancestors)(node)
 
-            (total, method), version = await anyio.to_thread.run_sync(counted)
-            body = {"node": _name(index, name), "count": total, "method": method}
-            return Response(_dumps(body), media_type="application/json", headers={VERSION_HEADER: str(version)})
+            total, method = await anyio.to_thread.run_sync(counted)
+            return versioned_json(
+                {"node": as_uploaded(version, node), "count": total, "method": method}, version.number
+            )
 
-        def found() -> tuple[np.ndarray, int]:
+        def found() -> np.ndarray:
             with state.core_gate:
-                version = index.version
-                return (index.descendant_ids if forward else index.ancestor_ids)(name), version
+                return (version.descendant_ids if forward else version.ancestor_ids)(node)
 
-        ids, version = await anyio.to_thread.run_sync(found)
+        ids = await anyio.to_thread.run_sync(found)
         end = ids.size if limit is None else min(ids.size, offset + limit)
-        head = {"node": _name(index, name), "count": int(ids.size), "offset": offset}
-        chunks = _stream(index, ids[min(offset, ids.size) : end], _dumps(head)[:-1] + ',"nodes":[')
-        return StreamingResponse(chunks, media_type="application/json", headers={VERSION_HEADER: str(version)})
+        head = {"node": as_uploaded(version, node), "count": int(ids.size), "offset": offset}
+        chunks = _stream(version, ids[min(offset, ids.size) : end], _dumps(head)[:-1] + ',"nodes":[')
+        return StreamingResponse(chunks, media_type="application/json", headers={VERSION_HEADER: str(version.number)})
 
     listing.__name__ = kind
     listing.__doc__ = (
@@ -111,12 +106,12 @@ def _listing(kind: str) -> Any:
     return listing
 
 
-def _stream(index: Any, ids: np.ndarray, head: str) -> Iterator[bytes]:
+def _stream(version: Version, ids: np.ndarray, head: str) -> Iterator[bytes]:
     """The listing's JSON: ``head``, the names of ``ids`` a slice at a time, then the closing brackets (a sync
     iterator: Starlette runs each step in a worker thread)."""
     yield head.encode()
     for start in range(0, ids.size, LISTING_SLICE):
-        names = index.names_of_ids(ids[start : start + LISTING_SLICE]).tolist()
+        names = version.names_of_ids(ids[start : start + LISTING_SLICE]).tolist()
         text = _dumps(names)[1:-1]
         yield (text if start == 0 else "," + text).encode()
     yield b"]}"

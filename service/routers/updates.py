@@ -12,9 +12,9 @@ from grail_core import UnknownNodeError
 
 from ..bodies import read_bytes
 from ..deps import ServiceState, get_state
-from ..errors import ServiceError, response_for, storage_error
+from ..errors import INVALID_PARAMETER, STORAGE_ERROR, ServiceError, response_for, storage_error
 from ..models import EdgesIn, EdgesOut, ErrorOut
-from .queries import _json
+from .queries import versioned_json
 
 __all__ = ["router"]
 
@@ -41,7 +41,7 @@ router = APIRouter(prefix="/graphs/{graph_id}", tags=["updates"])
 )
 async def update_edges(graph_id: str, request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
     registry = state.registry
-    _, journal = registry.updatable(graph_id)
+    journal = registry.journal(graph_id)
     # Read and checked here, not by FastAPI: a body that is not JSON is a 422 with the reason, like every body.
     raw = await read_bytes(request, state.settings.max_upload_bytes)
     try:
@@ -49,7 +49,7 @@ async def update_edges(graph_id: str, request: Request, state: Annotated[Service
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
         raise ServiceError(
-            422, "InvalidParameter", f"the body is not {{'add': [[u, v], ...], 'remove': [...]}}: {problems}"
+            INVALID_PARAMETER, f"the body is not {{'add': [[u, v], ...], 'remove': [...]}}: {problems}"
         ) from None
     add = [list(edge) for edge in body.add]
     remove = [list(edge) for edge in body.remove]
@@ -57,23 +57,26 @@ async def update_edges(graph_id: str, request: Request, state: Annotated[Service
     def run() -> dict[str, Any]:
         # Plan (checks, nothing changes), journal, apply: one update at a time per graph, in order.
         with journal.lock:
-            served = registry.ready_index(graph_id)  # after the lock: a rebuild may have swapped it meanwhile
+            current = registry.ready_version(graph_id)  # after the lock: a rebuild may have swapped it meanwhile
             with state.core_gate:
-                plan = served.plan_update(add, remove)
+                plan = current.plan_update(add, remove)
             try:
                 journal.append(plan.version + 1, add, remove)
             except OSError as exc:
                 raise storage_error(exc, "journaling the update") or ServiceError(
-                    500, "StorageError", f"the update could not be journaled: {exc}"
+                    STORAGE_ERROR, f"the update could not be journaled: {exc}"
                 ) from None
             with state.core_gate:
-                result = served.stage_update(plan)
+                updated = current.apply(plan)
+            registry.advance(graph_id, updated)
+            result = updated.last_update
+            assert result is not None
             return {
                 "version": result.version,
                 "added": result.added,
                 "removed": result.removed,
                 "new_nodes": result.new_nodes,
-                "pending_updates": served.pending.updates,
+                "pending_updates": updated.pending.updates,
             }
 
     try:
@@ -82,4 +85,4 @@ async def update_edges(graph_id: str, request: Request, state: Annotated[Service
         # The graph exists (404 says it does not): the body names a node it does not have.
         return response_for(exc, status=422)
     state.runner.rebuild_if_pending(graph_id)
-    return _json(answer, answer["version"])
+    return versioned_json(answer, answer["version"])

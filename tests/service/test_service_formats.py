@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grail_core.format_names import FORMATS
+from grail_core.formats import FORMATS
 from service.cli import main as cli_main
 from service.client import GrailClient, GrailServiceError
 from tests.exports import EXPORTS, Export, NamedGraph, named_graph

@@ -6,9 +6,15 @@ the record, the background rebuild folding them in, nothing lost to a SIGKILL; e
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
+import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -213,6 +219,68 @@ def test_update_errors_change_nothing(client: GrailClient) -> None:
     assert missing.status_code == 404 and missing.json()["error"] == "GraphNotFound"
 
 
+def test_every_answer_holds_for_the_version_in_its_header(tmp_path: Path) -> None:
+    """Edge b -> c added and removed again and again while other clients ask every kind of question: each answer
+    is the truth of the version its header names (b -> c is there in the even versions). The server process
+    switches threads every microsecond (a sitecustomize on its path; not its build workers), so that a route
+    that reads one version for its header and computes from another is likely caught."""
+    site = tmp_path / "site"
+    site.mkdir()
+    switch = 'import sys\n\nif "service.main" in sys.orig_argv:\n    sys.setswitchinterval(1e-6)\n'
+    (site / "sitecustomize.py").write_text(switch)
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    server = Server(tmp_path / "data", tmp_path / "server.log", env={**os.environ, "PYTHONPATH": path}).start()
+    try:
+        with server.client() as client:
+            graph_id = client.upload(b"a b\nc c\n", wait=True)["id"]
+        base = f"{server.url}/graphs/{graph_id}"
+        kinds: dict[str, tuple[Callable[[httpx.Client], httpx.Response], Callable[[dict], object]]] = {
+            "path": (lambda http: http.get(f"{base}/path?source=a&target=c"), lambda body: body["path"] is not None),
+            "count": (lambda http: http.get(f"{base}/descendants?node=a&count=true"), lambda body: body["count"] == 2),
+            "listing": (lambda http: http.get(f"{base}/ancestors?node=c"), lambda body: body["nodes"] == ["a", "b"]),
+            "pair": (lambda http: http.get(f"{base}/reachable?source=a&target=c"), lambda body: body["reachable"]),
+            "batch": (
+                lambda http: http.post(f"{base}/queries", json={"pairs": [["a", "c"], ["b", "c"]]}),
+                lambda body: body["reachable"] == [True, True],
+            ),
+        }
+        seen: dict[str, set[tuple[int, bool]]] = {kind: set() for kind in kinds}
+        failures: list[str] = []
+        done = threading.Event()
+
+        def ask(kind: str) -> None:
+            request, holds = kinds[kind]
+            with httpx.Client(timeout=60) as http:
+                while not done.is_set():
+                    response = request(http)
+                    if response.status_code != 200:
+                        failures.append(f"{kind}: {response.status_code} {response.text}")
+                        return
+                    version = int(response.headers[VERSION_HEADER])
+                    seen[kind].add((version, bool(holds(response.json()))))
+
+        askers = [threading.Thread(target=ask, args=(kind,)) for kind in kinds for _ in range(2)]
+        for thread in askers:
+            thread.start()
+        try:
+            with httpx.Client(timeout=60) as http:
+                for i in range(120):
+                    body = {"add": [["b", "c"]]} if i % 2 == 0 else {"remove": [["b", "c"]]}
+                    response = http.post(f"{base}/edges", json=body)
+                    assert response.status_code == 200 and response.json()["version"] == i + 2, response.text
+        finally:
+            done.set()
+            for thread in askers:
+                thread.join()
+        assert not failures, failures
+        for kind, answers in seen.items():
+            wrong = sorted((version, holds) for version, holds in answers if holds != (version % 2 == 0))
+            assert not wrong, f"{kind}: answers that do not hold for the version in their header: {wrong[:5]}"
+            assert {version % 2 for version, _ in answers} == {0, 1}, f"{kind} saw one kind of version only"
+    finally:
+        server.stop()
+
+
 def test_nothing_is_lost_to_a_sigkill(server: Server) -> None:
     # The module's last test: it kills the module's server and starts it again on the same data.
     with server.client() as client:
@@ -230,3 +298,75 @@ def test_nothing_is_lost_to_a_sigkill(server: Server) -> None:
         assert record["version"] == version
         check_exact(client.http, graph_id, edges, version)
         assert wait_for_rebuild(client, graph_id)["version"] == version
+
+
+def test_an_update_landing_inside_a_request_changes_nothing_it_answers(tmp_path: Path) -> None:
+    """The adversary of the race above, made certain: in process, the moment a route's first call into
+    grail_core returns, an update lands (edge b -> c added, then removed); every answer must still hold for the
+    version in its header. A route that read the graph twice (a version for its header, then the graph again
+    to compute) would answer for the new version under the old number."""
+    import asyncio
+    import sys
+    from types import SimpleNamespace
+
+    from grail_core import ReachabilityIndex
+    from service.options import UploadOptions
+    from service.registry import GraphRegistry
+    from service.routers import reach
+
+    registry = GraphRegistry(tmp_path / "data")
+    registry.recover()
+    graph_id, _ = registry.new_upload_file()
+    ReachabilityIndex.from_bytes(b"a b\nc c\n", backend="cpu").save(registry.staging_path(graph_id) / "index")
+    registry.add(graph_id, "race", UploadOptions(), 8)
+    assert registry.publish(graph_id, registry.staging_path(graph_id) / "index") is not None
+    state = SimpleNamespace(registry=registry, core_gate=contextlib.nullcontext())
+    updating = threading.local()
+
+    def update() -> None:
+        journal = registry.journal(graph_id)
+        with journal.lock:
+            current = registry.ready_version(graph_id)
+            edge = [["b", "c"]]
+            body = {"add": edge, "remove": []} if current.number % 2 else {"add": [], "remove": edge}
+            plan = current.plan_update(**body)
+            journal.append(plan.version + 1, body["add"], body["remove"])
+            registry.advance(graph_id, current.apply(plan))
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        # A return from grail_core into a route's code: the graph moves on right there.
+        caller = frame.f_back
+        if event != "return" or getattr(updating, "busy", False) or caller is None:
+            return
+        if "grail_core" in frame.f_code.co_filename and "routers" in caller.f_code.co_filename:
+            updating.busy = True
+            try:
+                update()
+            finally:
+                updating.busy = False
+
+    routes = {route.path.rsplit("/", 1)[-1]: route.endpoint for route in reach.router.routes}  # type: ignore[attr-defined]
+
+    async def answers() -> list[tuple[str, int, bool]]:
+        found = []
+        for _ in range(3):
+            response = await routes["path"](graph_id, state, "a", "c")
+            found.append(("path", int(response.headers[VERSION_HEADER]), json.loads(response.body)["path"] is not None))
+            response = await routes["descendants"](graph_id, state, "a", 0, None, True)
+            found.append(("count", int(response.headers[VERSION_HEADER]), json.loads(response.body)["count"] == 2))
+            response = await routes["ancestors"](graph_id, state, "c", 0, None, False)
+            body = b"".join([chunk async for chunk in response.body_iterator])
+            found.append(("listing", int(response.headers[VERSION_HEADER]), json.loads(body)["nodes"] == ["a", "b"]))
+        return found
+
+    threading.setprofile(hook)
+    sys.setprofile(hook)
+    try:
+        found = asyncio.run(answers())
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+    assert registry.ready_version(graph_id).number > 9  # the adversary struck inside every request
+    wrong = [(kind, version) for kind, version, holds in found if holds != (version % 2 == 0)]
+    assert not wrong, f"answers that do not hold for the version in their header: {wrong}"
+    assert {version % 2 for _, version, _ in found} == {0, 1}
