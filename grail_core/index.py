@@ -285,6 +285,10 @@ class ReachabilityIndex:
         included; ``[source]`` for a node to itself), or None when ``target`` is unreachable."""
         return self._current.path(source, target)
 
+    def path_ids(self, source: Any, target: Any) -> np.ndarray | None:
+        """``path`` as internal ids (int64)."""
+        return self._current.path_ids(source, target)
+
     def descendants(self, node: Any) -> np.ndarray:
         """The nodes ``node`` reaches, itself excepted, as a numpy array of names (``Version.descendants``)."""
         return self._current.descendants(node)

@@ -347,11 +347,16 @@ class Version:
     def path(self, source: Any, target: Any) -> list[int | str] | None:
         """A shortest path from ``source`` to ``target`` through the graph (names as uploaded, both ends
         included; ``[source]`` for a node to itself), or None when ``target`` is unreachable."""
+        ids = self.path_ids(source, target)
+        return None if ids is None else self._names.names_of(ids)
+
+    def path_ids(self, source: Any, target: Any) -> np.ndarray | None:
+        """``path`` as internal ids (int64)."""
         u, v = self.node_id(source), self.node_id(target)
         # The labels answer first: an unreachable target costs a pair query, not a search.
         if not self._pair(u, v)[0]:
             return None
-        return self._names.names_of(self._shortest_path(u, v))
+        return self._shortest_path(u, v)
 
     # ---- listings --------------------------------------------------------------------------------------
 
