@@ -305,6 +305,11 @@ class ArtifactStore(Protocol):
         verified. UploadNotFound, ArtifactCorrupt, StorageFull."""
         ...
 
+    def upload_file(self, key: str, scratch: Path) -> Path:
+        """A local file holding the upload's bytes, for a build to read: the stored file itself in a folder, a
+        verified copy at ``scratch`` from a bucket. UploadNotFound, ArtifactCorrupt, StorageFull."""
+        ...
+
     def delete_upload(self, key: str) -> None:
         """Remove an upload (its record first: it is gone at once, or still whole); nothing when absent."""
         ...
@@ -560,6 +565,13 @@ class LocalArtifactStore:
         with handle:
             copy_verified(source_chunks(handle), target, upload)
         return upload
+
+    def upload_file(self, key: str, scratch: Path) -> Path:
+        self.upload(key)  # UploadNotFound unless whole
+        path = self._upload_folder(key) / UPLOAD_DATA
+        if not path.is_file():
+            raise ArtifactCorrupt(f"upload {key!r} has lost its data")
+        return path
 
     def delete_upload(self, key: str) -> None:
         final = self._upload_folder(key)

@@ -132,14 +132,19 @@ def _import_graph(
         return _import_journal(folder, graph, metadata, report)
     status = record.get("status")
     index = next((folder / name for name in _INDEX_FOLDERS if (folder / name / "manifest.json").is_file()), None)
-    if status in ("ready", "queued", "building") and index is not None:
-        try:
-            version = _index_version(index)
-        except IndexFileError as exc:
-            log.error("graph %s: its index does not load: %s", graph_id, exc)
-            version = None
+    stored = artifacts.versions(graph_id)  # an import cut short after the index moved into the store
+    if status in ("ready", "queued", "building") and (index is not None or stored):
+        version = stored[-1] if stored else None
+        if index is not None:
+            try:
+                version = _index_version(index)
+            except IndexFileError as exc:
+                log.error("graph %s: its index does not load: %s", graph_id, exc)
+                version = None
         if version is not None:
             try:
+                if index is None:
+                    raise ArtifactExists(graph_id, version)
                 manifest = artifacts.publish(graph_id, version, index, move=True)
             except ArtifactExists:
                 manifest = artifacts.manifest(graph_id, version)

@@ -173,6 +173,7 @@ class Job:
     error: dict[str, Any] | None
     created_at: float
     updated_at: float
+    memory_bytes: int = 0  # what its build is estimated to need (a builder claims only jobs that fit)
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,8 @@ class MetadataStore(Protocol):
         replace: bool = False,
         upload_bytes: int = 0,
         upload_key: str | None = None,
+        build: dict[str, Any] | None = None,
+        build_memory_bytes: int = 0,
     ) -> Graph: ...
 
     def get_graph(self, ref: str) -> Graph: ...
@@ -292,7 +295,9 @@ class MetadataStore(Protocol):
 
     def append_stats(self) -> GroupStats: ...
 
-    def read_updates(self, graph_id: str, after: int, through: int | None = None) -> list[JournalEntry]: ...
+    def read_updates(
+        self, graph_id: str, after: int, through: int | None = None, limit: int | None = None
+    ) -> list[JournalEntry]: ...
 
     def drop_updates_through(self, graph_id: str, version: int) -> int: ...
 
@@ -305,9 +310,16 @@ class MetadataStore(Protocol):
         *,
         through_version: int | None = None,
         max_attempts: int = 3,
+        memory_bytes: int = 0,
     ) -> Job: ...
 
-    def claim_job(self, owner: str, lease_s: float, kinds: Sequence[JobKind] | None = None) -> Job | None: ...
+    def claim_job(
+        self,
+        owner: str,
+        lease_s: float,
+        kinds: Sequence[JobKind] | None = None,
+        max_memory_bytes: int | None = None,
+    ) -> Job | None: ...
 
     def heartbeat_job(self, job: Job, lease_s: float) -> Job: ...
 
@@ -318,6 +330,10 @@ class MetadataStore(Protocol):
     def get_job(self, job_id: int) -> Job: ...
 
     def list_jobs(self, graph_id: str | None = None, states: Sequence[JobState] | None = None) -> list[Job]: ...
+
+    def release_jobs(self, owner: str | None = None) -> int: ...
+
+    def prune_jobs(self, older_than_s: float) -> int: ...
 
     # ---- servers ------------------------------------------------------------------------------------
     def register_server(

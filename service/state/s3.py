@@ -274,6 +274,10 @@ class S3ArtifactStore:
             raise _unavailable(exc, f"reading upload {key}") from exc
         return upload
 
+    def upload_file(self, key: str, scratch: Path) -> Path:
+        self.fetch_upload(key, scratch)
+        return Path(scratch)
+
     def delete_upload(self, key: str) -> None:
         prefix = f"uploads/{check_id(key)}"
         try:

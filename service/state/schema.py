@@ -21,6 +21,9 @@ Tables (version 1):
 - ``changes``: a row per change, for subscribers (PostgreSQL also notifies ``grail_changes``); pruned by age
   (rarely: by a scan, so that appends write no index of times).
 - ``meta``: small key-value settings (what the importer did).
+
+Version 2: ``jobs.memory_bytes``, the memory a job's build is estimated to need, so that a builder claims only
+jobs that fit what it has free.
 """
 
 from __future__ import annotations
@@ -110,6 +113,8 @@ _V1 = [
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 ]
 
+_V2 = ["ALTER TABLE jobs ADD COLUMN memory_bytes {bigint} NOT NULL DEFAULT 0"]
+
 # One entry per schema version, in order; a release only ever appends.
-MIGRATIONS: tuple[list[str], ...] = (_V1,)
+MIGRATIONS: tuple[list[str], ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -80,7 +80,7 @@ _VERSION_COLUMNS = (
 )
 _JOB_COLUMNS = (
     "id, graph_id, kind, state, payload, through_version, attempts, max_attempts, next_attempt_at, lease_owner, "
-    "lease_token, lease_expires_at, error, created_at, updated_at"
+    "lease_token, lease_expires_at, error, created_at, updated_at, memory_bytes"
 )
 _SERVER_COLUMNS = "id, role, host, pid, port, started_at, heartbeat_at, expires_at"
 _ACTIVE_JOB = "state IN ('queued', 'running')"
@@ -194,6 +194,7 @@ def _job(row: tuple[Any, ...]) -> Job:
         error=_loads(row[12]),
         created_at=float(row[13]),
         updated_at=float(row[14]),
+        memory_bytes=int(row[15]),
     )
 
 
@@ -320,11 +321,15 @@ class SqlMetadataStore(ABC):
         upload_bytes: int = 0,
         upload_key: str | None = None,
         status: GraphStatus = GraphStatus.queued,
+        build: dict[str, Any] | None = None,
+        build_memory_bytes: int = 0,
     ) -> Graph:
         """A new graph, queued. ``name`` defaults to the id. With ``replace``, the graph is built to take over
         ``name``: if a live graph holds it, this one keeps its id as its name and ``pending_name`` says what it
         takes once its first version is published (a replacement still pending for that name is deleted: the
-        newest wins); if none does, it takes the name now. NameTaken when the name is held and not replaced."""
+        newest wins); if none does, it takes the name now. NameTaken when the name is held and not replaced.
+        ``build``: the payload of its build job, queued in the same transaction (``build_memory_bytes``: what
+        the build is estimated to need), so that no graph waits for a build that was never queued."""
         if replace and name is None:
             raise InvalidName("a replacement needs the name of the graph it replaces")
         wanted = graph_id if name is None else check_name(name, graph_id)
@@ -357,6 +362,8 @@ class SqlMetadataStore(ABC):
             )
             assert row is not None
             self._record_change(tx, ChangeKind.graph, graph_id)
+            if build is not None:
+                self._insert_job(tx, graph_id, JobKind.build, build, None, 1, build_memory_bytes)
             return _graph(row)
 
         try:
@@ -694,14 +701,17 @@ class SqlMetadataStore(ABC):
             return GraphNotReady(append.graph_id, current[0])
         return VersionConflict(append.graph_id, append.expected_version, int(current[1]))
 
-    def read_updates(self, graph_id: str, after: int, through: int | None = None) -> list[JournalEntry]:
-        """The journal rows past version ``after`` (up to ``through``), in version order."""
-        limit = through if through is not None else 2**62
+    def read_updates(
+        self, graph_id: str, after: int, through: int | None = None, limit: int | None = None
+    ) -> list[JournalEntry]:
+        """The journal rows past version ``after`` (up to ``through``; the first ``limit`` of them), in version
+        order."""
+        last = through if through is not None else 2**62
         rows = self._read(
             lambda tx: tx.all(
                 """SELECT version, payload, created_at FROM journal
-                   WHERE graph_id = ? AND version > ? AND version <= ? ORDER BY version""",
-                (graph_id, after, limit),
+                   WHERE graph_id = ? AND version > ? AND version <= ? ORDER BY version LIMIT ?""",
+                (graph_id, after, last, limit if limit is not None else 2**62),
             )
         )
         return [JournalEntry(graph_id, int(v), payload, float(at)) for v, payload, at in rows]
@@ -721,6 +731,7 @@ class SqlMetadataStore(ABC):
         *,
         through_version: int | None = None,
         max_attempts: int = 3,
+        memory_bytes: int = 0,
     ) -> Job:
         """Queue a job, due now; when one of this graph and kind is queued or running already, that one is
         returned instead (a rebuild folds in every update journaled when it starts). GraphNotFound once the
@@ -734,27 +745,49 @@ class SqlMetadataStore(ABC):
             )
             if existing is not None:
                 return _job(existing)
-            row = tx.one(
-                f"""INSERT INTO jobs (graph_id, kind, state, payload, through_version, attempts, max_attempts,
-                        next_attempt_at, lease_token, created_at, updated_at)
-                    VALUES (?, ?, 'queued', ?, ?, 0, ?, {{now}}, 0, {{now}}, {{now}}) RETURNING {_JOB_COLUMNS}""",
-                (graph_id, JobKind(kind).value, _dumps(payload), through_version, max_attempts),
-            )
-            assert row is not None
-            self._record_change(tx, ChangeKind.job, graph_id)
-            return _job(row)
+            return self._insert_job(tx, graph_id, kind, payload, through_version, max_attempts, memory_bytes)
 
         return self._write(work)
 
-    def claim_job(self, owner: str, lease_s: float, kinds: Sequence[JobKind] | None = None) -> Job | None:
+    def _insert_job(
+        self,
+        tx: Tx,
+        graph_id: str,
+        kind: JobKind,
+        payload: dict[str, Any],
+        through_version: int | None,
+        max_attempts: int,
+        memory_bytes: int,
+    ) -> Job:
+        row = tx.one(
+            f"""INSERT INTO jobs (graph_id, kind, state, payload, through_version, attempts, max_attempts,
+                    next_attempt_at, lease_token, created_at, updated_at, memory_bytes)
+                VALUES (?, ?, 'queued', ?, ?, 0, ?, {{now}}, 0, {{now}}, {{now}}, ?) RETURNING {_JOB_COLUMNS}""",
+            (graph_id, JobKind(kind).value, _dumps(payload), through_version, max_attempts, int(memory_bytes)),
+        )
+        assert row is not None
+        self._record_change(tx, ChangeKind.job, graph_id)
+        return _job(row)
+
+    def claim_job(
+        self,
+        owner: str,
+        lease_s: float,
+        kinds: Sequence[JobKind] | None = None,
+        max_memory_bytes: int | None = None,
+    ) -> Job | None:
         """The next due job for ``owner``, leased for ``lease_s`` seconds with a new fencing token: a queued
-        one whose time has come, or a running one whose lease expired (its worker died; taken over). A job
-        whose lease expired after its last allowed attempt fails instead. None when nothing is due."""
+        one whose time has come, or a running one whose lease expired (its worker died; taken over); of
+        ``kinds`` and needing at most ``max_memory_bytes`` when given. A job whose lease expired after its last
+        allowed attempt fails instead. None when nothing is due."""
         kind_filter = ""
         params: list[Any] = []
         if kinds:
             kind_filter = f"AND kind IN ({', '.join('?' * len(kinds))})"
             params = [JobKind(k).value for k in kinds]
+        if max_memory_bytes is not None:
+            kind_filter += " AND memory_bytes <= ?"
+            params.append(int(max_memory_bytes))
 
         def work(tx: Tx) -> Job | None:
             while True:
@@ -879,6 +912,34 @@ class SqlMetadataStore(ABC):
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         rows = self._read(lambda tx: tx.all(f"SELECT {_JOB_COLUMNS} FROM jobs {where} ORDER BY id", params))
         return [_job(row) for row in rows]
+
+    def release_jobs(self, owner: str | None = None) -> int:
+        """Give running jobs back unfinished, due at once, their attempt not counted: those of ``owner`` (a
+        server that stops), or every one (a server that starts on an embedded store, whose lock says no other
+        process runs any). Returns how many."""
+        clause, params = ("AND lease_owner = ?", [owner]) if owner is not None else ("", [])
+
+        def work(tx: Tx) -> int:
+            released = tx.run(
+                f"""UPDATE jobs SET state = 'queued', attempts = {{greatest}}(attempts - 1, 0),
+                        next_attempt_at = {{now}}, lease_owner = NULL, lease_expires_at = NULL, updated_at = {{now}}
+                    WHERE state = 'running' {clause}""",
+                params,
+            )
+            if released:
+                self._record_change(tx, ChangeKind.job, None)
+            return released
+
+        return self._write(work)
+
+    def prune_jobs(self, older_than_s: float) -> int:
+        """Remove the rows of jobs that ended (done, failed, cancelled) more than ``older_than_s`` ago."""
+        return self._write(
+            lambda tx: tx.run(
+                "DELETE FROM jobs WHERE state IN ('done', 'failed', 'cancelled') AND updated_at < {now} - ?",
+                (older_than_s,),
+            )
+        )
 
     # ---- servers ------------------------------------------------------------------------------------
 

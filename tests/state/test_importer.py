@@ -7,52 +7,35 @@ import itertools
 import json
 from pathlib import Path
 
-from grail_core import ReachabilityIndex, read_graph
-from service.registry import BuildParams, GraphRegistry
+from grail_core import ReachabilityIndex
 from service.state.artifacts import LocalArtifactStore
 from service.state.importer import import_data_dir, needs_import
 from service.state.metadata import GraphStatus, JobKind, JobState, MetadataStore
+from tests.legacy_layout import write_graph
 
 EDGES = b"a b\nb c\nc a\nc d\nd e\nf f\n"
 UPDATES = [([["e", "g"]], []), ([], [["c", "d"]]), ([["g", "a"], ["h", "i"]], [["f", "f"]])]
-PARAMS = BuildParams(format=None, dims=2, seed=7, backend="cpu")
-
-
-def built_graph(registry: GraphRegistry, label: str) -> str:
-    """Upload, build and publish as the running service does."""
-    graph_id, upload = registry.new_upload_file()
-    upload.write_bytes(EDGES)
-    registry.add(graph_id, label, PARAMS, len(EDGES))
-    staged = registry.staging_path(graph_id) / "index"
-    ReachabilityIndex.build(read_graph(EDGES), dims=PARAMS.dims, seed=PARAMS.seed, backend="cpu").save(staged)
-    assert registry.publish(graph_id, staged) is not None
-    return graph_id
 
 
 def legacy_data_dir(data: Path) -> dict[str, str]:
-    registry = GraphRegistry(data)
-    registry.recover()
-    ready = built_graph(registry, "deps")
-    index, journal = registry.updatable(ready)
-    for add, remove in UPDATES:  # as POST /graphs/{id}/edges does: applied, then journaled
-        with journal.lock:
-            index.update(add=add, remove=remove)
-            journal.append(index.version, add, remove)
-    with open(journal.path, "ab") as handle:  # a line a crash cut short: never answered
-        handle.write(b'{"version": 5, "add": [["x"')
-
-    queued, upload = registry.new_upload_file()
-    upload.write_bytes(EDGES)
-    registry.add(queued, "deps", PARAMS, len(EDGES))  # labels were not unique
-
-    failed, _ = registry.new_upload_file()
-    registry.add(failed, "broken input", PARAMS, 3)
-    registry.fail(failed, "GraphFormatError", "line 3: not an edge", 3)
-
-    corrupt = built_graph(registry, "corrupt")
-    npy = next((data / "graphs" / corrupt / "index").glob("query_*.npy"))
+    ready = write_graph(
+        data, "aaaaaaaaaaa1", name="deps", status="ready", edges=EDGES, updates=UPDATES, torn_last_line=True
+    )
+    # Labels were not unique: a second "deps", waiting for its build.
+    queued = write_graph(data, "aaaaaaaaaaa2", name="deps", status="queued", edges=EDGES, built=False, upload=True)
+    failed = write_graph(
+        data,
+        "aaaaaaaaaaa3",
+        name="broken input",
+        status="failed",
+        edges=b"a b\n",
+        built=False,
+        error={"type": "GraphFormatError", "message": "line 3: not an edge", "line": 3},
+    )
+    corrupt = write_graph(data, "aaaaaaaaaaa4", name="corrupt", status="ready", edges=EDGES)
+    npy = next(corrupt.index.glob("query_*.npy"))
     npy.write_bytes(npy.read_bytes()[:-8] + b"\xff" * 8)
-    return {"ready": ready, "queued": queued, "failed": failed, "corrupt": corrupt}
+    return {"ready": ready.id, "queued": queued.id, "failed": failed.id, "corrupt": corrupt.id}
 
 
 def test_import_of_a_json_record_data_dir(store: MetadataStore, tmp_path: Path) -> None:
@@ -130,3 +113,15 @@ def test_import_cut_short_after_moving_an_upload_aside_resumes(store: MetadataSt
     artifacts.fetch_upload(ids["queued"], tmp_path / "fetched")
     assert (tmp_path / "fetched").read_bytes() == EDGES
     assert not (data / "uploads" / f".{ids['queued']}.import").exists()
+
+
+def test_import_cut_short_after_storing_an_index_resumes(store: MetadataStore, tmp_path: Path) -> None:
+    """The index moved into the artifact store, the crash came before its row: the next start records it."""
+    data = tmp_path / "data"
+    ids = legacy_data_dir(data)
+    artifacts = LocalArtifactStore(data)
+    artifacts.publish(ids["ready"], 1, data / "graphs" / ids["ready"] / "index", move=True)
+    report = import_data_dir(data, store, artifacts)
+    assert ids["ready"] in report.ready and report.updates == len(UPDATES)
+    graph = store.get_graph("deps")
+    assert (graph.id, graph.published_version, graph.head_version) == (ids["ready"], 1, 4)

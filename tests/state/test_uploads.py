@@ -77,6 +77,10 @@ def test_put_fetch_list_delete(artifacts: ArtifactStore, tmp_path: Path) -> None
     with pytest.raises(UploadExists):  # create-only
         artifacts.put_upload("aaaaaaaaaaaa", [b"other"])
     assert artifacts.upload("aaaaaaaaaaaa") == stored
+    # A build reads a local file: the stored one in a folder, a verified copy from a bucket.
+    local = artifacts.upload_file("bbbbbbbbbbbb", tmp_path / "scratch" / "upload")
+    assert local.read_bytes() == b"a b\nb c\n"
+    assert (local == tmp_path / "scratch" / "upload") == (not isinstance(artifacts, LocalArtifactStore))
 
     artifacts.delete_upload("aaaaaaaaaaaa")
     artifacts.delete_upload("aaaaaaaaaaaa")  # absent: nothing to do
@@ -84,6 +88,8 @@ def test_put_fetch_list_delete(artifacts: ArtifactStore, tmp_path: Path) -> None
         artifacts.upload("aaaaaaaaaaaa")
     with pytest.raises(UploadNotFound):
         artifacts.fetch_upload("aaaaaaaaaaaa", tmp_path / "gone")
+    with pytest.raises(UploadNotFound):
+        artifacts.upload_file("aaaaaaaaaaaa", tmp_path / "gone")
     assert not (tmp_path / "gone").exists()
     assert [u.key for u in artifacts.uploads()] == ["bbbbbbbbbbbb", "cccccccccccc"]
     assert artifacts.put_upload("aaaaaaaaaaaa", [b"again"]).size == 5  # the key is free again
