@@ -180,7 +180,7 @@ def _create(
     params = dict(record.get("params") or {})
     if label != graph_id:
         try:
-            name = check_name(label, graph_id)
+            name = check_name(label)
             return metadata.create_graph(graph_id, params, name=name, upload_bytes=size, upload_key=upload_key)
         except (InvalidName, NameTaken) as exc:
             log.warning("graph %s: its label %r is not kept as its name: %s", graph_id, label[:80], exc.message)

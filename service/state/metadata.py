@@ -51,15 +51,14 @@ __all__ = [
     "ArtifactReferences",
     "Subscription",
     "MetadataStore",
-    "GRAPH_ID_PATTERN",
+    "NAME_PATTERN",
     "MAX_NAME_CHARS",
     "check_name",
 ]
 
-# The ids the service makes (secrets.token_hex(6)); a name may not look like one, or lookups would be ambiguous.
-GRAPH_ID_PATTERN = re.compile(r"[0-9a-f]{12}")
 MAX_NAME_CHARS = 200
-_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]*$"
+_NAME_PATTERN = re.compile(NAME_PATTERN)
 
 
 class GraphStatus(str, Enum):
@@ -95,16 +94,15 @@ class ChangeKind(str, Enum):
     job = "job"  # a job was queued (builders wake up)
 
 
-def check_name(name: str, graph_id: str | None = None) -> str:
+def check_name(name: str) -> str:
     """A graph name as URLs and the CLI can carry it: letters, digits, ``.``, ``_``, ``-``, at most
-    ``MAX_NAME_CHARS``, not looking like another graph's id. InvalidName otherwise."""
+    ``MAX_NAME_CHARS``, starting with a letter or a digit (``NAME_PATTERN``). InvalidName otherwise. (That no
+    name is another graph's id, nor an id another graph's name, the store keeps: ``create_graph``.)"""
     if not name or len(name) > MAX_NAME_CHARS or not _NAME_PATTERN.fullmatch(name):
         raise InvalidName(
             f"a graph name is 1 to {MAX_NAME_CHARS} letters, digits, '.', '_' or '-', starting with a letter or "
             f"digit; got {name[:80]!r}"
         )
-    if GRAPH_ID_PATTERN.fullmatch(name) and name != graph_id:
-        raise InvalidName(f"{name!r} looks like a graph id; choose a name that does not")
     return name
 
 

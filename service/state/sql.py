@@ -332,11 +332,14 @@ class SqlMetadataStore(ABC):
         the build is estimated to need), so that no graph waits for a build that was never queued."""
         if replace and name is None:
             raise InvalidName("a replacement needs the name of the graph it replaces")
-        wanted = graph_id if name is None else check_name(name, graph_id)
+        wanted = graph_id if name is None else check_name(name)
 
         def work(tx: Tx) -> Graph:
-            if tx.one("SELECT 1 FROM graphs WHERE id = ?", (graph_id,)) is not None:
+            # A graph is reached by its id or its name: no id may be another graph's name, nor the reverse.
+            if tx.one("SELECT 1 FROM graphs WHERE id = ? OR (name = ? AND deleted_at IS NULL)", (graph_id, graph_id)):
                 raise GraphExists(graph_id)
+            if wanted != graph_id and tx.one("SELECT 1 FROM graphs WHERE id = ?", (wanted,)) is not None:
+                raise NameTaken(wanted)
             holder = tx.one("SELECT id FROM graphs WHERE name = ? AND deleted_at IS NULL", (wanted,))
             if holder is not None and not replace:
                 raise NameTaken(wanted)

@@ -74,13 +74,17 @@ def test_graphs_by_id_and_by_name(store: MetadataStore) -> None:
         store.create_graph("cccccccccccc", PARAMS, name="deps")
     with pytest.raises(GraphExists):
         store.create_graph("aaaaaaaaaaaa", PARAMS, name="other")
-    with pytest.raises(InvalidName):  # another graph's id would make lookups ambiguous
+    with pytest.raises(NameTaken):  # another graph's id: lookups would be ambiguous
         store.create_graph("cccccccccccc", PARAMS, name="bbbbbbbbbbbb")
+    store.create_graph("dddddddddddd", PARAMS, name="eeeeeeeeeeee")  # a name like an id, no graph's id
+    with pytest.raises(GraphExists):  # an id that is another graph's name: the service draws another
+        store.create_graph("eeeeeeeeeeee", PARAMS)
     with pytest.raises(InvalidName):
         store.create_graph("cccccccccccc", PARAMS, name="has space")
     with pytest.raises(GraphNotFound):
         store.get_graph("nothing")
-    assert [g.id for g in store.list_graphs()] == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]  # the refusals changed nothing
+    # The refusals changed nothing.
+    assert [g.id for g in store.list_graphs()] == ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "dddddddddddd"]
 
 
 def test_delete_frees_the_name_and_orders_later_writes(store: MetadataStore) -> None:
