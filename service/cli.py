@@ -1,9 +1,11 @@
 """``grail``: a small command line on the client, for scripts.
 
-grail [--url URL] [--api-key KEY] upload FILE [--name N] [--format F] [--source-column C] [--target-column C]
-             [--[no-]header] [--dims D] [--seed S] [--backend B] [--wait]   # progress of the upload, then of the build
-grail query GRAPH_ID [FILE|-]        # 'u v' lines in, 0/1 lines out
-grail list [--status failed] | grail show GRAPH_ID | grail delete GRAPH_ID
+grail [--url URL] [--api-key KEY] upload FILE [--name N [--replace]] [--format F] [--source-column C]
+             [--target-column C] [--[no-]header] [--dims D] [--seed S] [--backend B] [--wait]
+             # progress of the upload, then of the build; --replace swaps the new graph in under N once built
+grail query GRAPH [FILE|-]           # 'u v' lines in, 0/1 lines out
+grail list [--status failed] | grail show GRAPH | grail delete GRAPH
+GRAPH is a graph's id or its name.
 """
 
 from __future__ import annotations
@@ -94,7 +96,13 @@ def _parser() -> argparse.ArgumentParser:
 
     up = commands.add_parser("upload", help="upload a graph file; prints its record as JSON")
     up.add_argument("file", type=Path)
-    up.add_argument("--name")
+    up.add_argument("--name", help="a name unique on the server; every command takes it as well as the id")
+    up.add_argument(
+        "--replace",
+        action="store_true",
+        help="with --name: replace the graph holding the name once the new one is built (queries answer the old "
+        "one until then; a failed build leaves it)",
+    )
     up.add_argument(
         "--format", choices=FORMATS, help="default: from the file name (.csv .tsv .parquet .graphml .mtx ...)"
     )
@@ -111,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--wait", action="store_true", help="show progress until the index is ready")
 
     query = commands.add_parser("query", help="answer 'u v' lines (file or stdin) with 0/1 lines")
-    query.add_argument("graph_id")
+    query.add_argument("graph_id", metavar="GRAPH", help="the graph's id or name")
     query.add_argument("file", nargs="?", default="-", help="pairs file, '-' for stdin (default)")
 
     listing = commands.add_parser("list", help="all graphs, as JSON")
@@ -119,14 +127,17 @@ def _parser() -> argparse.ArgumentParser:
         "--status", action="append", choices=("queued", "building", "ready", "failed"), help="only these (repeatable)"
     )
     show = commands.add_parser("show", help="one graph's record, as JSON")
-    show.add_argument("graph_id")
+    show.add_argument("graph_id", metavar="GRAPH", help="the graph's id or name")
     delete = commands.add_parser("delete", help="delete a graph")
-    delete.add_argument("graph_id")
+    delete.add_argument("graph_id", metavar="GRAPH", help="the graph's id or name")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "upload" and args.replace and not args.name:
+        parser.error("--replace needs --name (the name of the graph to replace)")
     try:
         with GrailClient(args.url, timeout=600.0, api_key=args.api_key) as client:
             return _run(client, args)
@@ -145,6 +156,7 @@ def _run(client: GrailClient, args: argparse.Namespace) -> int:
             record = client.upload(
                 args.file,
                 name=args.name,
+                replace=args.replace,
                 format=args.format,
                 dims=args.dims,
                 seed=args.seed,

@@ -1,5 +1,7 @@
 """Python clients of the grail HTTP API on httpx: ``GrailClient`` (sync) and ``AsyncGrailClient``.
 
+Every method that takes a ``graph_id`` takes a graph's name as well.
+
 Both share the request building and answer parsing below, so they differ only in how they wait.
 Integer pairs travel as binary integers of the narrowest width that holds them (service.wire: no JSON for a
 million pairs, and int16 or int32 where the names fit); string pairs as 'u v' text lines where no name holds
@@ -121,7 +123,12 @@ class _Upload:
     headers: dict[str, str]
     body: bytes | Path
     progress: UploadProgress | None = None
+    path: str = "/graphs"  # POST there; PUT /graphs/{name} for a replacement
     size: int = field(init=False)
+
+    @property
+    def method(self) -> str:
+        return "POST" if self.path == "/graphs" else "PUT"
 
     def __post_init__(self) -> None:
         self.size = len(self.body) if isinstance(self.body, bytes) else self.body.stat().st_size
@@ -159,6 +166,7 @@ def _upload(
     source: Source,
     *,
     name: str | None,
+    replace: bool,
     dims: int,
     seed: int,
     backend: str | None,
@@ -176,15 +184,19 @@ def _upload(
         guessed_type, guessed_encoding = content_type_for(body)
         if read.format is None and content_type is None:
             read = read.as_format(format_for_path(body))
-        name = name or body.name
+    if replace and not name:
+        raise ValueError("replace=True needs the name of the graph to replace")
     params: dict[str, Any] = {"dims": dims, "seed": seed, "wait": "true" if wait else "false"}
-    params.update((key, value) for key, value in (("name", name), ("backend", backend)) if value is not None)
+    if name is not None and not replace:
+        params["name"] = name
+    if backend is not None:
+        params["backend"] = backend
     params.update((key, _query_value(value)) for key, value in read.given().items())
     headers = {"Content-Type": content_type or guessed_type}
     encoding = content_encoding or guessed_encoding
     if encoding:
         headers["Content-Encoding"] = encoding
-    return _Upload(params, headers, body, progress)
+    return _Upload(params, headers, body, progress, f"/graphs/{name}" if replace else "/graphs")
 
 
 def _query_value(value: Any) -> Any:
@@ -328,9 +340,10 @@ def _status_filter(status: str | Sequence[str] | None) -> dict[str, Any]:
 
 
 def _finished(record: Record) -> bool:
+    """Whether the graph answers queries: ready, and (after a server's start) loaded."""
     if record["status"] == "failed":
         raise BuildFailedError(record)
-    return record["status"] == "ready"
+    return record["status"] == "ready" and not record.get("loading")
 
 
 class GrailClient:
@@ -364,6 +377,7 @@ class GrailClient:
         source: Source,
         *,
         name: str | None = None,
+        replace: bool = False,
         format: str | None = None,
         dims: int = 2,
         seed: int = 0,
@@ -378,6 +392,11 @@ class GrailClient:
     ) -> Record:
         """Send a graph file (path, streamed) or bytes; returns its record (ready when ``wait``).
 
+        ``name``: a name unique on the server, which every call here takes as well as the id (409 when another
+        graph holds it); with ``replace``, the new graph takes the name over from the graph holding it once it
+        is built (``PUT /graphs/{name}``: queries by the name answer from the old one until then, and a failed
+        build leaves it in place).
+
         The format is the server's to tell (from ``format``, else the Content-Type, which a file's name sets:
         .csv .tsv .json .gra .parquet .arrow .feather .graphml .mtx .adjlist, gzip-compressed too; else from
         the content). ``source_column``/``target_column`` (a name or a 0-based position) and ``header``
@@ -386,6 +405,7 @@ class GrailClient:
         up = _upload(
             source,
             name=name,
+            replace=replace,
             dims=dims,
             seed=seed,
             backend=backend,
@@ -398,7 +418,9 @@ class GrailClient:
         content = up.content()
         timeout = None if wait else httpx.USE_CLIENT_DEFAULT
         return _check(
-            self.http.post("/graphs", params=up.params, headers=up.headers, content=content, timeout=timeout)
+            self.http.request(
+                up.method, up.path, params=up.params, headers=up.headers, content=content, timeout=timeout
+            )
         ).json()
 
     def get(self, graph_id: str) -> Record:
@@ -506,6 +528,7 @@ class AsyncGrailClient:
         source: Source,
         *,
         name: str | None = None,
+        replace: bool = False,
         format: str | None = None,
         dims: int = 2,
         seed: int = 0,
@@ -521,6 +544,7 @@ class AsyncGrailClient:
         up = _upload(
             source,
             name=name,
+            replace=replace,
             dims=dims,
             seed=seed,
             backend=backend,
@@ -533,7 +557,9 @@ class AsyncGrailClient:
         content = up.content_async()
         timeout = None if wait else httpx.USE_CLIENT_DEFAULT
         return _check(
-            await self.http.post("/graphs", params=up.params, headers=up.headers, content=content, timeout=timeout)
+            await self.http.request(
+                up.method, up.path, params=up.params, headers=up.headers, content=content, timeout=timeout
+            )
         ).json()
 
     async def get(self, graph_id: str) -> Record:

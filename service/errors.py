@@ -21,6 +21,8 @@ from fastapi.responses import JSONResponse
 
 from grail_core.errors import CORE_ERRORS, Category, GrailError, GraphFormatError, IndexFileError, UnknownNodeError
 
+from .state.errors import StateError
+
 __all__ = [
     "ERRORS",
     "ErrorKind",
@@ -91,6 +93,12 @@ FORBIDDEN = _kind("Forbidden", 403)
 FORBIDDEN_ORIGIN = _kind("ForbiddenOrigin", 403)
 GRAPH_NOT_FOUND = _kind("GraphNotFound", 404)
 GRAPH_NOT_READY = _kind("GraphNotReady", 409)
+GRAPH_LOADING = _kind("GraphLoading", 409, retry_after=1)  # after a start: its version and journal load
+NAME_TAKEN = _kind("NameTaken", 409)
+GRAPH_EXISTS = _kind("GraphExists", 409)
+INVALID_NAME = _kind("InvalidName", 422)
+VERSION_CONFLICT = _kind("VersionConflict", 409, retry_after=1)  # another server's update came first
+UPLOAD_TOO_LARGE = _kind("UploadTooLarge", 413)
 REQUEST_TIMEOUT = _kind("RequestTimeout", 408)  # the headers
 BODY_TIMEOUT = _kind("BodyTimeout", 408)
 PAYLOAD_TOO_LARGE = _kind("PayloadTooLarge", 413)
@@ -101,12 +109,29 @@ GRAPH_TOO_LARGE = _kind("GraphTooLarge", 413, recorded=True)  # its build needs 
 OUT_OF_MEMORY = _kind("OutOfMemory", 507, recorded=True)  # a build ran past its memory
 DISK_FULL = _kind("DiskFull", 507, recorded=True)
 READ_ONLY_STORAGE = _kind("ReadOnlyStorage", 503, retry_after=60, recorded=True)
+STORE_UNAVAILABLE = _kind("StoreUnavailable", 503, retry_after=5)  # the database or the object store
 STORAGE_ERROR = _kind("StorageError", 500, recorded=True)
 BUILD_CRASHED = _kind("BuildCrashed", 500, recorded=True)  # the build worker died: ours
 INTERRUPTED = _kind("Interrupted", 500, recorded=True)  # a restart lost a build's upload
 INTERNAL = _kind("InternalServerError", 500)
 
 _RECORDED = {kind.name: kind for kind in ERRORS if kind.recorded}
+# The state store's errors (service.state.errors) answered by their kind; any other is the server's (500).
+_STATE_KINDS = {
+    kind.name: kind
+    for kind in (
+        GRAPH_NOT_FOUND,
+        GRAPH_NOT_READY,
+        NAME_TAKEN,
+        GRAPH_EXISTS,
+        INVALID_NAME,
+        VERSION_CONFLICT,
+        UPLOAD_TOO_LARGE,
+        DISK_FULL,
+        READ_ONLY_STORAGE,
+        STORE_UNAVAILABLE,
+    )
+}
 
 
 class ServiceError(Exception):
@@ -162,6 +187,8 @@ def status_for(exc: BaseException) -> int:
         return _CATEGORY_STATUS[exc.category]
     if isinstance(exc, ServiceError):
         return exc.status
+    if isinstance(exc, StateError) and exc.kind in _STATE_KINDS:
+        return _STATE_KINDS[exc.kind].status
     return 500
 
 
@@ -173,11 +200,17 @@ def response_for(exc: BaseException, status: int | None = None) -> JSONResponse:
     if isinstance(exc, UnknownNodeError):
         return error_response(status, exc.kind, str(exc), node=_jsonable(exc.name))
     if isinstance(exc, IndexFileError):
-        return error_response(status, exc.kind, f"the index files of this graph are damaged: {exc}")
+        # Its message names files; the log has it (install_error_handlers), the answer does not.
+        return error_response(status, exc.kind, "the index files of this graph are damaged; see the server's log")
     if isinstance(exc, GrailError):
         return error_response(status, exc.kind, str(exc))
     if isinstance(exc, ServiceError):
         return error_response(status, exc.kind, exc.detail, exc.headers)
+    if isinstance(exc, StateError):
+        # Its message holds no path or database address (service.state.errors).
+        kind = _STATE_KINDS.get(exc.kind)
+        retry = {"Retry-After": str(kind.retry_after)} if kind is not None and kind.retry_after else None
+        return error_response(status, exc.kind, exc.message, retry)
     return error_response(status, INTERNAL.name, "the server failed on this request; see its log")
 
 
@@ -202,6 +235,8 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, IndexFileError):
             # A broken index on disk is the server's fault, not the client's; say so and log it.
             log.error("index file error on %s %s: %s", request.method, request.url.path, exc)
+        if isinstance(exc, StateError) and status_for(exc) == 500:
+            log.error("state error on %s %s: %s: %s", request.method, request.url.path, exc.kind, exc.message)
         return response_for(exc)
 
     async def handle_validation(request: Request, exc: Exception) -> JSONResponse:
@@ -227,4 +262,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, handle_validation)
     app.add_exception_handler(GrailError, handle)
     app.add_exception_handler(ServiceError, handle)
+    app.add_exception_handler(StateError, handle)
     app.add_exception_handler(OSError, handle_os_error)

@@ -19,7 +19,7 @@ from ..codecs import BINARY, answer_type, batch_memory, decode_pairs, encode_ans
 from ..conventions import accepts_json
 from ..deps import ServiceState, get_state
 from ..errors import BAD_PARAMETERS, ServiceError, response_for
-from ..models import BatchOut, ErrorOut, PairOut, PairsIn, PairsOut
+from ..models import GRAPH_REF_DESCRIPTION, BatchOut, ErrorOut, GraphRef, PairOut, PairsIn, PairsOut
 from ..wire import json_answers
 
 __all__ = [
@@ -69,7 +69,13 @@ REACHABLE_OPENAPI: dict[str, Any] = {
         'order as {"reachable": [...]} (up to --max-get-pairs).',
         "operationId": "reachable",
         "parameters": [
-            {"name": "graph_id", "in": "path", "required": True, "schema": {"type": "string"}},
+            {
+                "name": "graph_id",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string"},
+                "description": GRAPH_REF_DESCRIPTION,
+            },
             _parameter("source", "node name as uploaded (an integer name may be given as its decimal string)"),
             _parameter("target", "node name as uploaded"),
         ],
@@ -168,7 +174,9 @@ _ANSWERS_DESCRIPTION = (
         }
     },
 )
-async def query_batch(graph_id: str, request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
+async def query_batch(
+    graph_id: GraphRef, request: Request, state: Annotated[ServiceState, Depends(get_state)]
+) -> Response:
     version = state.registry.ready_version(graph_id)
     content_type = request.headers.get("content-type") or "application/json"
     # Both formats are checked before the body is read: a refused request costs no transfer.
