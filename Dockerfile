@@ -89,16 +89,17 @@ LABEL org.opencontainers.image.title="grail" \
 RUN groupadd --system --gid 10001 grail \
     && useradd --system --uid 10001 --gid grail --home-dir /var/lib/grail --create-home \
         --shell /usr/sbin/nologin grail \
-    && mkdir -p /data /var/cache/grail/numba \
-    && chown grail:grail /data /var/cache/grail /var/cache/grail/numba
+    && mkdir -p /data /var/cache/grail/numba /var/cache/grail/cupy \
+    && chown grail:grail /data /var/cache/grail /var/cache/grail/numba /var/cache/grail/cupy
 
 COPY --from=build /opt/grail /opt/grail
 # The shared libraries that wheels put in the environment's lib/ (libtbb for numba's threading layer).
 RUN echo /opt/grail/lib > /etc/ld.so.conf.d/grail.conf && ldconfig
 
 # Configuration: every setting of grail-serve has a GRAIL_* variable; these are the image's defaults.
-# NUMBA_CACHE_DIR keeps numba's compiled code in a writable place (mount a volume there to keep it
-# across containers: a new container otherwise compiles again, in the background, before /ready).
+# NUMBA_CACHE_DIR keeps numba's compiled code (CPU and GPU) and the search cost model's fit, CUPY_CACHE_DIR
+# CuPy's kernels, in a writable place (mount a volume on /var/cache/grail to keep them across containers:
+# a new container otherwise compiles again, in the background, before /ready).
 # GRAIL_ALLOW_ANONYMOUS: inside its own network namespace the server listens on every interface of the
 # container; who reaches it is decided by how the port is published (-p 127.0.0.1:8000:8000), or by keys.
 # The memory limits' defaults follow the container's memory limit (--memory), where one is set.
@@ -110,6 +111,7 @@ ENV PATH=/opt/grail/bin:$PATH \
     GRAIL_BACKEND=auto \
     GRAIL_ALLOW_ANONYMOUS=true \
     NUMBA_CACHE_DIR=/var/cache/grail/numba \
+    CUPY_CACHE_DIR=/var/cache/grail/cupy \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 
@@ -118,9 +120,14 @@ EXPOSE 8000
 USER 10001:10001
 WORKDIR /var/lib/grail
 
-# numba's cache filled with the CPU build and query kernels, so that a container's first upload compiles
-# nothing (numba keys its cache by CPU model: on another kind of CPU the start-up warm-up compiles again).
-RUN python -c "from grail_core.warmup import warm_up; warm_up('cpu')"
+# The caches filled with every kernel of the builds (every input format) and the queries (every request
+# body), so that a container's server and build workers only load them before /ready and its first upload
+# compiles nothing: numba's CPU kernels (keyed by CPU model: on another kind of CPU the
+# start-up warm-up compiles again) and, where the build sees a GPU (a builder with GPU access,
+# e.g. BuildKit's --device), the GPU kernels of kernels.specializations, CuPy's and the search cost model
+# of this GPU. Without one they are filled by the first start on a GPU machine: mount a volume on
+# /var/cache/grail to keep them for every later container.
+RUN python -m service.warmup auto
 
 # Liveness: /health answers within seconds of the start, while the kernels may still compile (/ready says when
 # they are done; use it for a load balancer's readiness).

@@ -30,7 +30,9 @@ __all__ = [
     "QueryStats",
     "ReachabilityIndex",
     "ReadOptions",
+    "UnknownName",
     "UnknownNodeError",
+    "UpdateConflictError",
     "Version",
     "cuda_available",
     "device_name",
@@ -50,7 +52,9 @@ _HOMES = {
     "IndexFileError": "errors",
     "InputTooLargeError": "errors",
     "InvalidParameterError": "errors",
+    "UnknownName": "errors",
     "UnknownNodeError": "errors",
+    "UpdateConflictError": "errors",
     "MAX_DIMS": "labels",
     "Labels": "labels",
     "ReachabilityIndex": "index",
@@ -90,7 +94,9 @@ if TYPE_CHECKING:
         IndexFileError,
         InputTooLargeError,
         InvalidParameterError,
+        UnknownName,
         UnknownNodeError,
+        UpdateConflictError,
     )
     from .formats import FORMATS, ReadOptions
     from .index import ReachabilityIndex

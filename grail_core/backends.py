@@ -29,12 +29,13 @@ __all__ = [
     "compute_labels",
     "cuda_available",
     "device_name",
-    "label_on_device",
+    "device_labeling_options",
     "label_on_gpus",
     "resolve_backend",
     "cuda_search_engine",
     "cuda_search_engines",
     "device_build",
+    "device_key",
     "warm_up_device",
 ]
 
@@ -124,24 +125,24 @@ def device_build(num_nodes: int, num_edges: int) -> Any:
         raise BackendUnavailableError(str(error)) from None
 
 
-def label_on_device(device: Any, seeds: np.ndarray) -> dict[str, float] | None:
-    """The labels of a GPU build (``kernels.build.DeviceBuild.labels``, one seed per dimension) and the time
-    of each of their phases, or None when the GPU declines the DAG (a cost model in ``kernels.labeling``):
-    the CPU labels it then."""
-    from kernels.labeling import LabelingDeclined
+def device_labeling_options(device: Any) -> Any:
+    """The options of a GPU build's labels (``kernels.labeling.LabelingOptions``, for ``DeviceBuild.labels``)
+    at any depth: the build's cost model has chosen where the DAG is labeled. Their ``path_count_levels``
+    says how deep a DAG the GPU takes tree parents from path counts for."""
+    from kernels.labeling import LabelingOptions
 
-    try:
-        phases: dict[str, float] = device.labels(seeds)
-    except LabelingDeclined as reason:
-        log.info("GPU labeling declined (%s): labeling on the CPU", reason)
-        return None
-    return phases
+    return LabelingOptions(config=device.config, max_levels=1 << 30)
 
 
 def warm_up_device() -> None:
-    """Compiles the GPU build's kernels (``kernels.build.warm_up``); the search's compile with its first call."""
+    """Compiles (or loads from the disk cache) every GPU kernel specialization of the build and the search
+    (``kernels.specializations``), then runs the GPU build's steps once on a small graph (the array
+    library's own kernels: ``kernels.build.warm_up``)."""
     from kernels.build import warm_up
+    from kernels.specializations import compile_all
 
+    count, seconds = compile_all()
+    log.info("%d GPU kernel specializations ready in %.2f s", count, seconds)
     warm_up()
 
 
@@ -188,14 +189,13 @@ def label_on_gpus(
 
 
 def cuda_search_engines(hot: HotArrays) -> tuple[list[Any], bool]:
-    """One GPU search engine per device for an index's records (``kernels.search.CudaSearchEngine``, sharing
-    one level order), and whether the devices run side by side."""
+    """One GPU search engine per device for an index's records (``kernels.search.CudaSearchEngine``), and
+    whether the devices run side by side."""
     from kernels.device import devices
-    from kernels.search import CudaSearchEngine, SharedLevelOrder
+    from kernels.search import CudaSearchEngine
 
     gpus = devices()
-    order = SharedLevelOrder(hot, users=len(gpus))
-    return [CudaSearchEngine(hot, gpu, order=order) for gpu in gpus], all(gpu.concurrent for gpu in gpus)
+    return [CudaSearchEngine(hot, gpu) for gpu in gpus], all(gpu.concurrent for gpu in gpus)
 
 
 def cuda_search_engine(hot: HotArrays) -> Any:
@@ -203,3 +203,11 @@ def cuda_search_engine(hot: HotArrays) -> Any:
     from kernels.search import CudaSearchEngine
 
     return CudaSearchEngine(hot)
+
+
+def device_key() -> dict[str, object]:
+    """What GPU timings hold for: the devices' name and count, and the digest of the kernels' sources."""
+    from kernels.compiled import source_digest
+    from kernels.device import devices
+
+    return {"gpu": device_name(), "gpus": len(devices()), "kernels": source_digest()}

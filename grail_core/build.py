@@ -3,11 +3,16 @@
 Phases: ``graph`` (CSR both ways), ``condense`` (components, the DAG on topological ids, levels),
 ``labels`` (child orders and GRAIL labels), ``hubs`` (hub choice and reach masks), and on the GPU
 ``download``. On the CPU every phase runs on all cores (numba); on 'cuda' a graph of 1M edges or more is
-built on the device (``kernels.build.DeviceBuild``: one upload, one download), a step that does not suit
-the graph is finished on the CPU with one log line, and a graph the device cannot take is built on the
-CPU. ``IndexStats.phase_backends`` says which ran where ('cuda+cpu': the CPU finished that phase); the
-index is the same either way. Progress is reported from the work done (edges and nodes handled) against
-an estimate of the whole build's work that is refined as sizes become known.
+built on the device (``kernels.build.DeviceBuild``: one upload, one download), and where each later phase
+runs is chosen by a per-phase cost model (``BuildCosts``, fitted on an H200 host with 16 threads and
+scaled by the threads in use): the labels and the hubs go to whichever backend it predicts faster once
+the DAG's levels are known, and the components and the renumbering, whose levels are known only as they
+are walked, run on the device within what the CPU would take (``kernels.frontier.LevelBudget``), the CPU
+finishing them from there when that runs out. ``IndexStats.build_plan`` holds, per phase, both
+predictions and where it ran; ``phase_backends`` says where each ran ('cuda+cpu': the CPU finished it);
+the index is the same either way. A graph the device cannot take is built on the CPU. Progress is
+reported from the work done (edges and nodes handled) against an estimate of the whole build's work that
+is refined as sizes become known.
 """
 
 from __future__ import annotations
@@ -32,7 +37,16 @@ from .query import QueryArrays
 from .scc import finish_components, strongly_connected_components
 from .supportive import choose_hubs, hub_reach_masks
 
-__all__ = ["DEVICE_BUILD_MIN_EDGES", "BuiltArrays", "ProgressCallback", "build_index_arrays"]
+__all__ = [
+    "COSTS",
+    "DEVICE_BUILD_MIN_EDGES",
+    "BuildCosts",
+    "BuildModel",
+    "BuiltArrays",
+    "DagShape",
+    "ProgressCallback",
+    "build_index_arrays",
+]
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +60,136 @@ _GRAPH_UNITS_PER_EDGE = 8
 _CONDENSE_UNITS_PER_EDGE = 18
 _RENUMBER_UNITS_PER_EDGE = 10
 _HUB_SWEEPS = 2
-# On 'cuda', graphs with fewer edges are built on the CPU: below ~1M edges the CPU build takes tens of
-# milliseconds, about what the GPU build's launches and transfers cost.
+# On 'cuda', graphs with fewer edges are built on the CPU: below this the CPU build takes about what the GPU
+# build's launches and transfers cost.
 DEVICE_BUILD_MIN_EDGES = 1 << 20
-# Levels a DAG may have for the GPU's level-synchronous steps (renumbering, labels, hub sweeps); deeper
-# ones are finished on the CPU, which takes a long chain in milliseconds.
-DEVICE_MAX_LEVELS = 4096
-# Below this many edges and nodes a build runs on one thread: its ~100 parallel regions would cost more
-# (10-50 us each to start, more on a busy machine) than the threads save.
+# The threads BuildCosts' CPU constants were measured with.
+_MEASURED_THREADS = 16
+
+
+@dataclass(frozen=True)
+class BuildCosts:
+    """Seconds per unit of each phase's work on each backend: the build's cost model.
+
+    CPU constants are for 16 threads (scaled by the threads in use; the labels' DFS runs one thread per
+    dimension), per input edge and node for the graph and the components, per DAG node and edge after
+    that. GPU constants add what a level costs: a level of more than ``EngineConfig.narrow`` nodes takes a
+    grid barrier and its work (``*_wide``), a narrow one a block barrier (``*_narrow``); discoveries (the
+    components, Kahn's levels) find their levels as they go, sweeps (labels, hubs) walk known ones. Fitted
+    on an H200 with 16 host threads (benchmarks/results/build-*.md).
+    """
+
+    cpu_graph: tuple[float, float] = (8.5e-9, 1e-9)  # per edge, per node
+    cpu_components: tuple[float, float] = (2e-9, 15e-9)
+    cpu_components_level: float = 25e-6  # a level of its trim that averages 32 nodes or more (a round of threads)
+    cpu_renumber: tuple[float, float, float] = (2e-9, 40e-9, 100e-9)  # per edge, per DAG node, per DAG edge
+    cpu_orders: tuple[float, float] = (6e-9, 35e-9)  # per DAG edge and per root (the virtual root's long row)
+    cpu_dfs: float = 37e-9  # per labeling node or edge, per dimension on its thread
+    cpu_hubs: float = 35e-9  # per DAG node or edge
+    gpu_graph: tuple[float, float] = (1.2e-9, 0.5e-9)  # upload, sort and both CSRs, per edge and node
+    gpu_components: tuple[float, float] = (0.35e-9, 3e-9)
+    gpu_renumber: tuple[float, float] = (0.25e-9, 4e-9)  # per edge, per DAG node
+    gpu_labels: tuple[float, float] = (2e-9, 6e-9)  # per labeling node or edge and dimension: path counts, comparison
+    gpu_hubs: float = 0.3e-9
+    gpu_fixed: float = 2e-3  # a phase's launches, scans and sorts
+    discover_level: tuple[float, float] = (30e-6, 10e-6)  # wide, narrow
+    sweep_level: tuple[float, float] = (12e-6, 6e-6)  # wide, narrow (narrow: set by the hub sweeps' atomics)
+    compare_level: tuple[float, float] = (190e-6, 82e-6)  # the labels' tree-parent sweep (jump-table walks)
+    link_bytes_per_second: float = 12e9  # device to host, through the page-locked staging buffer
+
+
+COSTS = BuildCosts()
+
+
+@dataclass(frozen=True)
+class DagShape:
+    """What the cost model knows of the DAG: its nodes and edges and, once walked, its wide and narrow levels."""
+
+    nodes: int
+    edges: int
+    roots: int = 0  # nodes without a parent: the virtual root's children
+    wide: int = 8  # a guess until the levels are known: a shallow DAG
+    narrow: int = 0
+
+    @classmethod
+    def of(cls, nodes: int, edges: int, roots: int, widths: np.ndarray, narrow: int) -> DagShape:
+        """``widths``: nodes of each degree class per level (``DeviceBuild.level_widths``)."""
+        is_narrow = (widths[2] + widths[3] == 0) & (widths[0] + widths[1] <= narrow)
+        return cls(nodes, edges, roots, int((~is_narrow).sum()), int(is_narrow.sum()))
+
+    def levels(self, cost: tuple[float, float]) -> float:
+        return self.wide * cost[0] + self.narrow * cost[1]
+
+
+class BuildModel:
+    """Predicted seconds of each phase on 'cpu' and 'cuda' (``BuildCosts``) for a graph of ``n`` nodes and
+    ``m`` edges and ``dims`` dimensions, on this process's threads."""
+
+    def __init__(self, n: int, m: int, dims: int, costs: BuildCosts = COSTS) -> None:
+        self.n, self.m, self.dims, self.costs = n, m, dims, costs
+        threads = max(1, numba.get_num_threads())
+        self.scale = _MEASURED_THREADS / threads
+        self.dfs_rounds = -(-dims // threads)
+
+    def graph(self) -> dict[str, float]:
+        c = self.costs
+        return {
+            "cpu": (c.cpu_graph[0] * self.m + c.cpu_graph[1] * self.n) * self.scale,
+            "cuda": c.gpu_fixed + c.gpu_graph[0] * self.m + c.gpu_graph[1] * self.n,
+        }
+
+    def components(self) -> dict[str, float]:
+        """Without the levels their walk will take (known only as it goes: see ``components_per_level``)."""
+        c = self.costs
+        return {
+            "cpu": (c.cpu_components[0] * self.m + c.cpu_components[1] * self.n) * self.scale,
+            "cuda": c.gpu_fixed + c.gpu_components[0] * self.m + c.gpu_components[1] * self.n,
+        }
+
+    def components_per_level(self) -> float:
+        """What each level of a walk averaging 32 nodes or more adds to the CPU's components."""
+        return self.costs.cpu_components_level * self.scale
+
+    def renumber(self, dag: DagShape) -> dict[str, float]:
+        c = self.costs
+        cpu = c.cpu_renumber[0] * self.m + c.cpu_renumber[1] * dag.nodes + c.cpu_renumber[2] * dag.edges
+        gpu = c.gpu_fixed + c.gpu_renumber[0] * self.m + c.gpu_renumber[1] * dag.nodes
+        return {"cpu": cpu * self.scale, "cuda": gpu + 2 * dag.levels(c.discover_level)}
+
+    def labels(self, dag: DagShape, path_counts: bool) -> dict[str, float]:
+        """CPU: child orders and one DFS a dimension; the GPU: path counts or tree-path comparison and four
+        sweeps (from a GPU build the CPU first downloads the labeling graph)."""
+        c = self.costs
+        elements = dag.nodes + dag.edges + dag.roots  # the labeling graph's: the virtual root's edges included
+        orders = self.dims * (c.cpu_orders[0] * dag.edges + c.cpu_orders[1] * dag.roots) * self.scale
+        cpu = orders + c.cpu_dfs * elements * self.dfs_rounds
+        per_element = c.gpu_labels[0] if path_counts else c.gpu_labels[1]
+        parents = dag.levels(c.sweep_level) if path_counts else dag.levels(c.compare_level)
+        gpu = c.gpu_fixed + per_element * self.dims * elements + parents + 4 * dag.levels(c.sweep_level)
+        return {"cpu": cpu + 12 * elements / c.link_bytes_per_second, "cuda": gpu}
+
+    def hubs(self, dag: DagShape) -> dict[str, float]:
+        c = self.costs
+        elements = dag.nodes + dag.edges
+        return {
+            "cpu": c.cpu_hubs * elements * self.scale,
+            "cuda": c.gpu_fixed + c.gpu_hubs * elements + 2 * dag.levels(c.sweep_level),
+        }
+
+    def download(self, dag: DagShape) -> dict[str, float]:
+        """The index arrays from the device: the graph's CSR and components, the DAG, its levels, labels, masks."""
+        nbytes = 12 * self.n + 4 * self.m + 12 * dag.nodes + 4 * dag.edges + (16 + 12 * self.dims) * dag.nodes
+        return {"cuda": nbytes / self.costs.link_bytes_per_second}
+
+    def build(self) -> dict[str, float]:
+        """A whole build of a shallow graph whose DAG is as large as the graph (an upper bound on both)."""
+        dag = DagShape(self.n, self.m)
+        phases = [self.graph(), self.components(), self.renumber(dag), self.labels(dag, True), self.hubs(dag)]
+        return {backend: sum(phase[backend] for phase in phases) for backend in ("cpu", "cuda")}
+
+
+# Below this many edges and nodes a build runs on one thread: its parallel regions (about a hundred) would
+# cost more to start than the threads save.
 SERIAL_BUILD_ELEMENTS = 1 << 17
 
 
@@ -70,6 +206,7 @@ class BuiltArrays:
     labels_backend: str
     phase_seconds: dict[str, float] = field(default_factory=dict)
     phase_backends: dict[str, str] = field(default_factory=dict)
+    plan: dict[str, dict[str, Any]] = field(default_factory=dict)  # per phase: predicted s per backend, 'ran'
 
 
 class _Progress:
@@ -81,6 +218,7 @@ class _Progress:
         self.plan = dict(plan)  # expected units per phase; a finished phase's entry is what it did
         self.seconds: dict[str, float] = {}
         self.backends: dict[str, str] = {}
+        self.predicted: dict[str, dict[str, float]] = {}  # per phase: the cost model's seconds per backend
         self.current = ""
         self.units = 0
         self.finished = 0
@@ -89,6 +227,7 @@ class _Progress:
         """Forgets the phases run so far (a GPU build that gave way to a CPU build)."""
         self.plan = dict(self.initial)
         self.seconds, self.backends, self.finished = {}, {}, 0
+        self.predicted = {}
 
     def result(
         self, graph_csr: tuple[np.ndarray, np.ndarray], arrays: QueryArrays, levels: int, hubs: int
@@ -103,7 +242,16 @@ class _Progress:
             labels_backend=self.backends["labels"],
             phase_seconds=self.seconds,
             phase_backends=self.backends,
+            plan={
+                phase: {**{k: round(v, 6) for k, v in predicted.items()}, "ran": self.backends.get(phase, "-")}
+                for phase, predicted in self.predicted.items()
+            },
         )
+
+    def predict(self, phase: str, seconds: dict[str, float]) -> dict[str, float]:
+        """Keeps the cost model's seconds per backend for ``phase`` (shown in ``IndexStats.build_plan``)."""
+        self.predicted[phase] = seconds
+        return seconds
 
     def expect(self, phase: str, units: int) -> None:
         """A later phase's work, now that its input is known (never more than planned)."""
@@ -191,13 +339,20 @@ def build_index_arrays(
             "hubs": _HUB_SWEEPS * (m + n),
         },
     )
+    model = BuildModel(n, m, dims)
     if backend == "cuda" and (force_device or m >= DEVICE_BUILD_MIN_EDGES):
         try:
-            return _build_on_device(backends.device_build(n, m), work, src, dst, dims=dims, seed=seed, hubs=hubs)
+            return _build_on_device(backends.device_build(n, m), work, model, src, dst, dims=dims, seed=seed, hubs=hubs)
         except (BackendUnavailableError, MemoryError) as error:
             log.warning("GPU build unavailable for %d nodes, %d edges (%s): building on the CPU", n, m, error)
             work.restart()
+    backends_shown = ("cpu", "cuda") if backend == "cuda" else ("cpu",)
+
+    def predict(phase: str, seconds: dict[str, float]) -> None:
+        work.predict(phase, {key: value for key, value in seconds.items() if key in backends_shown})
+
     with _threads(1 if m + n < SERIAL_BUILD_ELEMENTS else numba.get_num_threads()):
+        predict("graph", model.graph())
         with work.phase("graph"):
             with work.part("csr"):
                 graph_csr = build_csr(n, src, dst, work.report)
@@ -210,13 +365,21 @@ def build_index_arrays(
                 raw = quotient_graph(digraph, comp, count, work.report)
                 del digraph
                 work.expect("condense", work.units + _RENUMBER_UNITS_PER_EDGE * raw.num_edges)
+                dag = DagShape(count, raw.num_edges)
+                components = model.components()
+                renumbered = model.renumber(dag)
+                predict("condense", {key: components[key] + renumbered[key] for key in components})
                 condensation = renumber(raw, comp, work.report)
                 del raw
-        return _labels_and_hubs_on_cpu(work, graph_csr, condensation, dims=dims, seed=seed, hubs=hubs, backend=backend)
+        return _labels_and_hubs_on_cpu(
+            work, model, backends_shown, graph_csr, condensation, dims=dims, seed=seed, hubs=hubs, backend=backend
+        )
 
 
 def _labels_and_hubs_on_cpu(
     work: _Progress,
+    model: BuildModel,
+    shown: tuple[str, ...],
     graph_csr: tuple[np.ndarray, np.ndarray],
     condensation: Condensation,
     *,
@@ -225,7 +388,8 @@ def _labels_and_hubs_on_cpu(
     hubs: int,
     backend: str,
 ) -> BuiltArrays:
-    """The labels (on the GPU where ``compute_labels`` decides so) and the hubs, from a condensation."""
+    """The labels (on the GPU where ``compute_labels`` decides so) and the hubs, from a condensation; the cost
+    model's predictions for the backends ``shown`` go to the build's record."""
     dag = condensation.dag
     n_dag, m_dag = dag.num_nodes, dag.num_edges
     work.expect("labels", dims * (2 * m_dag + n_dag))
@@ -233,6 +397,9 @@ def _labels_and_hubs_on_cpu(
     with work.phase("labels", backend):
         with work.part("orders"):
             indptr, indices, root = with_virtual_root(dag.out_indptr, dag.out_indices)
+            shape = DagShape(n_dag, m_dag, indices.size - m_dag, wide=condensation.num_levels)
+            for phase, seconds in (("labels", model.labels(shape, True)), ("hubs", model.hubs(shape))):
+                work.predict(phase, {key: value for key, value in seconds.items() if key in shown})
             orders = make_child_orders(indptr, indices, dims, seed)
             del indices
         work.report(dims * m_dag)
@@ -262,20 +429,33 @@ def _labels_and_hubs_on_cpu(
 
 
 def _build_on_device(
-    device: Any, work: _Progress, src: np.ndarray, dst: np.ndarray, *, dims: int, seed: int, hubs: int
+    device: Any,
+    work: _Progress,
+    model: BuildModel,
+    src: np.ndarray,
+    dst: np.ndarray,
+    *,
+    dims: int,
+    seed: int,
+    hubs: int,
 ) -> BuiltArrays:
-    """The GPU build (``kernels.build.DeviceBuild``); a step that does not suit the graph is finished on
-    the CPU from that point on, with one log line (see the module docstring)."""
+    """The GPU build (``kernels.build.DeviceBuild``): the components and the renumbering within what the
+    CPU would take (the CPU finishes from where they stopped), the labels and the hubs where the cost
+    model predicts them faster (see the module docstring)."""
     n, m = device.n, int(src.size)
+    work.predict("graph", model.graph())
     with work.phase("graph", "cuda"):
         device.graph(src, dst)
         work.report(_GRAPH_UNITS_PER_EDGE * m)
+    components = model.components()
     with work.phase("condense", "cuda"):
         with work.part("scc"):
-            live = device.components()
+            live = device.components(budget=components["cpu"], per_level=model.components_per_level())
             if live:
                 log.info(
-                    "%d of %d nodes are left by the GPU's trim and forward-backward: the CPU finishes them", live, n
+                    "%d of %d nodes are left by the GPU's components within their budget: the CPU finishes them",
+                    live,
+                    n,
                 )
                 work.backends["condense"] = "cuda+cpu"
                 label, *csr = device.host_components()
@@ -285,33 +465,52 @@ def _build_on_device(
             count, m_raw = device.quotient()
             work.report(4 * m + 4 * m_raw)
             work.expect("condense", work.units + _RENUMBER_UNITS_PER_EDGE * m_raw)
-            deep = not device.renumber(DEVICE_MAX_LEVELS)
+            renumbered = model.renumber(DagShape(count, m_raw))
+            work.predict("condense", {key: components[key] + renumbered[key] for key in components})
+            deep = not device.renumber(budget=renumbered["cpu"])
             if deep:
-                log.info("the DAG has more than %d levels: the CPU renumbers, labels and sweeps it", DEVICE_MAX_LEVELS)
+                log.info("the DAG's levels outlast the GPU's budget: the CPU renumbers, labels and sweeps it")
                 work.backends["condense"] = "cuda+cpu"
                 comp, indptr, indices = device.host_quotient()
                 condensation = renumber(Digraph.from_csr(indptr, indices), comp)
             work.report(_RENUMBER_UNITS_PER_EDGE * m_raw)
     if deep:
         graph_csr = device.host_graph()
-        return _labels_and_hubs_on_cpu(work, graph_csr, condensation, dims=dims, seed=seed, hubs=hubs, backend="cpu")
+        return _labels_and_hubs_on_cpu(
+            work, model, ("cpu", "cuda"), graph_csr, condensation, dims=dims, seed=seed, hubs=hubs, backend="cpu"
+        )
     work.expect("labels", dims * (2 * m_raw + count))
     work.expect("hubs", _HUB_SWEEPS * (m_raw + count))
+    shape = DagShape.of(count, m_raw, device.roots, device.level_widths(), device.config.narrow)
+    options = backends.device_labeling_options(device)
+    predicted = work.predict("labels", model.labels(shape, shape.wide + shape.narrow <= options.path_count_levels))
     labels = None
     with work.phase("labels", "cuda"):
-        phases = backends.label_on_device(device, dimension_seeds(dims, seed))
-        if phases is not None:
+        if predicted["cuda"] <= predicted["cpu"]:
+            phases = device.labels(dimension_seeds(dims, seed), options)
             work.seconds.update({f"labels.{name}": value for name, value in phases.items()})
         else:
+            log.info("labeling %d DAG nodes on the CPU: the cost model predicts it faster", count)
             work.backends["labels"] = "cpu"
             indptr, children = device.host_labeling_graph()
             labels = label_all(indptr, make_child_orders(indptr, children, dims, seed), count)
         work.report(dims * (2 * m_raw + count))
-    with work.phase("hubs", "cuda"):
-        hub_count = device.hubs(hubs)
-        work.report(_HUB_SWEEPS * (m_raw + count))
+    sweeps = work.predict("hubs", model.hubs(shape))
+    hubs_on_device = sweeps["cuda"] <= sweeps["cpu"]
+    if hubs_on_device:
+        with work.phase("hubs", "cuda"):
+            hub_count = device.hubs(hubs)
+            work.report(_HUB_SWEEPS * (m_raw + count))
+    work.predict("download", model.download(shape))
     with work.phase("download", "cuda"):
-        host = device.download(with_labels=labels is None)
+        host = device.download(with_labels=labels is None, with_hubs=hubs_on_device)
+    if not hubs_on_device:
+        with work.phase("hubs", "cpu"):
+            dag = Digraph.from_csr(host["out_indptr"], host["out_indices"])
+            hub_nodes = choose_hubs(dag, hubs)
+            host["fwd"], host["bwd"] = hub_reach_masks(dag, hub_nodes, host["level"])
+            hub_count = int(hub_nodes.size)
+            work.report(_HUB_SWEEPS * (m_raw + count))
     if labels is not None:
         host["lo"], host["hi"], host["tree_lo"] = (
             _by_node(values, count) for values in (labels[1], labels[0], labels[2])

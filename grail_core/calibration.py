@@ -4,17 +4,21 @@ Layered DAGs of tens, hundreds and thousands of levels, and a wide one of a few 
 sweep reads many nodes' flags), each with a batch of uniform pairs and one of short downward walks, at
 three sizes: the CPU search, the GPU's levels sweep and its frontier queue each answer every batch (after
 a warm-up run that compiles and uploads), and ``CostModel.fit`` takes the medians. Some seconds, once per
-process, where an index may search on a GPU.
+machine: the fitted constants are kept in the cache folder (``save_model``, ``load_model``: beside numba's
+compiled code), keyed by what they were measured on, and a later process reads them at its start.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +31,7 @@ from .readers.graph_input import GraphInput
 from .scheduler import GPU_MODES, BatchFeatures, CostModel, Scheduler
 from .synthetic import downward_walk_pairs, layered_dag
 
-__all__ = ["WORKLOADS", "calibrate"]
+__all__ = ["WORKLOADS", "calibrate", "load_model", "model_path", "save_model"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +39,7 @@ log = logging.getLogger(__name__)
 WORKLOADS = ((60_000, 16), (60_000, 400), (60_000, 4_000), (600_000, 6))
 PAIRS = 200_000
 PROBE = 256  # pairs probed per batch: more than a user batch's, for steadier features
+FLOOR_PAIRS = 64  # pairs of the calls that measure a GPU call's fixed cost
 RUNS = 3
 
 
@@ -45,6 +50,7 @@ def calibrate(
     seconds) samples. ``gpu_engine`` makes a GPU engine for an index (None: the CPU alone is fitted)."""
     started = time.perf_counter()
     samples: list[tuple[str, BatchFeatures, float]] = []
+    floors: dict[str, float] = {}
     for nodes, levels in WORKLOADS:
         indptr, indices = layered_dag(nodes, levels, seed=levels)
         src = np.repeat(np.arange(nodes, dtype=np.int64), np.diff(indptr))
@@ -66,12 +72,23 @@ def calibrate(
                 sources, targets = comp[pairs[undecided, 0]], comp[pairs[undecided, 1]]
                 for size in (sources.size, sources.size // 8, sources.size // 64):
                     samples += _measure(scheduler, cpu, gpu, sources[:size], targets[:size], runs)
+                if gpu is not None and not floors:  # the shallowest DAG's first batch
+                    floors = _floors(gpu, sources[:FLOOR_PAIRS], targets[:FLOOR_PAIRS], runs)
         finally:
             if gpu is not None:
                 gpu.release()
-    model.fit(samples)
+    model.fit(samples, floors)
     log.info("search cost model fitted in %.1f s: %s", time.perf_counter() - started, model)
     return samples
+
+
+def _floors(gpu: Any, sources: np.ndarray, targets: np.ndarray, runs: int) -> dict[str, float]:
+    """Each GPU mode's seconds for a call of a few pairs: its fixed cost, which a small batch pays alone."""
+    floors = {}
+    for mode in GPU_MODES:
+        gpu.answer(sources, targets, mode)
+        floors[mode] = statistics.median(_timed(partial(gpu.answer, sources, targets, mode)) for _ in range(3 * runs))
+    return floors
 
 
 def _measure(
@@ -97,3 +114,42 @@ def _timed(run: Callable[[], Any]) -> float:
     start = time.perf_counter()
     run()
     return time.perf_counter() - start
+
+
+def model_path() -> Path:
+    """Where a machine's fitted constants are kept: numba's cache folder (``NUMBA_CACHE_DIR``), else the
+    user's cache folder."""
+    folder = (
+        os.environ.get("NUMBA_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "grail"
+    )
+    return Path(folder) / "search-cost-model.json"
+
+
+def save_model(model: CostModel, key: dict[str, Any]) -> None:
+    """Keeps ``model``'s fitted constants for the machine ``key`` describes (written whole, then renamed)."""
+    path = model_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kept = {"key": key, "constants": {kind: list(values) for kind, values in model.constants.items()}}
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(kept))
+        temporary.replace(path)
+    except OSError as error:
+        log.warning("could not keep the search cost model in %s: %s", path, error)
+
+
+def load_model(model: CostModel, key: dict[str, Any]) -> bool:
+    """Sets ``model``'s constants from the kept fit of the machine ``key`` describes; False when there is none."""
+    try:
+        kept = json.loads(model_path().read_text())
+    except (OSError, ValueError):
+        return False
+    constants = kept.get("constants", {}) if kept.get("key") == key else {}
+    if set(constants) != set(model.constants) or any(
+        len(constants[kind]) != len(model.constants[kind]) for kind in constants
+    ):
+        return False
+    model.constants = {kind: tuple(float(v) for v in values) for kind, values in constants.items()}
+    model.corrections.clear()
+    model.fitted = True
+    return True

@@ -7,8 +7,9 @@ in one table (``service.errors``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
-from typing import ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 __all__ = [
     "Category",
@@ -16,6 +17,8 @@ __all__ = [
     "InvalidParameterError",
     "GraphFormatError",
     "UnknownNodeError",
+    "UnknownName",
+    "UpdateConflictError",
     "IndexFileError",
     "BackendUnavailableError",
     "InputTooLargeError",
@@ -28,6 +31,7 @@ class Category(str, Enum):
 
     INVALID = "invalid"  # the caller's input or a parameter is wrong: fix it and ask again
     NOT_FOUND = "not_found"  # it names something that does not exist
+    CONFLICT = "conflict"  # it does not fit the state of what it changes
     TOO_LARGE = "too_large"  # the input is larger than allowed
     UNSUPPORTED = "unsupported"  # what was asked for cannot run on this machine
     DAMAGED = "damaged"  # stored data is missing or corrupt: not the caller's fault
@@ -57,17 +61,39 @@ class GraphFormatError(GrailError, ValueError):
         super().__init__(f"line {line}: {message}" if line is not None else message)
 
 
+class UnknownName(NamedTuple):
+    """Where a batch names a node the graph does not have: the pair's 0-based index, which end, the name."""
+
+    pair: int
+    end: str  # "source" or "target"
+    name: Any
+
+
 class UnknownNodeError(GrailError, KeyError):
-    """A query names a node that the graph does not have."""
+    """A query names a node that the graph does not have. For a batch, ``unknown`` lists where (the first
+    ones, in order) and ``count`` says how many names in all are unknown."""
 
     category = Category.NOT_FOUND
 
-    def __init__(self, name: object) -> None:
+    def __init__(self, name: object, unknown: Sequence[UnknownName] = (), count: int | None = None) -> None:
         self.name = name
+        self.unknown = tuple(unknown)
+        self.count = max(len(self.unknown), 1) if count is None else count
         super().__init__(name)
 
     def __str__(self) -> str:
-        return f"unknown node {self.name!r}"
+        if self.count <= 1:
+            return f"unknown node {self.name!r}"
+        first = self.unknown[0] if self.unknown else None
+        where = f" ({first.end} of pair {first.pair})" if first is not None else ""
+        return f"{self.count} names in the pairs are unknown nodes, the first {self.name!r}{where}"
+
+
+class UpdateConflictError(InvalidParameterError):
+    """An edge update that cannot apply to this graph: a name its nodes cannot have (a string for a graph of
+    integer names), an edge both added and removed, or more nodes than a graph with updates holds."""
+
+    category = Category.CONFLICT
 
 
 class IndexFileError(GrailError):
@@ -94,6 +120,7 @@ CORE_ERRORS: tuple[type[GrailError], ...] = (
     InvalidParameterError,
     GraphFormatError,
     UnknownNodeError,
+    UpdateConflictError,
     IndexFileError,
     BackendUnavailableError,
     InputTooLargeError,

@@ -240,7 +240,9 @@ def refusal(name: str, hint: str = "from networkx: write_graphml, write_edgelist
 class ReadOptions:
     """How one graph file is read: its ``format`` (None: told from its content, then its name), and for edge
     lists and tables the columns of the sources and targets (a name or a 0-based position; None: recognised
-    by their names) and, for edge lists, whether the first row names the columns (None: recognised)."""
+    by their names) and, for edge lists, whether the first row names the columns (None: recognised). Given
+    with a format they do not apply to, they are refused; given without a format, they apply where the format
+    found takes them."""
 
     format: str | None = None
     header: bool | None = None
@@ -248,8 +250,8 @@ class ReadOptions:
     target_column: int | str | None = None
 
     def check(self) -> None:
-        """InvalidParameterError for an unknown or refused format, or options its format does not take
-        (with no format, any: it is not known yet)."""
+        """InvalidParameterError for an unknown or refused format, or options its format does not take. With no
+        format, any options: the format is told later, and ``as_format`` leaves out those it does not take."""
         if self.format is None:
             return
         row = FORMAT_TABLE.get(self.format)
@@ -266,8 +268,12 @@ class ReadOptions:
             raise InvalidParameterError(f"header applies to edge lists, not to format={self.format}")
 
     def as_format(self, format: str | None) -> ReadOptions:
-        """The same options for a file found to be in ``format``."""
-        return replace(self, format=format)
+        """The options for a file found to be in ``format``: those it does not take left out."""
+        row = FORMAT_TABLE.get(format) if format is not None else None
+        if row is None:
+            return replace(self, format=format)
+        kept = {name: getattr(self, name) if name in row.options else None for name in READING_OPTIONS}
+        return ReadOptions(format, **kept)
 
     def given(self) -> dict[str, Any]:
         """The options that are set, by name (the format included)."""

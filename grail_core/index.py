@@ -285,8 +285,8 @@ class ReachabilityIndex:
         included; ``[source]`` for a node to itself), or None when ``target`` is unreachable."""
         return self._current.path(source, target)
 
-    def path_ids(self, source: Any, target: Any) -> np.ndarray | None:
-        """``path`` as internal ids (int64)."""
+    def path_ids(self, source: int, target: int) -> np.ndarray | None:
+        """``path`` between internal ids: the ids of a shortest path (int64), or None (``Version.path_ids``)."""
         return self._current.path_ids(source, target)
 
     def descendants(self, node: Any) -> np.ndarray:

@@ -94,6 +94,7 @@ class Labels:
             names=graph.names.kind,
             phase_seconds=built.phase_seconds,
             phase_backends=built.phase_backends,
+            build_plan=built.plan,
         )
         log.info(
             "indexed %d nodes, %d edges (%d DAG nodes) on %s in %.3f s",

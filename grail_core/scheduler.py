@@ -13,7 +13,8 @@ of batch (size and depth within a factor of two), its own ratio of actual to pre
 engine, the hops its frontier passes took, and its CPU search's seconds per pair: a pair's search cost
 is heavy-tailed, so a probe of 16 often misses the mean, and what the machine's constants miss about one
 graph must not move the predictions for another. An index whose CPU search has shown itself cheaper
-than a GPU call's fixed cost skips the probe.
+than a GPU call's fixed cost skips the probe. While the index is still being copied to the GPU (in the
+background, from when it was built or loaded), the GPU's predictions include the wait for that copy.
 """
 
 from __future__ import annotations
@@ -49,16 +50,18 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Below this many undecided pairs the CPU searches: one GPU round trip never pays there, and the probe
-# would cost a good part of the batch.
-MIN_SCHEDULED_PAIRS = 4096
+# Below this many undecided pairs the CPU searches unscheduled: the probe would cost a good part of the
+# batch. Above it a GPU call can win: a few hundred deep pairs take the CPU longer than a GPU call.
+MIN_SCHEDULED_PAIRS = 32
 PROBE_PAIRS = 16
 # The probe stops after this long (but searches 4 pairs at least): on a DAG whose pairs are costly, 16
 # pairs searched twice would add a good part of the search.
 PROBE_SECONDS = 2.5e-4
 # A kind of batch whose last choice between CPU and GPU was clear by this factor skips the probe (the
-# index keeps the probe's figures; the GPU modes are told apart without it), except every REPROBE-th.
-CLEAR_MARGIN = 2.0
+# index keeps the probe's figures; the GPU modes are told apart without it), except every REPROBE-th: a
+# probe costs up to PROBE_SECONDS, as much as a small batch's whole search, and a choice between engines
+# within this factor of each other costs no more than the factor.
+CLEAR_MARGIN = 1.2
 REPROBE = 16
 GPU_MODES = ("levels", "frontier")
 KINDS = ("cpu", *GPU_MODES)
@@ -68,6 +71,7 @@ KINDS = ("cpu", *GPU_MODES)
 HOP_TAIL = 8
 HOP_FLOOR = 16
 _EMA = 0.5  # weight of the newest batch in every running figure
+_NONE = np.zeros(0, dtype=np.int64)  # a batch's features without a probe's figures
 _CORRECTION_RANGE = (0.05, 20.0)  # an index's own correction of a prediction
 _MACHINE_RANGE = (0.5, 2.0)  # the machine's: graph-specific misses belong to the index's corrections
 
@@ -116,8 +120,8 @@ TERMS = {
 # machine at start.
 DEFAULTS = {
     "cpu": (1e-4, 0.5),
-    "levels": (1.5e-3, 2e-8, 15e-6, 1.5e-11, 2e-10),
-    "frontier": (1.4e-3, 5e-9, 8e-6, 2.5e-10),
+    "levels": (4.5e-4, 2e-8, 15e-6, 1.5e-11, 2e-10),
+    "frontier": (3.5e-4, 5e-9, 8e-6, 2.5e-10),
 }
 
 
@@ -164,11 +168,13 @@ class CostModel:
             ratio = min(max(actual / max(raw, 1e-9), _MACHINE_RANGE[0]), _MACHINE_RANGE[1])
             self.corrections[kind] = _blend(self.corrections.get(kind), ratio, _MACHINE_RANGE)
 
-    def fit(self, samples: Sequence[tuple[str, BatchFeatures, float]]) -> None:
+    def fit(self, samples: Sequence[tuple[str, BatchFeatures, float]], floors: dict[str, float] | None = None) -> None:
         """Scales each kind's constants to this machine from (kind, features, seconds) runs: the
         calibration. One factor per kind, the geometric mean of actual over predicted time: the runs of a
         calibration cannot separate a kind's terms reliably (a least-squares fit of all of them put a
-        hop at several times its measured cost), but they do tell how fast the machine is."""
+        hop at several times its measured cost), but they do tell how fast the machine is. A kind's fixed
+        cost is then the one measured on its own (``floors``: a call of a few pairs), where given: small
+        batches pay it alone, and a scale fitted on large ones misstates it."""
         with self._lock:
             for kind, defaults in DEFAULTS.items():
                 ratios = [
@@ -179,6 +185,8 @@ class CostModel:
                 if ratios:
                     scale = float(np.exp(np.mean(np.log(ratios))))
                     self.constants[kind] = tuple(value * scale for value in defaults)
+                if floors and kind in floors:
+                    self.constants[kind] = (floors[kind], *self.constants[kind][1:])
             self.corrections.clear()
             self.fitted = True
 
@@ -244,7 +252,8 @@ class Scheduler:
         self._corrections: dict[tuple[str, tuple[int, int]], float] = {}
         self._hops: dict[tuple[int, int], float] = {}
         self._shared: set[tuple[str, tuple[int, int]]] = set()  # corrections taken from the other GPU mode
-        self._cpu_pair: float | None = None  # CPU search seconds per pair, one thread's worth (running)
+        # Per kind of batch: CPU search seconds per pair, one thread's worth (running).
+        self._cpu_pair: dict[tuple[int, int], float] = {}
         # Per kind of batch: the last probe's features, the margin of the decision, and the batches since.
         self._memo: dict[tuple[int, int], tuple[BatchFeatures, float, int]] = {}
         self._lock = threading.Lock()
@@ -310,17 +319,23 @@ class Scheduler:
         if self.gpu is None or sources.size < self.min_pairs:
             result = self.cpu.answer(sources, targets)
             return result.answers, Decision("cpu", "dfs", {}, time.perf_counter() - start)
-        cheap = self._cpu_below_gpu_floor(sources.size)
+        fresh = self.features(sources, targets, 0.0, _NONE, _NONE)
+        signature = fresh.signature()
+        cheap = self._cpu_below_gpu_floor(fresh)
         if cheap is not None:
             result = self.cpu.answer(sources, targets)
-            self._learn_cpu_pair(self._per_pair(result.seconds, sources.size))
+            self._learn_cpu_pair(signature, self._per_pair(result.seconds, sources.size))
             return result.answers, Decision("cpu", "dfs", {"cpu": cheap}, time.perf_counter() - start)
-        probed, f = self._recall(sources, targets)
+        probed, f = self._recall(fresh)
         if f is None:
             probed, f = self.look(sources, targets)
-            self._learn_cpu_pair(f.dfs_seconds)
+            self._learn_cpu_pair(signature, f.dfs_seconds)
         probe_seconds = time.perf_counter() - start
         predicted = self.predict(f)
+        wait = self._gpu_wait()
+        for kind in GPU_MODES:
+            if kind in predicted:
+                predicted[kind] += wait
         ranked = sorted(predicted, key=predicted.__getitem__)
         result = self._run(ranked[0], sources, targets)
         self._observe(result, f)
@@ -339,28 +354,34 @@ class Scheduler:
             probe_seconds=probe_seconds,
         )
 
-    def _recall(self, sources: np.ndarray, targets: np.ndarray) -> tuple[int, BatchFeatures | None]:
-        """This batch's features from the index's last probe of its kind, when that decision was clear and
-        this is not a batch to probe again; else (0, None)."""
-        if not self._memo:
-            return 0, None
-        fresh = self.features(sources, targets, 0.0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    def _recall(self, fresh: BatchFeatures) -> tuple[int, BatchFeatures | None]:
+        """This batch's features (``fresh``: without a probe's) from the index's last probe of its kind, when
+        that decision was clear and this is not a batch to probe again; else (0, None)."""
+        signature = fresh.signature()
         with self._lock:
-            memo = self._memo.get(fresh.signature())
+            memo = self._memo.get(signature)
+            cpu_pair = self._cpu_pair.get(signature)
         if memo is None:
             return 0, None
         probe, margin, batches = memo
         if margin < CLEAR_MARGIN or (batches + 1) % REPROBE == 0:
             return 0, None
-        return 0, replace(fresh, dfs_seconds=self._cpu_pair or probe.dfs_seconds, edges=probe.edges)
+        return 0, replace(fresh, dfs_seconds=cpu_pair or probe.dfs_seconds, edges=probe.edges)
 
-    def _cpu_below_gpu_floor(self, pairs: int) -> float | None:
-        """The CPU's predicted seconds when this index's earlier batches say it beats even a GPU call's fixed
-        cost (no probe needed then), else None."""
-        if self._cpu_pair is None:
+    def _gpu_wait(self) -> float:
+        """Seconds until the GPU engines hold the index (0 once they do): a batch sent there waits for the
+        copy under way."""
+        engines = getattr(self.gpu, "engines", [self.gpu])
+        return max((engine.ready_in() for engine in engines if hasattr(engine, "ready_in")), default=0.0)
+
+    def _cpu_below_gpu_floor(self, fresh: BatchFeatures) -> float | None:
+        """The CPU's predicted seconds when this index's earlier batches of this kind say it beats even a GPU
+        call's fixed cost (no probe needed then), else None."""
+        with self._lock:
+            cpu_pair = self._cpu_pair.get(fresh.signature())
+        if cpu_pair is None:
             return None
-        f = BatchFeatures(pairs, 1, 0, 0, self._cpu_pair, 0.0, 0.0)
-        cpu = self.model.raw("cpu", f) * self.model.correction("cpu")
+        cpu = self.model.raw("cpu", replace(fresh, dfs_seconds=cpu_pair)) * self.model.correction("cpu")
         floor = min(self.model.constants[kind][0] * self.model.correction(kind) for kind in GPU_MODES)
         return cpu if cpu < floor else None
 
@@ -368,10 +389,11 @@ class Scheduler:
         """A full CPU search's time as the probe's figure: one thread's seconds per pair, before the scale."""
         return seconds * cpu_threads_used(pairs) / pairs / max(self.model.constants["cpu"][1], 1e-9)
 
-    def _learn_cpu_pair(self, per_pair: float) -> None:
-        """Folds one batch's CPU search seconds per pair (one thread's worth) into the index's running figure."""
+    def _learn_cpu_pair(self, signature: tuple[int, int], per_pair: float) -> None:
+        """Folds one batch's CPU search seconds per pair (one thread's worth) into the index's running figure
+        for its kind of batch."""
         with self._lock:
-            self._cpu_pair = _blend_value(self._cpu_pair, per_pair)
+            self._cpu_pair[signature] = _blend_value(self._cpu_pair.get(signature), per_pair)
 
     def _run(self, kind: str, sources: np.ndarray, targets: np.ndarray) -> SearchResult:
         if kind == "cpu" or self.gpu is None:
@@ -407,4 +429,4 @@ class Scheduler:
             if kind == "frontier" and result.rounds:
                 self._hops[signature] = _blend_value(self._hops.get(signature), float(result.rounds))
             if kind == "cpu" and f.pairs:
-                self._cpu_pair = _blend_value(self._cpu_pair, self._per_pair(actual, f.pairs))
+                self._cpu_pair[signature] = _blend_value(self._cpu_pair.get(signature), self._per_pair(actual, f.pairs))

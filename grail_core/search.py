@@ -2,23 +2,29 @@
 
 ``Searcher`` holds the CPU engine's packed records (``query.pack``), the buffers that single searches and
 the searches over updated graphs reuse, and the hybrid scheduler (``grail_core.scheduler``) with its engines:
-the CPU's, and on 'cuda' one per GPU (``grail_core.backends``). Each is made on first use, so a process that
-only builds or updates an index (a build worker) makes none of them; the first scheduler on a GPU starts the
-machine's cost-model calibration (``grail_core.calibration``) in the background, once per process.
+the CPU's, and on 'cuda' one per GPU (``grail_core.backends``). Each is made on first use, or on 'cuda' when
+the index is built or loaded (``Searcher.prefetch``: the GPU engines then copy the index to their devices in the
+background, so that no batch waits for the copy); a process that only builds labels or updates them (a build
+worker) makes none of them. The machine's search cost model (``grail_core.calibration``) is fitted once per
+machine and kept in the cache folder: ``start_calibration``, which the warm-up calls at a start on a GPU
+(``grail_core.warmup``), reads it there or fits it in the background.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 
 from . import backends
-from .calibration import calibrate
+from .calibration import calibrate, load_model, save_model
 from .engines import CpuEngine, SplitEngine
 from .labels import Labels
 from .query import UNDECIDED, YES, HotArrays, SearchBuffers, answer_pair, filter_pairs, pack
@@ -99,6 +105,12 @@ class Searcher:
     def scheduler(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
 
+    def prefetch(self) -> None:
+        """On 'cuda', makes the engines now: they copy the index to their devices in the background (a built or
+        loaded index does so at once: ``Version.of``)."""
+        if self.backend == "cuda":
+            _ = self.scheduler  # made for its engines, which start their copies
+
     def release(self) -> None:
         """Frees the index's copies on GPUs now (a later batch copies it again)."""
         if self._scheduler is not None:
@@ -143,12 +155,15 @@ class Searcher:
 
 def search_scheduler(hot: HotArrays, backend: str) -> Scheduler:
     """An index's search: its CPU engine and, for backend 'cuda', one GPU engine per device (a batch split
-    over all of them when there are several), under a scheduler that picks per batch."""
+    over all of them when there are several), under a scheduler that picks per batch. The GPU engines start
+    copying the index to their devices in the background at once; until they hold it, the scheduler counts
+    the wait in the GPU's predictions."""
     cpu = CpuEngine(hot)
     if backend != "cuda":
         return Scheduler(hot, cpu, None)
     engines, concurrent = backends.cuda_search_engines(hot)
-    start_calibration()
+    for engine in engines:
+        engine.prefetch()
     if len(engines) == 1:
         return Scheduler(hot, cpu, engines[0], pass_pairs=engines[0].pass_pairs)
     split = SplitEngine(engines, concurrent=concurrent)
@@ -159,19 +174,36 @@ _calibration: threading.Thread | None = None
 _calibration_lock = threading.Lock()
 
 
-def start_calibration() -> None:
-    """Fits the machine's search cost model once per process, in the background (``grail_core.calibration``);
-    until it ends, schedulers predict from the model's defaults."""
+def start_calibration(wait: bool = False) -> None:
+    """Fits the machine's search cost model once per process (``grail_core.calibration``): read from the
+    cache folder when this machine's fit is kept there, else measured in a background thread and kept.
+    Until it ends, schedulers predict from the model's defaults. ``wait`` returns only once it has."""
     global _calibration
     with _calibration_lock:
-        if _calibration is not None or machine_model().fitted:
-            return
-        _calibration = threading.Thread(target=_calibrate, name="grail-search-calibration", daemon=True)
-        _calibration.start()
+        if _calibration is None and not machine_model().fitted:
+            _calibration = threading.Thread(target=_calibrate, name="grail-search-calibration", daemon=True)
+            _calibration.start()
+        thread = _calibration
+    if wait and thread is not None:
+        thread.join()
 
 
 def _calibrate() -> None:
     try:
+        key = _machine_key()
+        if load_model(machine_model(), key):
+            log.info("search cost model read from the cache folder")
+            return
         calibrate(machine_model(), backends.cuda_search_engine)
+        save_model(machine_model(), key)
     except Exception:  # a failed calibration leaves the defaults; searches are exact either way
         log.exception("search cost calibration failed; the scheduler keeps its default constants")
+
+
+def _machine_key() -> dict[str, object]:
+    """What a kept fit holds for: the GPUs and the search kernels' sources (``backends.device_key``), the CPU
+    threads, and the model's terms and how they are fitted (the sources of ``calibration`` and ``scheduler``)."""
+    model = hashlib.sha256()
+    for source in ("calibration.py", "scheduler.py"):
+        model.update(Path(__file__).with_name(source).read_bytes())
+    return {**backends.device_key(), "cpu_threads": numba.get_num_threads(), "model": model.hexdigest()}

@@ -26,6 +26,8 @@ class IndexStats:
     names: str
     phase_seconds: dict[str, float] = field(default_factory=dict)
     phase_backends: dict[str, str] = field(default_factory=dict)  # where each phase ran: 'cpu' or 'cuda'
+    # Per phase: the build cost model's predicted seconds on each backend, and where it ran ('ran').
+    build_plan: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def build_seconds(self) -> float:
@@ -63,6 +65,7 @@ class QueryStats:
     probe_pairs: int = 0  # pairs searched on the calling thread for the prediction (the engine answers them too)
     version: int = 0  # the version of the graph the answers hold for
     searched_updated: int = 0  # pairs that pending edge updates may have changed, searched on the updated graph
+    unknown_pairs: int = 0  # pairs naming a node the graph lacks, answered False (Version.query_batch_known)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,13 +19,14 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numba
 import numpy as np
 
 from .build import ProgressCallback
-from .errors import IndexFileError, InvalidParameterError, UnknownNodeError
+from .errors import IndexFileError, InvalidParameterError, UnknownName, UnknownNodeError
 from .labels import Labels
 from .names import NameTokens, NodeNames
 from .overlay import Overlay, Snapshot, UpdatePlan, UpdateResult
@@ -48,7 +49,20 @@ from .traversal import (
 )
 from .views import frozen
 
-__all__ = ["Version", "load_version", "PairAnswer", "ReachCount", "PendingUpdates", "UpdatePlan", "UpdateResult"]
+__all__ = [
+    "Version",
+    "load_version",
+    "PairAnswer",
+    "ReachCount",
+    "PendingUpdates",
+    "UpdatePlan",
+    "UpdateResult",
+    "MAX_LISTED_UNKNOWN",
+]
+
+# How many unknown names an UnknownNodeError of a batch lists (with their pairs); it counts them all.
+MAX_LISTED_UNKNOWN = 100
+_ENDS = ("source", "target")
 
 
 class PairAnswer(NamedTuple):
@@ -83,6 +97,24 @@ def _all_pairs(pairs: list[Any] | tuple[Any, ...]) -> bool:
     return bool(pairs) and set(map(type, pairs)) <= {list, tuple} and set(map(len, pairs)) == {2}
 
 
+def _pair_names(pairs: Any) -> tuple[Any, bool, tuple[int, ...]]:
+    """A batch's names as the name tables take them: (names, whether they are a flat list, the (M, 2) shape)."""
+    if isinstance(pairs, NameTokens):
+        if len(pairs) % 2:
+            raise InvalidParameterError(f"pairs need an even number of names, got {len(pairs)}")
+        return pairs, False, (len(pairs) // 2, 2)
+    if isinstance(pairs, list | tuple) and _all_pairs(pairs):
+        flat = list(itertools.chain.from_iterable(pairs))
+        return flat, True, (len(flat) // 2, 2)
+    # Other sequences as objects, not np.asarray's common type: that would read [True, 1] as [1, 1].
+    array = pairs if isinstance(pairs, np.ndarray) else np.array(pairs, dtype=object)
+    if array.size == 0:
+        return array, False, (0, 2)
+    if array.ndim != 2 or array.shape[1] != 2:
+        raise InvalidParameterError(f"pairs must have shape (M, 2), got {array.shape}")
+    return array, False, array.shape
+
+
 def _name_at(names: Any, i: int) -> Any:
     if isinstance(names, NameTokens):
         return names.text(i)
@@ -107,6 +139,24 @@ class _Names:
         if node < 0:
             raise UnknownNodeError(name.item() if isinstance(name, np.generic) else name)
         return node
+
+    def find_ids(self, names: Any, as_list: bool) -> np.ndarray:
+        """Flat ids of names (a flat list, an array or NameTokens), -1 for each name this version lacks."""
+        ids = (self.base.find_list(names) if as_list else self.base.find(names)).reshape(-1)
+        if self.added is not None:
+            missing = np.flatnonzero(ids < 0)
+            if missing.size:
+                ids = ids.copy()
+                extra = (self.added.find_list(names) if as_list else self.added.find(names)).reshape(-1)[missing]
+                ids[missing] = np.where(extra >= 0, extra + self.n_base, -1)
+        return ids
+
+    def unknown_error(self, names: Any, as_list: bool) -> UnknownNodeError:
+        """The error naming where ``names`` (2M of them, source and target alternating) name unknown nodes:
+        the first MAX_LISTED_UNKNOWN with their pairs, and how many in all."""
+        missing = np.flatnonzero(self.find_ids(names, as_list) < 0)
+        listed = [UnknownName(i // 2, _ENDS[i % 2], _name_at(names, i)) for i in missing[:MAX_LISTED_UNKNOWN].tolist()]
+        return UnknownNodeError(listed[0].name if listed else None, listed, int(missing.size))
 
     def ids_of(self, names: Any, as_list: bool) -> np.ndarray:
         """Ids of names (a flat list, an array or NameTokens); UnknownNodeError for the first unknown one."""
@@ -204,8 +254,11 @@ class Version:
 
     @classmethod
     def of(cls, labels: Labels, backend: str = "cpu") -> Version:
-        """The labels' own version, with a search side of its own (``backend``: 'cpu' or 'cuda', resolved)."""
-        return cls(labels, Searcher(labels, backend))
+        """The labels' own version, with a search side of its own (``backend``: 'cpu' or 'cuda', resolved); on
+        'cuda' its GPU engines start copying the labels to their devices at once (``Searcher.prefetch``)."""
+        search = Searcher(labels, backend)
+        search.prefetch()
+        return cls(labels, search)
 
     # ---- what it is ------------------------------------------------------------------------------------
 
@@ -283,26 +336,38 @@ class Version:
         return self.query_batch_with_stats(pairs)[0]
 
     def query_batch_with_stats(self, pairs: Any) -> tuple[np.ndarray, QueryStats]:
-        """Answers and what they cost: the label filter first, then a search for the undecided pairs."""
+        """Answers and what they cost: the label filter first, then a search for the undecided pairs.
+        UnknownNodeError when a pair names a node this version lacks, listing where (``unknown_error``)."""
         start = time.perf_counter()
-        as_list = False
-        if isinstance(pairs, NameTokens):
-            if len(pairs) % 2:
-                raise InvalidParameterError(f"pairs need an even number of names, got {len(pairs)}")
-            shape: tuple[int, ...] = (len(pairs) // 2, 2)
-        elif isinstance(pairs, list | tuple) and _all_pairs(pairs):
-            pairs = list(itertools.chain.from_iterable(pairs))
-            shape, as_list = (len(pairs) // 2, 2), True
-        else:
-            # Other sequences as objects, not np.asarray's common type: that would read [True, 1] as [1, 1].
-            pairs = pairs if isinstance(pairs, np.ndarray) else np.array(pairs, dtype=object)
-            shape = pairs.shape
-        if np.prod(shape) == 0:
-            empty = QueryStats(0, 0, 0, 0, time.perf_counter() - start, "none", version=self.number)
-            return np.zeros(0, dtype=np.bool_), empty
-        if len(shape) != 2 or shape[1] != 2:
-            raise InvalidParameterError(f"pairs must have shape (M, 2), got {shape}")
-        return self.query_ids(self._names.ids_of(pairs, as_list).reshape(shape), start)
+        names, as_list, shape = _pair_names(pairs)
+        if shape[0] == 0:
+            return np.zeros(0, dtype=np.bool_), self._no_pairs(start)
+        try:
+            ids = self._names.ids_of(names, as_list)
+        except UnknownNodeError:
+            raise self._names.unknown_error(names, as_list) from None
+        return self.query_ids(ids.reshape(shape), start)
+
+    def query_batch_known(self, pairs: Any) -> tuple[np.ndarray, np.ndarray, QueryStats]:
+        """``query_batch_with_stats`` for pairs that may name nodes this version lacks: (answers, unknown,
+        stats), where ``unknown`` marks the pairs that name such a node; their answers are False."""
+        start = time.perf_counter()
+        names, as_list, shape = _pair_names(pairs)
+        if shape[0] == 0:
+            return np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.bool_), self._no_pairs(start)
+        ids = self._names.find_ids(names, as_list).reshape(shape)
+        unknown: np.ndarray = np.any(ids < 0, axis=1)
+        count = int(np.count_nonzero(unknown))
+        if count == 0:
+            answers, stats = self.query_ids(ids, start)
+            return answers, unknown, stats
+        answers = np.zeros(shape[0], dtype=np.bool_)
+        known = ~unknown
+        answers[known], stats = self.query_ids(ids[known], start)
+        return answers, unknown, replace(stats, pairs=shape[0], unknown_pairs=count)
+
+    def _no_pairs(self, start: float) -> QueryStats:
+        return QueryStats(0, 0, 0, 0, time.perf_counter() - start, "none", version=self.number)
 
     def query_ids(self, pairs: np.ndarray, start: float | None = None) -> tuple[np.ndarray, QueryStats]:
         """``query_batch_with_stats`` on an (M, 2) int64 array of internal node ids."""
@@ -347,16 +412,18 @@ class Version:
     def path(self, source: Any, target: Any) -> list[int | str] | None:
         """A shortest path from ``source`` to ``target`` through the graph (names as uploaded, both ends
         included; ``[source]`` for a node to itself), or None when ``target`` is unreachable."""
-        ids = self.path_ids(source, target)
-        return None if ids is None else self._names.names_of(ids)
+        found = self.path_ids(self.node_id(source), self.node_id(target))
+        return None if found is None else self._names.names_of(found)
 
-    def path_ids(self, source: Any, target: Any) -> np.ndarray | None:
-        """``path`` as internal ids (int64)."""
-        u, v = self.node_id(source), self.node_id(target)
+    def path_ids(self, source: int, target: int) -> np.ndarray | None:
+        """``path`` over internal node ids (0 to num_nodes - 1)."""
+        for node in (source, target):
+            if not 0 <= int(node) < self.num_nodes:
+                raise InvalidParameterError(f"node ids lie in 0..{self.num_nodes - 1}, got {node}")
         # The labels answer first: an unreachable target costs a pair query, not a search.
-        if not self._pair(u, v)[0]:
+        if not self._pair(int(source), int(target))[0]:
             return None
-        return self._shortest_path(u, v)
+        return self._shortest_path(int(source), int(target))
 
     # ---- listings --------------------------------------------------------------------------------------
 

@@ -6,9 +6,10 @@ the machine code on disk (``NUMBA_CACHE_DIR``) and a later process only loads it
 loaded once, with the layouts real requests use: edge arrays of int64 (the readers) and int32 (arrays
 passed to ``from_edges``), freshly built and memory-mapped (read-only) indexes, writable and read-only
 pair arrays. The thresholds that send small frontiers to a serial loop are lowered here so that the
-parallel branches and the coloring rounds of the SCC run too; on 'cuda' the GPU build and search
-kernels are compiled as well (closures of the frontier engine, which numba cannot cache, so they are
-compiled in every process: the warm-up is what keeps that off the request path).
+parallel branches and the coloring rounds of the SCC run too. On 'cuda' every GPU kernel specialization
+of ``kernels.specializations`` (one list, whatever the graph) is compiled or loaded from the same disk
+cache, the GPU build's library steps (CuPy's kernels, kept on disk by CuPy) run once, the search runs in
+both modes, and the search cost model is fitted or read (``search.start_calibration``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from .index import ReachabilityIndex
 from .labeling import LONG_ROW
 from .scc import SccOptions, strongly_connected_components
 from .scheduler import GPU_MODES
+from .search import start_calibration
 
-__all__ = ["warm_up", "warm_up_build"]
+__all__ = ["fill_caches", "warm_up", "warm_up_build"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,27 @@ def warm_up(backend: str = "auto") -> float:
                 comp = index.arrays.comp
                 for mode in GPU_MODES:
                     gpu.answer(comp[_PAIRS[:, 0]], comp[_PAIRS[:, 1]], mode)
+    if resolved == "cuda":
+        start_calibration()
     seconds = time.perf_counter() - started
     log.info("build and query kernels (%s) ready in %.2f s", resolved, seconds)
     return seconds
+
+
+def fill_caches(backend: str = "auto") -> str:
+    """Everything the warm-up compiles or fits, written to the disk caches and kept there (``python -m
+    grail_core.warmup [backend]``: the container image's build runs it, so that a container's start only
+    loads): numba's CPU kernels, on 'cuda' the GPU kernels, CuPy's and the search cost model's fit (waited
+    for here; a start fits it in the background). Returns the backend resolved."""
+    resolved = backends.resolve_backend(backend)
+    warm_up(resolved)
+    if resolved == "cuda":
+        start_calibration(wait=True)
+    return resolved
+
+
+if __name__ == "__main__":
+    import sys
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(f"caches filled for {fill_caches(sys.argv[1] if len(sys.argv) > 1 else 'auto')}")

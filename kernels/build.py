@@ -6,9 +6,10 @@ of ``grail_core.build`` with the same result: the CSR both ways (``csr``: sorted
 (Kahn's levels from the sinks, the engine's ``build_level_queues``) that give the canonical topological
 ids, the renumbered DAG with its virtual root, its levels (the same queues serve the labels and the hub
 sweeps), the child orders (one stable sort per dimension), the five labeling phases and the hub masks.
-A step that does not suit the graph says so (``components`` leaves nodes live, ``renumber`` returns
-False on a DAG too deep for level-synchronous sweeps, ``labels`` raises ``LabelingDeclined``) and
-``grail_core.build`` finishes that phase on the CPU from the arrays the ``host_*`` methods download.
+The steps that walk levels take a time budget (what the CPU would take, from ``grail_core.build``'s cost
+model): a step that runs out of it says so (``components`` leaves nodes live, ``renumber`` returns False)
+and ``grail_core.build`` finishes that phase on the CPU from the arrays the ``host_*`` methods download;
+it also chooses where the labels and the hubs are computed (``level_widths`` tells it the DAG's levels).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from .arrays import as_xp, device_arrays, to_device, to_host
+from .arrays import as_xp, device_arrays, to_device, to_host, to_host_many
 from .csr import MAX_DEVICE_NODES, csr_from_keys, edge_keys, mapped_keys, transposed_keys
 from .device import free_memory
-from .frontier import EngineConfig, LevelQueues, build_level_queues, node_levels
+from .frontier import MAX_LEVELS, EngineConfig, LevelBudget, LevelQueues, build_level_queues, node_levels
 from .hubs import choose_hubs, hub_reach_masks
-from .labeling import LabelingOptions, build_labels, device_child_orders, level_budget
-from .scc import MAX_LEVELS, device_components, number_components
+from .labeling import LabelingOptions, build_labels, device_child_orders
+from .scc import device_components, number_components
 
 __all__ = ["DEVICE_BYTES_PER_EDGE", "DeviceBuild", "warm_up"]
 
@@ -43,12 +44,14 @@ def _with_virtual_root(indptr: Any, indices: Any) -> tuple[Any, Any]:
     return root_indptr, xp.concatenate([indices, roots])
 
 
-def _levels(indptr: Any, children: Any, max_levels: int, config: EngineConfig) -> tuple[LevelQueues, Any] | None:
-    """Level queues (Kahn's, from the virtual root, the last node) and every node's level; None beyond
-    ``max_levels`` levels."""
+def _levels(
+    indptr: Any, children: Any, config: EngineConfig, budget: LevelBudget | None
+) -> tuple[LevelQueues, Any] | None:
+    """Level queues (Kahn's, from the virtual root, the last node) and every node's level; None when the
+    ``budget`` ran out first."""
     xp = device_arrays()
     n1 = indptr.size - 1
-    lq = build_level_queues(indptr, children, n1 - 1, n1, config, max_levels)
+    lq = build_level_queues(indptr, children, n1 - 1, n1, config, MAX_LEVELS, budget)
     if lq is None:
         return None
     level = xp.empty(n1, dtype=np.int32)
@@ -89,10 +92,13 @@ class DeviceBuild:
         return int(self.keys.size)
 
     # ---- components -------------------------------------------------------------------------------
-    def components(self) -> int:
-        """Trim, forward-backward, trim; returns how many nodes are left for the CPU (usually none)."""
+    def components(self, budget: float | None = None, per_level: float = 0.0) -> int:
+        """Trim, forward-backward, trim within what the CPU would take (``LevelBudget``: ``budget`` seconds and
+        ``per_level`` a wide level walked; None: no limit); returns how many nodes are left for the CPU
+        (none on R-MAT graphs and DAGs)."""
         start = time.perf_counter()
-        self.label, live = device_components(self.out_csr, self.in_csr, self.config, MAX_LEVELS)
+        limit = None if budget is None else LevelBudget(budget, self.n, per_level)
+        self.label, live = device_components(self.out_csr, self.in_csr, self.config, limit)
         self._sync("scc", start)
         return live
 
@@ -124,15 +130,17 @@ class DeviceBuild:
         indptr, indices = csr_from_keys(self.raw_count, self.raw_keys)
         return to_host(self.comp), to_host(indptr), to_host(indices)
 
-    def renumber(self, max_levels: int) -> bool:
+    def renumber(self, budget: float | None = None) -> bool:
         """Canonical ids (by height, then smallest node), the DAG on them, its labeling graph and levels.
 
-        False, with nothing changed, when the DAG has more than ``max_levels`` levels.
+        False, with nothing changed, when the two level discoveries would take more than ``budget`` seconds
+        (None: no limit; each gets half of it).
         """
         xp, cfg, count = self.xp, self.config, self.raw_count
         start = time.perf_counter()
         reverse = _with_virtual_root(*csr_from_keys(count, transposed_keys(self.raw_keys)))
-        heights = _levels(*reverse, max_levels, cfg)
+        half = None if budget is None else LevelBudget(budget / 2, count + 1, restarts=True)
+        heights = _levels(*reverse, cfg, half)
         if heights is None:
             return False
         del reverse
@@ -151,9 +159,7 @@ class DeviceBuild:
         self.dag_in_indptr = csr_from_keys(count, transposed_keys(dag_keys))[0]
         del dag_keys
         self.lab_indptr, self.lab_children = _with_virtual_root(*self.dag_out)
-        depths = _levels(self.lab_indptr, self.lab_children, max_levels, cfg)
-        if depths is None:  # as deep as the heights, so this does not happen
-            return False
+        depths = _levels(self.lab_indptr, self.lab_children, cfg, None)  # as deep as the heights, which fit
         self.lq, level = depths
         self.level = level[:count] - 1
         self._sync("renumber", start)
@@ -164,18 +170,31 @@ class DeviceBuild:
         return to_host(self.lab_indptr), to_host(self.lab_children)
 
     # ---- labels and hubs ----------------------------------------------------------------------------
+    @property
+    def roots(self) -> int:
+        """DAG nodes without a parent (the virtual root's children)."""
+        return int(self.lab_children.size - self.dag_out[1].size)
+
+    def level_widths(self) -> np.ndarray:
+        """Nodes of each class on each level of the labeling graph (``LevelQueues.host_cnt``), for the cost model."""
+        return self.lq.host_cnt
+
     def labels(self, seeds: np.ndarray, options: LabelingOptions | None = None) -> dict[str, float]:
-        """Child orders and the five labeling phases; ``LabelingDeclined`` when the graph does not suit
-        them (too deep for the cost model, or path counts too wide). Returns the phases' seconds."""
+        """Child orders and the labeling phases; returns the phases' seconds."""
         if self.xp is not np:  # the labeling's memory check asks the driver, which counts CuPy's cached blocks
             self.xp.get_default_memory_pool().free_all_blocks()
         start = time.perf_counter()
         orders = device_child_orders(self.lab_indptr, self.lab_children, seeds, self.config)
         self._sync("child orders", start)
-        n1 = self.lab_indptr.size - 1
-        opts = options or LabelingOptions(config=self.config, max_levels=level_budget(n1, orders.shape[1], seeds.size))
+        opts = options or LabelingOptions(config=self.config, max_levels=MAX_LEVELS)
         built = build_labels(
-            self.lab_indptr, orders, n1 - 1, opts, level_hint=self.lq.levels, level_queues=self.lq, keep_on_device=True
+            self.lab_indptr,
+            orders,
+            self.lab_indptr.size - 2,
+            opts,
+            level_hint=self.lq.levels,
+            level_queues=self.lq,
+            keep_on_device=True,
         )
         self.post, self.minpost, self.tree_low = built.post, built.minpost, built.tree_low
         return built.phase_seconds
@@ -189,33 +208,36 @@ class DeviceBuild:
         return int(hubs.size)
 
     # ---- the one download ---------------------------------------------------------------------------
-    def download(self, with_labels: bool) -> dict[str, np.ndarray]:
-        """Every index array on the host (labels node-major, (N, dims), when they were built here)."""
+    def download(self, with_labels: bool, with_hubs: bool = True) -> dict[str, np.ndarray]:
+        """Every index array on the host (labels node-major, (N, dims), and hub masks, when they were built
+        here)."""
         start = time.perf_counter()
         count = self.raw_count
-        host = {
-            "graph_indptr": to_host(self.out_csr[0]),
-            "graph_indices": to_host(self.out_csr[1]),
-            "comp": to_host(self.comp),
-            "out_indptr": to_host(self.dag_out[0]),
-            "out_indices": to_host(self.dag_out[1]),
-            "level": to_host(self.level),
-            "fwd": to_host(self.fwd[:count]),
-            "bwd": to_host(self.bwd[:count]),
+        wanted = {
+            "graph_indptr": self.out_csr[0],
+            "graph_indices": self.out_csr[1],
+            "comp": self.comp,
+            "out_indptr": self.dag_out[0],
+            "out_indices": self.dag_out[1],
+            "level": self.level,
         }
+        if with_hubs:
+            wanted.update(fwd=self.fwd[:count], bwd=self.bwd[:count])
         if with_labels:
             xp = self.xp
             for name, values in (("lo", self.minpost), ("hi", self.post), ("tree_lo", self.tree_low)):
-                host[name] = to_host(xp.ascontiguousarray(as_xp(values)[:, :count].T))
+                wanted[name] = xp.ascontiguousarray(as_xp(values)[:, :count].T)
+        host = dict(zip(wanted, to_host_many(list(wanted.values())), strict=True))
         self._sync("download", start)
         return host
 
 
 def warm_up() -> None:
-    """Compiles every kernel of the device build (numba cannot cache the frontier engine's closures): each
-    step, the labels forced onto the device, for int64 and int32 edges, on a graph whose trim, forward-
-    backward reach and hand-over to the CPU all have work (a 10-cycle with a tail and a branch, and a
-    3-cycle below it that the forward-backward step leaves live)."""
+    """Runs every step of the device build once (the labels forced onto the device), for int64 and int32
+    edges, on a graph whose trim, forward-backward reach and hand-over to the CPU all have work (a 10-cycle
+    with a tail and a branch, and a 3-cycle below it that the forward-backward step leaves live): the array
+    library compiles its kernels at their first use (CuPy keeps them on disk). numba's kernels are
+    compiled from ``kernels.specializations`` before."""
     ring = [(i, (i + 1) % 10) for i in range(10)]
     edges = np.array(
         [*ring, (9, 10), (10, 11), (11, 12), (11, 13), (9, 15), (15, 16), (16, 17), (17, 15), (4, 4), (0, 1)]
@@ -224,12 +246,15 @@ def warm_up() -> None:
     for dtype in (np.int64, np.int32):
         build = DeviceBuild(18, edges.shape[0])
         build.graph(*(np.ascontiguousarray(column, dtype=dtype) for column in edges.T))
-        build.components()
+        build.components(budget=1.0)
         label = to_host(build.label)  # the 10-cycle is left live: the CPU would find it one component
         label[label < 0] = 0
         build.set_components(label)
         build.quotient()
-        build.renumber(MAX_LEVELS)
-        build.labels(seeds, LabelingOptions(config=build.config, max_levels=MAX_LEVELS))
+        build.renumber(budget=1.0)
+        for deep in (False, True):  # parents from path counts, and by comparing tree paths
+            build.labels(
+                seeds, LabelingOptions(config=build.config, max_levels=MAX_LEVELS, path_count_levels=0 if deep else 512)
+            )
         build.hubs(8)
         build.download(with_labels=True)

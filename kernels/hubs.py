@@ -65,9 +65,9 @@ def hub_reach_masks(lq: LevelQueues, indptr: Any, children: Any, hubs: Any, conf
     fwd[hubs] = bits
     bwd[hubs] = bits
     _sweep_down[cooperative_blocks(_sweep_down, config), config.block](
-        indptr, lq.arrays, *lq.top_down(), (children, fwd), ()
+        indptr, lq.arrays, *lq.top_down(), (children, fwd), (), config.narrow
     )
     _sweep_up[cooperative_blocks(_sweep_up, config), config.block](
-        indptr, lq.arrays, *lq.bottom_up(), (children, bwd), ()
+        indptr, lq.arrays, *lq.bottom_up(), (children, bwd), (), config.narrow
     )
     return fwd, bwd

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from .arrays import device_arrays
+from .arrays import as_xp, device_arrays
+from .csr import MAX_DEVICE_NODES
 from .device import free_memory
 from .frontier import (
     EngineConfig,
@@ -61,10 +62,10 @@ __all__ = [
 ]
 
 UINT64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
-# Cost model of the automatic choice, fitted on an H200 (benchmarks/results/labels-NVIDIA_H200.md):
-# a build costs ~13 ms fixed (transfers, scans, a dozen launches), ~2.5 ns per node or edge and
-# dimension, and a few grid barriers per level (~0.05 ms a level over the six sweeps); the CPU DFS
-# 5-20 ns per node or edge and dimension (8 taken: the lower end is only reached on small graphs).
+# Cost model of the automatic choice, fitted on an H200 (the figures: benchmarks/results/code-figures.md): a
+# build's fixed cost (transfers, scans, a dozen launches), its cost per node or edge and dimension, and a few
+# grid barriers per level over the six sweeps; the CPU DFS's cost per node or edge and dimension is taken
+# near the low end of its range (which only small graphs reach).
 GPU_FIXED_MS = 13.0
 GPU_LEVEL_MS = 0.05
 GPU_ELEMENT_NS = 2.5
@@ -87,6 +88,9 @@ class LabelingOptions:
     word_bits: int = 64  # bits per weight word (even, <= 64); tests use 8 to overflow on small graphs
     max_words: int = 8  # widest weights tried before declining (8 x 64 bits; arXiv_sub_6000 needs 3)
     max_levels: int | None = None  # None: level_budget(...); tests and benchmarks force the GPU with a large value
+    # Deepest labeling graph whose tree parents come from path counts; deeper ones, and those whose counts
+    # need more than max_words words, compare tree paths instead (``_parents_by_comparison``).
+    path_count_levels: int = 512
 
 
 @dataclass
@@ -199,6 +203,104 @@ def _pick_parent(v, e, lvl, args):
             parent_edge[k, c] = e
 
 
+# ---- phase 2 without path counts: DFS-tree parents by comparing tree paths ----------------------------
+#
+# The DFS reaches a node first along its lexicographically least path from the root (the sequence of child
+# positions), which is its tree path; so its tree parent is the in-edge (p, i) whose path p's tree path + i
+# is least. Two candidates (p, i) and (q, j) compare at the children of p and q's lowest common tree
+# ancestor, or, when one of p, q is the other's ancestor, at the child position the deeper one's path
+# takes there against the other's edge. Parents sit on lower levels, so a top-down sweep has every
+# candidate's tree path complete; the ancestors come from a jump table (2**j-th ancestor), so a comparison
+# reads O(log depth) words, a few when the common ancestor is near (the usual case).
+
+
+@cuda.jit(device=True, inline=True)
+def _tree_position(tree, k, x):
+    """Position of x in its tree parent's row of dimension k."""
+    indptr, _in_indptr, _in_slots, _rows, parent, parent_edge, _depth, _up = tree
+    return parent_edge[k, x] - indptr[parent[k, x]]
+
+
+@cuda.jit(device=True)
+def _ancestor(up, k, x, distance):
+    j = 0
+    while distance > 0:
+        if distance & 1:
+            x = up[k, j, x]
+        distance >>= 1
+        j += 1
+    return x
+
+
+@cuda.jit(device=True)
+def _earlier(tree, k, p, ip, q, iq):
+    """Whether candidate (p, ip) comes before (q, iq) in dimension k's DFS (p, q: parents; ip, iq: positions)."""
+    depth = tree[6]
+    up = tree[7]
+    if p == q:
+        return ip < iq
+    dp = depth[k, p]
+    dq = depth[k, q]
+    a = p
+    b = q
+    if dp > dq:
+        x = _ancestor(up, k, p, dp - dq - 1)
+        if up[k, 0, x] == q:
+            return _tree_position(tree, k, x) < iq
+        a = up[k, 0, x]
+    elif dq > dp:
+        y = _ancestor(up, k, q, dq - dp - 1)
+        if up[k, 0, y] == p:
+            return ip < _tree_position(tree, k, y)
+        b = up[k, 0, y]
+    for _ in range(4):  # a near common ancestor, step by step
+        pa = up[k, 0, a]
+        pb = up[k, 0, b]
+        if pa == pb:
+            return _tree_position(tree, k, a) < _tree_position(tree, k, b)
+        a = pa
+        b = pb
+    for j in range(up.shape[1] - 1, -1, -1):
+        if up[k, j, a] != up[k, j, b]:
+            a = up[k, j, a]
+            b = up[k, j, b]
+    return _tree_position(tree, k, a) < _tree_position(tree, k, b)
+
+
+@cuda.jit(device=True)
+def _choose_parent(v, lvl, tree):
+    """v's tree parent in every dimension: its least in-edge; then its depth and jump table."""
+    indptr, in_indptr, in_slots, rows, parent, parent_edge, depth, up = tree
+    for k in range(parent.shape[0]):
+        best = -1
+        best_position = np.int64(0)
+        best_slot = np.int64(-1)
+        for j in range(in_indptr[v], in_indptr[v + 1]):
+            slot = np.int64(in_slots[k, j])
+            p = rows[slot]
+            position = slot - indptr[p]
+            if best < 0 or _earlier(tree, k, p, position, best, best_position):
+                best = p
+                best_position = position
+                best_slot = slot
+        if best >= 0:
+            parent[k, v] = best
+            parent_edge[k, v] = best_slot
+            depth[k, v] = depth[k, best] + 1
+            up[k, 0, v] = best
+            for j in range(1, up.shape[1]):
+                up[k, j, v] = up[k, j - 1, up[k, j - 1, v]]
+
+
+@cuda.jit(device=True)
+def _seed_tree_root(i, args):
+    """The root's tree row in dimension k = i // jumps: depth 0, every ancestor the root itself."""
+    depth, up, root = args
+    k = i // up.shape[1]
+    depth[k, root] = 0
+    up[k, i % up.shape[1], root] = root
+
+
 # ---- phases 3-5: tree sizes, post-order, min post-order ---------------------------------------------
 
 
@@ -239,13 +341,18 @@ def _pull_minpost(v, e, lvl, args):
 
 
 @cuda.jit(device=True)
-def _seed_root(i, args):
-    """Root values of every dimension: rank 0 in the unrolled tree, first tree interval, last post-order."""
-    dist, tree_low, post, root = args
-    k = i // dist.shape[1]
-    dist[k, i % dist.shape[1], root] = np.uint64(0)
+def _seed_root(k, args):
+    """The root's labels in dimension k: the first tree interval, the last post-order."""
+    tree_low, post, root = args
     tree_low[k, root] = 0
     post[k, root] = post.shape[1] - 1
+
+
+@cuda.jit(device=True)
+def _seed_dist_root(i, args):
+    """The root's rank in the unrolled tree, 0, in every word of every dimension."""
+    dist, root = args
+    dist[i // dist.shape[1], i % dist.shape[1], root] = np.uint64(0)
 
 
 @cuda.jit(device=True)
@@ -278,6 +385,9 @@ _sweep_place = make_sweep(node_op=_place)
 _sweep_minpost = make_sweep(edge_op=_pull_minpost)
 _advance_check = make_advance(_check_edge)
 _map_seed_root = make_edge_map(_seed_root)
+_map_seed_dist_root = make_edge_map(_seed_dist_root)
+_sweep_parents = make_sweep(node_op=_choose_parent)
+_map_seed_tree_root = make_edge_map(_seed_tree_root)
 
 
 def device_child_orders(indptr: Any, children: Any, seeds: np.ndarray, config: EngineConfig) -> Any:
@@ -308,6 +418,7 @@ def _path_counts(
         *lq.bottom_up(),
         (children, zeta, acc, words, half),
         (zeta, acc, words, half, overflow),
+        cfg.narrow,
     )
     return zeta, bool(overflow.copy_to_host()[0])
 
@@ -349,66 +460,20 @@ def _on_device(array: Any, dtype: Any = None) -> Any:
     return array
 
 
-def build_labels(
-    indptr: Any,
-    child_orders: Any,
-    root: int,
-    options: LabelingOptions | None = None,
-    level_hint: int | None = None,
-    level_queues: LevelQueues | None = None,
-    keep_on_device: bool = False,
-) -> GpuLabels:
-    """GRAIL labels of every dimension on the GPU.
-
-    ``indptr`` (N+2, int64) and ``child_orders`` (dims, m) describe the labeling graph with root
-    ``root`` = N, as for ``grail_core.labeling.label_all``; the three label arrays have shape
-    (dims, N+1) and equal ``label_all``'s exactly. The inputs may be host or device arrays (the GPU
-    build passes device arrays and its ``level_queues`` of the same graph, and ``keep_on_device`` to
-    get device arrays back, with no transfer either way). ``phase_seconds`` maps each phase name (transfer,
-    level queues, subgraph sizes DAG, edge offsets, parent SSSP, subgraph sizes DT, post-order,
-    min post-order, check, transfer back) to its wall time in seconds.
-
-    Raises MemoryError when the arrays do not fit in free device memory, ``LabelingDeclined`` when
-    the graph should be labeled on the CPU (see the module docstring) and ``LabelingCheckFailed``
-    if the final edge check fails. ``level_hint`` (the labeling graph's number of levels, when the
-    caller knows it) lets a graph too deep for the budget be declined before any device work.
-    """
-    opts = options or LabelingOptions()
-    cfg = opts.config or EngineConfig.default()
-    if opts.word_bits % 2 or not 2 <= opts.word_bits <= 64 or not 1 <= opts.max_words <= MAX_WORDS:
-        raise ValueError("word_bits must be even in [2, 64] and max_words in [1, 16]")
-    n1 = indptr.size - 1
-    dims, m = child_orders.shape
-    need = _estimate_bytes(n1, m, dims, 1, child_orders.dtype.itemsize)
-    free = free_memory()
-    if need > 0.85 * free:
-        raise MemoryError(f"GPU labeling needs ~{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free")
-    max_levels = opts.max_levels or level_budget(n1, m, dims)
-    if max_levels < 1 or (level_hint is not None and level_hint > max_levels):
-        raise LabelingDeclined(
-            f"{dims} x ({n1} nodes + {m} edges) in {level_hint or 'unknown'} levels: "
-            f"the CPU labels it faster (GPU budget: {max(max_levels, 0)} levels)"
-        )
-    label_type = np.int32 if n1 < 2**31 - 1 else np.int64
+def _parents_by_path_counts(
+    lq: LevelQueues, d_indptr: Any, d_orders: Any, root: int, opts: LabelingOptions, cfg: EngineConfig, timer: _Timer
+) -> tuple[Any, Any, Any, Any, int] | None:
+    """Phases 1 and 2: tree parents from the unrolled pre-order ranks; (parent, parent_edge, scans, limbs,
+    words), or None when the path counts need more than ``max_words`` words."""
+    n1 = d_indptr.size - 1
+    dims, m = d_orders.shape
     grid, block = cfg.grid(), cfg.block
-    timer = _Timer()
-
-    with timer.phase("transfer"):
-        d_indptr = _on_device(indptr, np.int64)
-        d_orders = _on_device(child_orders)
-    with timer.phase("level queues"):
-        lq = level_queues
-        if lq is None:
-            lq = build_level_queues(d_indptr, d_orders[0], root, n1, cfg, max_levels)
-    if lq is None or lq.levels > max_levels:
-        raise LabelingDeclined(f"more than {max_levels} levels: level-synchronous labeling would be launch-bound")
-
     with timer.phase("subgraph sizes DAG"):
         zeta, overflow = _path_counts(lq, d_indptr, d_orders[0], n1, 1, opts.word_bits, cfg)
         if overflow and opts.max_words > 1:
             zeta, overflow = _path_counts(lq, d_indptr, d_orders[0], n1, opts.max_words, opts.word_bits, cfg)
         if overflow:
-            raise LabelingDeclined(f"path counts exceed {opts.max_words} words of {opts.word_bits} bits")
+            return None
         # Every rank and offset is below the root's count, so its top non-zero word bounds the width.
         words = int(np.flatnonzero(zeta[:, root : root + 1].copy_to_host()[:, 0])[-1]) + 1
         zeta = zeta[:words]
@@ -425,12 +490,10 @@ def build_labels(
 
     with timer.phase("parent SSSP"):
         dist = device_full((dims, words, n1), np.uint64, UINT64_MAX, cfg)
-        tree_low = cuda.device_array((dims, n1), dtype=label_type)
-        post = cuda.device_array((dims, n1), dtype=label_type)
-        _map_seed_root[grid, block](dims * words, (dist, tree_low, post, root))
+        _map_seed_dist_root[grid, block](dims * words, (dist, root))
         lock = device_full(dims * n1 if words > 1 else 1, np.int32, 0, cfg)
         _sweep_relax[cooperative_blocks(_sweep_relax, cfg), block](
-            d_indptr, lq.arrays, *lq.top_down(), (d_orders, d_indptr, scans, dist, lock, words, half), ()
+            d_indptr, lq.arrays, *lq.top_down(), (d_orders, d_indptr, scans, dist, lock, words, half), (), cfg.narrow
         )
         parent = device_full((dims, n1), np.int32, -1, cfg)
         parent_edge = device_full((dims, n1), np.int64, -1, cfg)
@@ -441,11 +504,113 @@ def build_labels(
             (d_orders, d_indptr, scans, dist, parent, parent_edge, words, half),
         )
         del dist, lock
+    return parent, parent_edge, scans, limbs, words
+
+
+def _parents_by_comparison(
+    lq: LevelQueues, d_indptr: Any, d_orders: Any, root: int, cfg: EngineConfig, timer: _Timer
+) -> tuple[Any, Any]:
+    """Phase 2 without path counts: (parent, parent_edge) by comparing tree paths, level by level."""
+    xp = device_arrays()
+    n1 = d_indptr.size - 1
+    dims, m = d_orders.shape
+    grid, block = cfg.grid(), cfg.block
+    with timer.phase("tree parents"):
+        orders = as_xp(d_orders)
+        in_indptr = xp.zeros(n1 + 1, dtype=np.int64)
+        xp.cumsum(xp.bincount(orders[0], minlength=n1), out=in_indptr[1:])
+        # Each dimension's slots grouped by child: a node's in-edges, with their positions in their rows.
+        in_slots = xp.empty((dims, m), dtype=np.int32)
+        for k in range(dims):
+            in_slots[k] = xp.argsort(orders[k], kind="stable").astype(np.int32)
+        rows = (xp.searchsorted(as_xp(d_indptr), xp.arange(m, dtype=np.int64), side="right") - 1).astype(np.int32)
+        jumps = max(1, int(lq.levels).bit_length())
+        parent = device_full((dims, n1), np.int32, -1, cfg)
+        parent_edge = device_full((dims, n1), np.int64, -1, cfg)
+        depth = cuda.device_array((dims, n1), dtype=np.int32)
+        up = cuda.device_array((dims, jumps, n1), dtype=np.int32)
+        _map_seed_tree_root[grid, block](dims * jumps, (depth, up, root))
+        tree = (d_indptr, in_indptr, in_slots, rows, parent, parent_edge, depth, up)
+        _sweep_parents[cooperative_blocks(_sweep_parents, cfg), block](
+            d_indptr, lq.arrays, *lq.top_down(), (), tree, cfg.narrow
+        )
+        del in_slots, rows, depth, up
+    return parent, parent_edge
+
+
+def build_labels(
+    indptr: Any,
+    child_orders: Any,
+    root: int,
+    options: LabelingOptions | None = None,
+    level_hint: int | None = None,
+    level_queues: LevelQueues | None = None,
+    keep_on_device: bool = False,
+) -> GpuLabels:
+    """GRAIL labels of every dimension on the GPU.
+
+    ``indptr`` (N+2, int64) and ``child_orders`` (dims, m) describe the labeling graph with root
+    ``root`` = N, as for ``grail_core.labeling.label_all``; the three label arrays have shape
+    (dims, N+1) and equal ``label_all``'s exactly. The inputs may be host or device arrays (the GPU
+    build passes device arrays and its ``level_queues`` of the same graph, and ``keep_on_device`` to
+    get device arrays back, with no transfer either way). ``phase_seconds`` maps each phase name (transfer,
+    level queues, subgraph sizes DAG, edge offsets, parent SSSP or tree parents, subgraph sizes DT,
+    post-order, min post-order, check, transfer back) to its wall time in seconds.
+
+    Raises MemoryError when the arrays do not fit in free device memory, ``LabelingDeclined`` when
+    the graph should be labeled on the CPU (more levels than ``max_levels``) and ``LabelingCheckFailed``
+    if the final edge check fails. ``level_hint`` (the labeling graph's number of levels, when the
+    caller knows it) lets a graph too deep for the budget be declined before any device work.
+    """
+    opts = options or LabelingOptions()
+    cfg = opts.config or EngineConfig.default()
+    if opts.word_bits % 2 or not 2 <= opts.word_bits <= 64 or not 1 <= opts.max_words <= MAX_WORDS:
+        raise ValueError("word_bits must be even in [2, 64] and max_words in [1, 16]")
+    n1 = indptr.size - 1
+    dims, m = child_orders.shape
+    if n1 >= MAX_DEVICE_NODES:
+        raise MemoryError(f"{n1} nodes: GPU labels are int32, for fewer than 2**31 nodes")
+    need = _estimate_bytes(n1, m, dims, 1, 4)
+    free = free_memory()
+    if need > 0.85 * free:
+        raise MemoryError(f"GPU labeling needs ~{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free")
+    max_levels = opts.max_levels or level_budget(n1, m, dims)
+    if max_levels < 1 or (level_hint is not None and level_hint > max_levels):
+        raise LabelingDeclined(
+            f"{dims} x ({n1} nodes + {m} edges) in {level_hint or 'unknown'} levels: "
+            f"the CPU labels it faster (GPU budget: {max(max_levels, 0)} levels)"
+        )
+    grid, block = cfg.grid(), cfg.block
+    timer = _Timer()
+
+    with timer.phase("transfer"):
+        d_indptr = _on_device(indptr, np.int64)
+        d_orders = _on_device(child_orders, np.int32)
+    with timer.phase("level queues"):
+        lq = level_queues
+        if lq is None:
+            lq = build_level_queues(d_indptr, d_orders[0], root, n1, cfg, max_levels)
+    if lq is None or lq.levels > max_levels:
+        raise LabelingDeclined(f"more than {max_levels} levels: level-synchronous labeling would be launch-bound")
+
+    counted = None
+    if lq.levels <= opts.path_count_levels:
+        counted = _parents_by_path_counts(lq, d_indptr, d_orders, root, opts, cfg, timer)
+    if counted is not None:
+        parent, parent_edge, scans, limbs, words = counted
+    else:
+        parent, parent_edge = _parents_by_comparison(lq, d_indptr, d_orders, root, cfg, timer)
+        scans = cuda.device_array((dims, 1, m + 1), dtype=np.uint64)
+        limbs = cuda.device_array(m, dtype=np.uint64)
+        words = 0
+    tree_low = cuda.device_array((dims, n1), dtype=np.int32)
+    post = cuda.device_array((dims, n1), dtype=np.int32)
+    _map_seed_root[grid, block](dims, (tree_low, post, root))
 
     with timer.phase("subgraph sizes DT"):
-        size = device_full((dims, n1), label_type, 1, cfg)
+        size = device_full((dims, n1), np.int32, 1, cfg)
         _sweep_sizes[cooperative_blocks(_sweep_sizes, cfg), block](
-            d_indptr, lq.arrays, *lq.bottom_up(), (), (size, parent)
+            d_indptr, lq.arrays, *lq.bottom_up(), (), (size, parent), cfg.narrow
         )
 
     with timer.phase("post-order"):
@@ -453,7 +618,12 @@ def build_labels(
             _map_tree_child_size[grid, block](m, (d_orders, k, size, parent_edge, limbs))
             exclusive_scan(limbs, scans[k, 0])
         _sweep_place[cooperative_blocks(_sweep_place, cfg), block](
-            d_indptr, lq.arrays, *lq.top_down(), (), (d_indptr, scans, size, parent, parent_edge, tree_low, post)
+            d_indptr,
+            lq.arrays,
+            *lq.top_down(),
+            (),
+            (d_indptr, scans, size, parent, parent_edge, tree_low, post),
+            cfg.narrow,
         )
         del scans, limbs, size, parent, parent_edge
 
@@ -461,7 +631,7 @@ def build_labels(
         minpost = cuda.device_array_like(post)
         minpost.copy_to_device(post)
         _sweep_minpost[cooperative_blocks(_sweep_minpost, cfg), block](
-            d_indptr, lq.arrays, *lq.bottom_up(), (d_orders, minpost), ()
+            d_indptr, lq.arrays, *lq.bottom_up(), (d_orders, minpost), (), cfg.narrow
         )
 
     with timer.phase("check"):

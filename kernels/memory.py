@@ -6,9 +6,10 @@ from typing import Any
 
 from numba import cuda
 
+from .device import is_simulator
 from .frontier import EngineConfig, make_edge_map
 
-__all__ = ["device_fill", "device_full"]
+__all__ = ["copy_into", "device_fill", "device_full"]
 
 
 @cuda.jit(device=True)
@@ -31,3 +32,14 @@ def device_full(shape: int | tuple[int, ...], dtype: Any, value: int, config: En
     array = cuda.device_array(shape, dtype=dtype)
     device_fill(array, value, config)
     return array
+
+
+def copy_into(array: Any, host: Any) -> None:
+    """Copies the host array ``host`` into the first elements of the device array ``array`` (no view made:
+    a call's pairs go into buffers held from call to call)."""
+    if is_simulator():
+        array[: host.size].copy_to_device(host)
+        return
+    from numba.cuda.cudadrv import driver
+
+    driver.host_to_device(array, host, host.nbytes)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from .compiled import kernel
 from .device import is_simulator
 
 __all__ = ["SCAN_BLOCK", "exclusive_scan"]
@@ -19,8 +20,7 @@ __all__ = ["SCAN_BLOCK", "exclusive_scan"]
 SCAN_BLOCK = 32 if is_simulator() else 1024
 
 
-@cuda.jit
-def _scan_blocks(x, out, sums):
+def _scan_block_sums(x, out, sums):
     """Hillis-Steele scan of each block's slice; writes exclusive partial sums and the block total."""
     buf = cuda.shared.array(SCAN_BLOCK, dtype=np.uint64)
     tid = cuda.threadIdx.x
@@ -41,13 +41,16 @@ def _scan_blocks(x, out, sums):
         sums[cuda.blockIdx.x] = buf[tid]
 
 
-@cuda.jit
-def _add_block_offsets(out, offsets, n):
+def _add_offsets(out, offsets, n):
     i = cuda.blockIdx.x * SCAN_BLOCK + cuda.threadIdx.x
     if i < n:
         out[i] += offsets[cuda.blockIdx.x]
     if i == 0:
         out[n] = offsets[offsets.size - 1]
+
+
+_scan_blocks = kernel(_scan_block_sums, "scan.blocks")
+_add_block_offsets = kernel(_add_offsets, "scan.offsets")
 
 
 def exclusive_scan(x: Any, out: Any) -> None:

@@ -3,16 +3,19 @@
 The same schedule as ``grail_core.scc`` without its coloring rounds: a complete trim (a node with no
 live parent or no live child is a component of its own, peeled level by level from both sides), the
 forward-backward reach from the live node of largest in x out degree (the giant component of a real
-graph), and a second trim. Each is one persistent launch of a discovery rule of the engine
-(``frontier.make_level_discovery``; the trim walks both CSRs in the same launch), bounded in levels: a
-long chain or cycle (one node a level) stops at the bound, and whatever is still live then goes to
-``grail_core.scc`` on the CPU, which finishes from the labels found here. On R-MAT graphs and DAGs
-nothing is left. Components are numbered by their smallest node, so the result is
+graph), and a second trim. Each is a discovery rule of the engine (``frontier.make_level_discovery``;
+the trim walks both CSRs in the same launch), under a time budget (``frontier.LevelBudget``: what the
+CPU would take for the components): a long chain or cycle (one node a level) gives it up early, and
+whatever is still live then goes to ``grail_core.scc`` on the CPU, which finishes from the labels found
+here. On R-MAT graphs and DAGs (of 10^5 levels too: narrow levels cost a block barrier) nothing is
+left. Components are numbered by their smallest node, so the result is
 ``grail_core.scc.strongly_connected_components``'s exactly.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,10 +23,12 @@ from numba import cuda
 
 from .arrays import device_arrays
 from .frontier import (
+    MAX_LEVELS,
     DegreeSplit,
     Discovery,
     EngineConfig,
     LevelArrays,
+    LevelBudget,
     append_next,
     degree_class,
     make_edge_map,
@@ -33,8 +38,6 @@ from .frontier import (
 __all__ = ["LIVE", "DeviceComponents", "device_components", "number_components"]
 
 LIVE = -1
-# Levels a trim or reach may take before the rest is left to the CPU: ~3 us a level (a grid barrier).
-MAX_LEVELS = 4096
 
 
 class _Trim(NamedTuple):
@@ -113,7 +116,9 @@ _map_smallest = make_edge_map(_smallest_member)
 class DeviceComponents:
     """The device schedule's state: labels (LIVE until placed), live degrees, one set of level queues."""
 
-    def __init__(self, out_csr: tuple[Any, Any], in_csr: tuple[Any, Any], config: EngineConfig, max_levels: int):
+    def __init__(
+        self, out_csr: tuple[Any, Any], in_csr: tuple[Any, Any], config: EngineConfig, budget: LevelBudget | None
+    ):
         xp = device_arrays()
         self.xp, self.config = xp, config
         self.out_indptr, self.out_indices = out_csr
@@ -123,7 +128,15 @@ class DeviceComponents:
         self.label = xp.full(n, LIVE, dtype=np.int32)
         self.indeg = xp.diff(self.in_indptr).astype(np.int32)
         self.outdeg = xp.diff(self.out_indptr).astype(np.int32)
-        self.discovery = Discovery(n, max_levels, config)
+        self.discovery = Discovery(n, MAX_LEVELS, config)
+        self.budget = budget
+        self.started = time.perf_counter()
+
+    def _budget(self, total: int) -> LevelBudget | None:
+        """What is left of the components' budget, for a run that would reach ``total`` nodes."""
+        if self.budget is None:
+            return None
+        return replace(self.budget, seconds=self.budget.seconds - (time.perf_counter() - self.started), total=total)
 
     def live(self) -> int:
         return int(self.xp.count_nonzero(self.label == LIVE))
@@ -143,6 +156,7 @@ class DeviceComponents:
             _Trim(self.out_indices, self.label, self.indeg, *common),
             self.in_indptr,
             _Trim(self.in_indices, self.label, self.outdeg, *common),
+            budget=self._budget(int(live.sum())),
         )
 
     def forward_backward(self) -> bool:
@@ -156,13 +170,13 @@ class DeviceComponents:
         start = xp.full(1, pivot, dtype=np.int32)
         d.reset()
         forward = _Reach(self.out_indptr, self.out_indices, mark, 1, 2, d.levels, d.split)
-        _, stopped = d.run(_reach_levels, start, self.out_indptr, forward)
+        _, stopped = d.run(_reach_levels, start, self.out_indptr, forward, budget=self._budget(int(live.sum())))
         if stopped:
             return False
         mark[pivot] = 3
         d.reset()
         backward = _Reach(self.in_indptr, self.in_indices, mark, 2, 3, d.levels, d.split)
-        _, stopped = d.run(_reach_levels, start, self.in_indptr, backward)
+        _, stopped = d.run(_reach_levels, start, self.in_indptr, backward, budget=self._budget(int(live.sum())))
         if stopped:
             return False
         self.label[mark == 3] = pivot
@@ -175,11 +189,11 @@ class DeviceComponents:
 
 
 def device_components(
-    out_csr: tuple[Any, Any], in_csr: tuple[Any, Any], config: EngineConfig, max_levels: int = MAX_LEVELS
+    out_csr: tuple[Any, Any], in_csr: tuple[Any, Any], config: EngineConfig, budget: LevelBudget | None = None
 ) -> tuple[Any, int]:
     """Labels of the nodes the device schedule placed (a member's id; ``LIVE`` for the rest) and how
-    many are still live."""
-    state = DeviceComponents(out_csr, in_csr, config, max_levels)
+    many are still live (all of the schedule that a ``budget`` lets run; its ``seconds`` span the whole)."""
+    state = DeviceComponents(out_csr, in_csr, config, budget)
     state.trim()
     if state.live() and state.forward_backward():
         state.trim()

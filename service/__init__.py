@@ -1,14 +1,23 @@
 """HTTP service over grail_core: upload graphs, build indexes in the background, answer reachability.
 
 Public API: ``create_app`` and ``Settings`` (server side), ``GrailClient`` and ``AsyncGrailClient``
-(``service.client``). Imported lazily, so that the client and CLI do not load numba and the server.
+(``service.client``; its exceptions in ``service.exceptions``).
+Imported lazily, so that the client and CLI do not load numba and the server.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["create_app", "Settings", "GrailClient", "AsyncGrailClient", "GrailServiceError"]
+__all__ = [
+    "create_app",
+    "Settings",
+    "GrailClient",
+    "AsyncGrailClient",
+    "Retry",
+    "GrailClientError",
+    "GrailServiceError",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -20,7 +29,7 @@ def __getattr__(name: str) -> Any:
         from .settings import Settings
 
         return Settings
-    if name in ("GrailClient", "AsyncGrailClient", "GrailServiceError"):
+    if name in ("GrailClient", "AsyncGrailClient", "Retry", "GrailClientError", "GrailServiceError"):
         from . import client
 
         return getattr(client, name)

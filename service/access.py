@@ -43,7 +43,8 @@ __all__ = [
 log = logging.getLogger("grail.service.access")
 
 Scope_ = Literal["read", "write"]
-OPEN_PATHS = frozenset({"/health"})
+# Probes: load balancers and orchestrators check liveness and readiness without a key.
+OPEN_PATHS = frozenset({"/health", "/ready"})
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Batches of queries are POSTs that change nothing: a read key may send them.
 _READ_POSTS = ("/queries",)

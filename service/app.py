@@ -16,12 +16,14 @@ from fastapi_offline import FastAPIOffline
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
-from grail_core.backends import device_name, resolve_backend
+from grail_core.backend_names import BACKENDS
+from grail_core.backends import cuda_available, device_name, resolve_backend
+from grail_core.formats import FORMAT_TABLE, READING_OPTIONS
 
-from .access import AccessMiddleware, load_keys
+from .access import OPEN_PATHS, AccessMiddleware, load_keys
 from .conventions import MethodsMiddleware
 from .deps import ServiceState
-from .errors import install_error_handlers
+from .errors import PROBLEM_JSON, install_error_handlers
 from .guards import Admission, BodyGuard
 from .housekeeping import Follower, Housekeeping
 from .jobs import BuildRunner
@@ -29,7 +31,7 @@ from .loader import GraphLoader
 from .logs import RequestIdMiddleware
 from .metrics import Metrics, MetricsMiddleware
 from .registry import GraphRegistry
-from .routers import graphs, health, queries, reach, updates
+from .routers import graphs, health, problems, queries, reach, updates
 from .settings import Settings
 from .stores import Stores, open_stores
 from .warmup import CoreGate, Readiness, start_warm_up, warm_up, warm_up_beyond
@@ -53,6 +55,11 @@ def _version() -> str:
         return importlib.metadata.version("grail-reachability")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
         return "0+unknown"
+
+
+def _backends() -> list[str]:
+    """The backends an upload may ask for here: cuda only where a GPU is."""
+    return [name for name in BACKENDS if name != "cuda" or cuda_available()]
 
 
 def create_app(settings: Settings | None = None, stores: Stores | None = None) -> FastAPI:
@@ -127,6 +134,7 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
         0, Route(queries.REACHABLE_PATH, queries.reachable, methods=["GET"], include_in_schema=False)
     )
     app.include_router(health.router)
+    app.include_router(problems.router)
     # Innermost first: each add_middleware wraps the ones before it.
     app.add_middleware(MethodsMiddleware, router=app.router)
     app.add_middleware(BodyGuard, large_body_bytes=settings.max_upload_bytes, body_timeout=settings.body_timeout)
@@ -146,7 +154,7 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
             schema["paths"][queries.REACHABLE_PATH] = queries.REACHABLE_OPENAPI
-            _document_common_errors(schema, bool(keys))
+            _document(schema, bool(keys), _backends())
             app.openapi_schema = schema
         return app.openapi_schema
 
@@ -162,21 +170,80 @@ _COMMON_ERRORS = {
     "503": "too busy (Retry-After says when to try again), or the data directory is read-only",
 }
 _ACCESS_ERRORS = {"401": "no access key, or an unknown one", "403": "the key's scope (or the page's origin) forbids it"}
+_PROBLEM = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
 
 
-def _document_common_errors(schema: dict[str, Any], keys: bool) -> None:
-    """Every error the guards and access rules may answer, on every operation; 422 is the service's own error
-    shape (ErrorOut), not FastAPI's HTTPValidationError."""
+def _document(schema: dict[str, Any], keys: bool, backends: list[str]) -> None:
+    """What FastAPI cannot derive: every error the guards and access rules may answer, on every operation, as
+    problem details (the service's own shape, not FastAPI's HTTPValidationError); the upload's reading options
+    by kind of format; the backends this server can build with."""
     errors = {**_COMMON_ERRORS, **(_ACCESS_ERRORS if keys else {"403": "a write from a web page of another origin"})}
-    reference = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
     for path, operations in schema["paths"].items():
         for operation in operations.values():
             responses = operation["responses"]
             for status, description in errors.items():
-                if path == "/health" and status in ("401", "403"):
+                if path in OPEN_PATHS and status in ("401", "403"):
                     continue
-                responses.setdefault(status, {"description": description, "content": reference})
-            if "422" in responses:
-                responses["422"]["content"] = reference
+                responses.setdefault(status, {"description": description})
+            for status, response in responses.items():
+                if status.startswith(("4", "5")) and not (path == "/ready" and status == "503"):
+                    response["content"] = _PROBLEM
     for unused in ("HTTPValidationError", "ValidationError"):
         schema.get("components", {}).get("schemas", {}).pop(unused, None)
+    upload = schema["paths"]["/graphs"]["post"]
+    given = {p["name"]: p for p in upload["parameters"] if p["name"] in graphs.READ_PARAMETERS}
+    upload["parameters"] = [p for p in upload["parameters"] if p["name"] not in given]
+    upload["parameters"].append(_reading_options(given))
+    for parameter in upload["parameters"]:
+        if parameter["name"] == "backend":
+            parameter["schema"] = {"anyOf": [{"type": "string", "enum": backends}, {"type": "null"}]}
+            parameter["description"] += f" ({', '.join(backends)} on this server)"
+
+
+def _reading_options(given: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The reading options as one object exploded into the query string: one shape per set of options a format
+    takes (from the format table), and one without ``format`` (told from the Content-Type or the content),
+    where they apply if the format found takes them."""
+    properties = {
+        name: {**parameter["schema"], "description": parameter.get("description", "")}
+        for name, parameter in given.items()
+    }
+    for schema in properties.values():
+        # "string or null" as FastAPI writes an optional parameter: in a query string only the string exists.
+        options = [choice for choice in schema.pop("anyOf", []) if choice.get("type") != "null"]
+        if options:
+            schema.update(options[0])
+    by_options: dict[frozenset[str], list[str]] = {}
+    for row in FORMAT_TABLE.values():
+        if row.readable:
+            by_options.setdefault(row.options, []).append(row.name)
+    shapes = [
+        {
+            "type": "object",
+            "title": f"format={'|'.join(names)}",
+            "properties": {
+                "format": {"type": "string", "enum": names},
+                **{name: properties[name] for name in READING_OPTIONS if name in taken},
+            },
+            "required": ["format"],
+            "additionalProperties": False,
+        }
+        for taken, names in by_options.items()
+    ]
+    shapes.append(
+        {
+            "type": "object",
+            "title": "format told from the Content-Type or the content",
+            "properties": {name: properties[name] for name in READING_OPTIONS},
+            "additionalProperties": False,
+        }
+    )
+    return {
+        "name": "read",
+        "in": "query",
+        "style": "form",
+        "explode": True,
+        "description": "how to read the file: format (overrides the Content-Type) and the options it takes; "
+        "without format, the options apply where the format found takes them",
+        "schema": {"oneOf": shapes},
+    }

@@ -156,9 +156,10 @@ def _width(params: dict[str, str], allowed: tuple[int, ...], default: int, kind:
     return int(raw)
 
 
-def encode_answers(answers: np.ndarray, content_type: str) -> bytes | memoryview:
-    """Answers as ``0``/``1`` lines (text) or binary (service.wire), for a Content-Type from answer_type."""
+def encode_answers(answers: np.ndarray, content_type: str, missing: np.ndarray | None = None) -> bytes | memoryview:
+    """Answers as ``0``/``1`` lines (text; ``null`` where ``missing`` marks a pair) or binary (service.wire,
+    which has no null), for a Content-Type from answer_type."""
     media, params = media_type(content_type)
     if media == BINARY:
         return pack_answers(answers, int(params.get("width", DEFAULT_ANSWER_WIDTH))).data
-    return answer_lines(answers)
+    return answer_lines(answers, missing)

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, get_args, get_origin
 
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import NOT_ACCEPTABLE, ServiceError
+from .errors import BAD_PARAMETERS, NOT_ACCEPTABLE, PROBLEM_JSON, ServiceError, truncate
 from .wire import media_type
 
-__all__ = ["MethodsMiddleware", "negotiate", "accepts_json"]
+__all__ = ["MethodsMiddleware", "negotiate", "accepts_json", "known_query", "check_query"]
 
 _ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
@@ -81,7 +82,7 @@ def _route_table(routes: Sequence[Any]) -> Iterator[tuple[re.Pattern[str], froze
 def negotiate(accept: str | None, offered: Sequence[str]) -> tuple[str, dict[str, str]]:
     """The offered media type the client prefers (highest q; among equal q the one it names first, then the
     order of ``offered``), with the Accept item's parameters; no Accept header means the first offered.
-    406 when every offered type has q=0 or none matches."""
+    ``application/problem+json`` accepts JSON. 406 when every offered type has q=0 or none matches."""
     if accept is None or not accept.strip():
         return offered[0], {}
     excluded = _excluded(accept)
@@ -92,6 +93,9 @@ def negotiate(accept: str | None, offered: Sequence[str]) -> tuple[str, dict[str
         q = _quality(params.pop("q", "1"))
         if q <= 0 or not media:
             continue
+        if media == PROBLEM_JSON:
+            # A client that reads problem details reads JSON: asking for them is never a 406.
+            media = "application/json"
         for rank, candidate in enumerate(offered):
             if candidate in excluded or not _matches(media, candidate):
                 continue
@@ -132,3 +136,54 @@ def _excluded(accept: str) -> set[str]:
 def accepts_json(accept: str | None) -> None:
     """406 unless the client accepts JSON, the only type of the API's answers but the batches'."""
     negotiate(accept, ("application/json",))
+
+
+def check_query(request: Request, allowed: frozenset[str], repeatable: frozenset[str] = frozenset()) -> None:
+    """422 for a query parameter the route does not take (a misspelt ``unknwon=false`` would otherwise be
+    ignored, and the default answer given), or one given twice that takes one value."""
+    params = request.query_params
+    for key in params:
+        if key not in allowed:
+            takes = ", ".join(sorted(allowed)) or "none"
+            raise ServiceError(
+                BAD_PARAMETERS, f"unknown query parameter {truncate(key, 40)!r}; this route takes {takes}"
+            )
+    if len(params) != len(params.multi_items()):
+        for key in params:
+            if key not in repeatable and len(params.getlist(key)) > 1:
+                raise ServiceError(BAD_PARAMETERS, f"query parameter {key!r} is given more than once")
+
+
+async def known_query(request: Request) -> None:
+    """A dependency of every API route: its query string holds only the parameters the route declares
+    (``check_query``). async: FastAPI would run a plain function in a worker thread."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    declared = _DECLARED.get(id(dependant))
+    if declared is None:
+        fields = list(_query_fields(dependant))
+        allowed = frozenset(field.alias for field in fields)
+        repeatable = frozenset(field.alias for field in fields if _is_list(field.field_info.annotation))
+        declared = _DECLARED.setdefault(id(dependant), (allowed, repeatable))
+    check_query(request, *declared)
+
+
+# A route's declared query parameters and those that may repeat, by its dependant (routes live as long as the app).
+_DECLARED: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
+
+
+def _query_fields(dependant: Any) -> Iterator[Any]:
+    """The query parameters a route declares, its dependencies' included (a parameter object such as the
+    uploads' is a dependency)."""
+    yield from dependant.query_params
+    for sub in dependant.dependencies:
+        yield from _query_fields(sub)
+
+
+def _is_list(annotation: Any) -> bool:
+    """Whether a parameter's type is a list (``list[str] | None`` too): it may be repeated."""
+    if get_origin(annotation) is list:
+        return True
+    return any(_is_list(arg) for arg in get_args(annotation))

@@ -18,7 +18,6 @@ either, 503 with ``Retry-After`` before the body is read.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -36,9 +35,8 @@ from .errors import (
     OVERLOADED,
     PAYLOAD_TOO_LARGE,
     REQUEST_TIMEOUT,
-    ErrorKind,
     ServiceError,
-    error_body,
+    raw_error,
     response_for,
 )
 
@@ -74,21 +72,12 @@ class ConnectionLimits:
     header_timeout: float
 
 
-def _raw_response(kind: ErrorKind, reason: bytes, detail: str) -> bytes:
-    """A whole error answer as bytes, written to a connection before (or instead of) the app."""
-    body = json.dumps(error_body(kind.name, detail)).encode()
-    extra = b"retry-after: %d\r\n" % kind.retry_after if kind.retry_after else b""
-    return (
-        b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n%s\r\n"
-        % (kind.status, reason, len(body), extra)
-    ) + body
-
-
-_BUSY = _raw_response(OVERLOADED, b"Service Unavailable", "too many connections")
-_HEADERS_TOO_LARGE = _raw_response(
+# Written to a connection before (or instead of) the app: no request reached it.
+_BUSY = raw_error(OVERLOADED, b"Service Unavailable", "too many connections")
+_HEADERS_TOO_LARGE = raw_error(
     HEADERS_TOO_LARGE, b"Request Header Fields Too Large", "the request line and headers are too large"
 )
-_HEADERS_TIMEOUT = _raw_response(REQUEST_TIMEOUT, b"Request Timeout", "the headers took too long to arrive")
+_HEADERS_TIMEOUT = raw_error(REQUEST_TIMEOUT, b"Request Timeout", "the headers took too long to arrive")
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):

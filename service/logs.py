@@ -3,7 +3,6 @@ line the id of the request it belongs to (``-`` outside requests), as text or as
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import re
 import sys
@@ -13,7 +12,8 @@ from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import INTERNAL, error_response
+from .context import request_id, request_path
+from .errors import response_for
 
 __all__ = ["REQUEST_ID_HEADER", "RequestIdMiddleware", "configure_logging", "current_request_id", "set_request_id"]
 
@@ -21,23 +21,20 @@ REQUEST_ID_HEADER = "X-Request-ID"
 _HEADER_KEY = REQUEST_ID_HEADER.lower().encode()
 # What a client's id may be: printable ASCII without spaces, short enough for a log line; others are replaced.
 _ACCEPTED_ID = re.compile(rb"[!-~]{1,128}")
-_NO_REQUEST = "-"
 _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
 _JSON_FIELDS = "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s"
-
-_request_id: contextvars.ContextVar[str] = contextvars.ContextVar("grail_request_id", default=_NO_REQUEST)
 
 log = logging.getLogger("grail.service")
 
 
 def current_request_id() -> str:
     """The id of the request this code runs for; build threads inherit the id of the upload that queued them."""
-    return _request_id.get()
+    return request_id.get()
 
 
-def set_request_id(request_id: str) -> None:
+def set_request_id(value: str) -> None:
     """The id for this context's log lines from now on: a build worker takes that of the upload it builds."""
-    _request_id.set(request_id)
+    request_id.set(value)
 
 
 class RequestIdMiddleware:
@@ -52,15 +49,16 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send)
             return
         given = next((value for key, value in scope["headers"] if key == _HEADER_KEY), b"")
-        request_id = given.decode() if _ACCEPTED_ID.fullmatch(given) else uuid.uuid4().hex
-        token = _request_id.set(request_id)
+        this_id = given.decode() if _ACCEPTED_ID.fullmatch(given) else uuid.uuid4().hex
+        token = request_id.set(this_id)
+        path_token = request_path.set(scope["path"])
         started = False
 
         async def send_with_id(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                message["headers"] = [*message.get("headers", ()), (_HEADER_KEY, request_id.encode())]
+                message["headers"] = [*message.get("headers", ()), (_HEADER_KEY, this_id.encode())]
             await send(message)
 
         try:
@@ -69,10 +67,10 @@ class RequestIdMiddleware:
             log.exception("unhandled error on %s %s", scope["method"], scope["path"])
             if started:
                 raise
-            response = error_response(INTERNAL.status, INTERNAL.name, "the server failed on this request; see its log")
-            await response(scope, receive, send_with_id)
+            await response_for(RuntimeError())(scope, receive, send_with_id)
         finally:
-            _request_id.reset(token)
+            request_path.reset(path_token)
+            request_id.reset(token)
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
@@ -90,7 +88,7 @@ class _TextFormatter(logging.Formatter):
 
 class _RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = _request_id.get()
+        record.request_id = request_id.get()
         return True
 
 

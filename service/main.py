@@ -62,15 +62,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_header_bytes=settings.max_header_kb * 1024,
         header_timeout=settings.header_timeout,
     )
-    # No access log: one line per query would drown what matters (uploads, builds, errors); /metrics counts
-    # requests. log_config=None: uvicorn's own lines go through the handler above (request ids, JSON).
+    # No access log unless asked for: one line per query would drown what matters (uploads, builds, errors);
+    # /metrics counts requests. log_config=None: uvicorn's own lines, the access log's included, go through the
+    # handler above (request ids, JSON).
     uvicorn.run(
         create_app(settings, stores),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
         log_config=None,
-        access_log=False,
+        access_log=settings.access_log,
         server_header=False,
         http=protocol_class(limits),
         # Idle keep-alive connections go after the header timeout too; a burst of clients queues in the backlog.

@@ -79,10 +79,19 @@ class Metrics:
             buckets=_BUILD_BUCKETS,
             registry=self.registry,
         )
+        # Phases and their parts apart: the phases of a build add up to its time, and summing over the label of
+        # either metric counts nothing twice.
         self._phase_seconds = Counter(
             "grail_build_phase_seconds",
-            "Time spent in each build phase, all builds together.",
+            "Time spent in each build phase (read, condense, labels, hubs, save ...), all builds together.",
             ["phase"],
+            registry=self.registry,
+        )
+        self._part_seconds = Counter(
+            "grail_build_phase_part_seconds",
+            "Time spent in the named parts of a build phase (labels: orders, and the labeling's own steps), "
+            "all builds together; each part's time is also in its phase's.",
+            ["phase", "part"],
             registry=self.registry,
         )
         pairs = Counter(
@@ -110,9 +119,14 @@ class Metrics:
         self._graphs.source = graphs_by_status
 
     def build_finished(self, result: str, seconds: float, phase_seconds: Mapping[str, float]) -> None:
+        """``phase_seconds``: a build's phases by name, and their parts as ``phase.part``."""
         self._builds.labels(result).observe(seconds)
-        for phase, value in phase_seconds.items():
-            self._phase_seconds.labels(phase).inc(float(value))
+        for name, value in phase_seconds.items():
+            phase, _, part = name.partition(".")
+            if part:
+                self._part_seconds.labels(phase, part).inc(float(value))
+            else:
+                self._phase_seconds.labels(phase).inc(float(value))
 
     def queries(self, by_filter: int, by_search: int) -> None:
         self._by_filter.inc(by_filter)

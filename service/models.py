@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationInfo, field_validator
 
 from grail_core.backend_names import BackendName
 from grail_core.formats import FormatName
@@ -20,6 +20,9 @@ __all__ = [
     "GraphOut",
     "GraphList",
     "ErrorOut",
+    "UnknownOut",
+    "ProblemType",
+    "ProblemList",
     "PairsIn",
     "PairOut",
     "PairsOut",
@@ -33,6 +36,8 @@ __all__ = [
     "GraphFormat",
     "GraphStatusName",
     "Backend",
+    "UnknownPolicy",
+    "UNKNOWN_POLICIES",
 ]
 
 # Integer names for .gra and all-integer edge lists, strings otherwise; an integer may come as a decimal string.
@@ -43,6 +48,9 @@ GraphRef = Annotated[str, Path(description=GRAPH_REF_DESCRIPTION)]
 GraphFormat = FormatName
 Backend = BackendName
 GraphStatusName = Literal["queued", "building", "ready", "failed"]
+# What answers a query pair that names a node the graph does not have (the ``unknown`` parameter).
+UnknownPolicy = Literal["error", "false", "null"]
+UNKNOWN_POLICIES: tuple[str, ...] = get_args(UnknownPolicy)
 
 
 class GraphOut(BaseModel):
@@ -53,7 +61,9 @@ class GraphOut(BaseModel):
     )
     status: GraphStatusName
     phase: str | None = Field(None, description="current build phase while queued or building")
-    progress: float | None = Field(None, ge=0, le=1, description="fraction of the current build done")
+    progress: float | None = Field(
+        None, ge=0, le=1, description="in phase read: the fraction of the file read; after it: of the build done"
+    )
     error: dict[str, Any] | None = Field(None, description="why the build failed: type, message, line when known")
     stats: dict[str, Any] | None = Field(
         None,
@@ -123,11 +133,42 @@ class GraphList(BaseModel):
     graphs: list[GraphOut]
 
 
+class UnknownOut(BaseModel):
+    pair: int = Field(description="0-based index of the pair in the batch (of its answer)")
+    end: Literal["source", "target"]
+    name: NodeName
+
+
 class ErrorOut(BaseModel):
-    detail: str = Field(description="what is wrong, for a human")
-    error: str = Field(description="machine-readable kind, e.g. GraphFormatError, UnknownNodeError, GraphNotReady")
+    """An RFC 9457 problem details document (``application/problem+json``), with grail's members beside the
+    standard ones; docs/errors.md describes every kind."""
+
+    model_config = ConfigDict(extra="allow", title="Problem")
+
+    type: str = Field(description="the problem type: /problems/KIND on this server, which describes it")
+    title: str = Field(description="what kind of problem, the same for every answer of the kind")
+    status: int = Field(description="the HTTP status of this answer")
+    detail: str = Field(description="what is wrong this time, for a human")
+    instance: str | None = Field(None, description="the path of the request")
+    error: str = Field(description="the kind, for a program: GraphNotFound, UnknownNodeError, GraphFormatError ...")
+    request_id: str | None = Field(None, description="the request's id (also its X-Request-ID header)")
     line: int | None = Field(None, description="1-based line of the graph file, for format errors")
-    node: NodeName | None = Field(None, description="the unknown node, for UnknownNodeError")
+    node: NodeName | None = Field(None, description="the (first) unknown node, for UnknownNodeError")
+    unknown: list[UnknownOut] | None = Field(
+        None, description="for UnknownNodeError in pairs: where they name unknown nodes (the first 100)"
+    )
+    unknown_count: int | None = Field(None, description="for UnknownNodeError: how many names are unknown in all")
+
+
+class ProblemType(BaseModel):
+    type: str
+    error: str = Field(description="the kind's name, as error answers carry it")
+    title: str
+    status: int
+
+
+class ProblemList(BaseModel):
+    problems: list[ProblemType]
 
 
 class PairsIn(BaseModel):
@@ -139,11 +180,11 @@ class PairsIn(BaseModel):
 class PairOut(BaseModel):
     source: NodeName
     target: NodeName
-    reachable: bool
+    reachable: bool | None = Field(description="null: unknown=null and the pair names a node the graph lacks")
 
 
 class PairsOut(BaseModel):
-    reachable: list[bool]
+    reachable: list[bool | None]
 
 
 class PathOut(BaseModel):
@@ -155,14 +196,37 @@ class PathOut(BaseModel):
 
 
 # An edge as [source, target]: a two-item array, not a tuple's prefixItems (on which schemathesis's generator of
-# negative bodies failed with an internal error).
-Edge = Annotated[list[NodeName], Field(min_length=2, max_length=2)]
+# negative bodies failed with an internal error). Names as queries take them: an integer or a string, never a
+# boolean or a float (JSON's 5.0 and 1e3 are floats).
+# A node's name is not empty (nor, as JSON text, a lone surrogate: the JSON parser refuses those).
+Edge = Annotated[list[StrictInt | Annotated[StrictStr, Field(min_length=1)]], Field(min_length=2, max_length=2)]
 
 
 class EdgesIn(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"example": {"add": [["a", "b"]], "remove": [["b", "c"]]}})
-    add: list[Edge] = Field(default_factory=list, description="edges to add; new nodes allowed")
+    """Validated with ``context={"max_name_bytes": N}``: a new node's name is at most N bytes of UTF-8, as in an
+    upload (--max-name-bytes)."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"example": {"add": [["a", "b"]], "remove": [["b", "c"]]}}
+    )
+    add: list[Edge] = Field(
+        default_factory=list, description="edges to add; new nodes allowed (names of at most --max-name-bytes)"
+    )
     remove: list[Edge] = Field(default_factory=list, description="edges to remove")
+
+    @field_validator("add")
+    @classmethod
+    def _name_lengths(cls, edges: list[list[int | str]], info: ValidationInfo) -> list[list[int | str]]:
+        limit = (info.context or {}).get("max_name_bytes")
+        if limit is not None:
+            for edge in edges:
+                for name in edge:
+                    if isinstance(name, str) and len(name.encode("utf-8", "surrogatepass")) > limit:
+                        raise ValueError(
+                            f"a node name is {len(name.encode('utf-8', 'surrogatepass'))} bytes of UTF-8, more "
+                            f"than the {limit} this server allows (--max-name-bytes)"
+                        )
+        return edges
 
 
 class EdgesOut(BaseModel):
@@ -184,15 +248,17 @@ class ListingOut(BaseModel):
 
 
 class BatchOut(BaseModel):
-    reachable: list[bool]
+    reachable: list[bool | None] = Field(description="in the order of the pairs; null only with unknown=null")
     stats: dict[str, Any] = Field(
         description="pairs, decided_by_filter, searched, positives, seconds, search_backend, search_engine, "
-        "search_mode, search_seconds, predicted_seconds (the scheduler's prediction per engine), probe_pairs"
+        "search_mode, search_seconds, predicted_seconds (the scheduler's prediction per engine), probe_pairs, "
+        "unknown_pairs (pairs naming a node the graph lacks, with unknown=false or null)"
     )
 
 
 class HealthOut(BaseModel):
     status: Literal["ok"]
+    version: str = Field(description="the server's version")
     ready: bool = Field(description="what /ready answers: query kernels compiled, graphs on disk loaded")
     backend: str = Field(description="backend that builds use by default here: cpu or cuda")
     gpu: str | None = Field(None, description="name of the CUDA device, when one is usable")

@@ -42,7 +42,7 @@ from grail_core.backends import resolve_backend
 from grail_core.storage import read_index_dir
 from grail_core.version import Version, load_version
 
-from .errors import GRAPH_LOADING, GRAPH_NOT_READY, ServiceError, truncate
+from .errors import GRAPH_FAILED, GRAPH_LOADING, GRAPH_NOT_READY, ServiceError, truncate
 from .options import UploadOptions
 from .state import ArtifactStore, MetadataStore
 from .state.artifacts import artifact_key
@@ -221,7 +221,8 @@ class GraphRegistry:
 
     def ready_version(self, ref: str) -> Version:
         """The graph's current version, for a request to answer from: 404 when there is no such graph, 409
-        while it is not ready (GraphLoading, with Retry-After, while its version loads)."""
+        while it is not ready (GraphLoading, with Retry-After, while its version loads), 424 when its build
+        failed."""
         entry = self._entry(ref)
         version = entry.version
         if version is None:
@@ -231,8 +232,11 @@ class GraphRegistry:
                     f"graph {entry.id!r} is loading ({entry.loading.phase}); try again in a moment",
                 )
             record = self._record(entry, [])
-            detail = f": {record.error['message']}" if record.error else ""
-            raise ServiceError(GRAPH_NOT_READY, f"graph {entry.id!r} is {record.status}, not ready{detail}")
+            if record.status == GraphStatus.failed.value:  # for good: 424, the build it depends on failed
+                error = record.error or {}
+                message = error.get("message", "unknown error")
+                raise ServiceError(GRAPH_FAILED, f"graph {entry.id!r} failed to build: {message}", build=error)
+            raise ServiceError(GRAPH_NOT_READY, f"graph {entry.id!r} is {record.status}, not ready")
         return version
 
     def holds_name(self, name: str) -> bool:

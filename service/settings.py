@@ -95,6 +95,7 @@ class Settings(BaseSettings):
     cors_origins: str = Field("", description="comma-separated web origins allowed to call the API (CORS)")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log threshold")
     log_format: Literal["text", "json"] = Field("text", description="log lines as text or as JSON objects")
+    access_log: bool = Field(False, description="a log line for every request (method, path, status, client)")
 
     @model_validator(mode="before")
     @classmethod

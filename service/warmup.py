@@ -4,9 +4,9 @@
 specialization per argument layout); then every request body's path runs once on each kind of node names
 (the range, integers, strings: each has its own lookups, from integers, from text and from JSON). Without
 this, the first build and the first query of each kind after a start wait seconds for the compiler; with a
-warm numba cache on disk (NUMBA_CACHE_DIR, see service.main) it takes well under a second on the CPU (the
-GPU's engine kernels are always compiled: a few seconds). The server answers ``/health`` while it runs;
-``/ready`` says when it is done (``Readiness``).
+warm numba cache on disk (NUMBA_CACHE_DIR, see service.main) it takes well under a second on the CPU and a
+few on a GPU (every GPU kernel is loaded from the same cache, CuPy's from its own). The server answers
+``/health`` while it runs; ``/ready`` says when it is done (``Readiness``).
 
 The warm-up is also numba's first parallel launch, which picks its threading layer for the process:
 TBB or OpenMP when installed (``tbb`` from pip, or the system's ``libgomp``), else "workqueue", which
@@ -35,7 +35,7 @@ from grail_core.warmup import warm_up as warm_up_kernels
 
 from .codecs import decode_pairs
 
-__all__ = ["warm_up", "warm_up_beyond", "CoreGate", "Readiness", "KernelState", "start_warm_up"]
+__all__ = ["warm_up", "warm_up_beyond", "fill_caches", "CoreGate", "Readiness", "KernelState", "start_warm_up"]
 
 _THREAD_SAFE_LAYERS = ("tbb", "omp")
 
@@ -196,3 +196,27 @@ def start_warm_up(
     thread = threading.Thread(target=run, name="grail-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+def fill_caches(backend: str = "auto") -> str:
+    """The disk caches a start of the service fills before ``/ready``, filled now and kept (``python -m
+    service.warmup [backend]``: the container image's build runs it, so that a container's server and build
+    workers only load): a build worker's warm-up (every input format), the server's (every request body and
+    kind of names), and where there is a GPU its kernels, CuPy's and the search cost model's fit
+    (``grail_core.warmup.fill_caches``). The paths', listings' and updates' kernels are left to the start,
+    which compiles them after ``/ready``. Returns the backend resolved."""
+    from grail_core.warmup import fill_caches as fill_core_caches
+
+    from .worker import warm_up_builds
+
+    resolved = fill_core_caches(backend)
+    warm_up_builds(resolved)
+    warm_up(resolved)
+    return resolved
+
+
+if __name__ == "__main__":
+    import sys
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(f"caches filled for {fill_caches(sys.argv[1] if len(sys.argv) > 1 else 'auto')}")

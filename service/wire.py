@@ -98,20 +98,27 @@ def text_integers(body: bytes) -> np.ndarray | None:
     return numbers
 
 
-def answer_lines(answers: np.ndarray) -> bytes:
-    """Answers as ``0``/``1`` lines."""
+def answer_lines(answers: np.ndarray, missing: np.ndarray | None = None) -> bytes:
+    """Answers as ``0``/``1`` lines; ``null`` lines where ``missing`` marks a pair naming an unknown node."""
     out = np.empty(2 * answers.size, dtype=np.uint8)
     out[0::2] = answers.astype(np.uint8, copy=False) + ord("0")
     out[1::2] = ord("\n")
-    return out.tobytes()
+    if missing is None:
+        return out.tobytes()
+    lines = np.array([b"0\n", b"1\n", b"null\n"], dtype=object)
+    return b"".join(lines[np.where(missing, 2, answers.astype(np.uint8))].tolist())
 
 
 # Every JSON answer as eight bytes, one uint64 (JSON allows the spaces).
-_JSON_TRUE, _JSON_FALSE = np.frombuffer(b"true,   false,  ", dtype=np.uint64)
+_JSON_TRUE, _JSON_FALSE, _JSON_NULL = np.frombuffer(b"true,   false,  null,   ", dtype=np.uint64)
 
 
-def json_answers(answers: np.ndarray, stats: dict[str, object]) -> bytes:
-    """``{"reachable": [...], "stats": {...}}`` with every answer written as the eight bytes ``true,   `` or
-    ``false,  ``: one vectorized select instead of a Python bool per answer."""
-    words = np.where(answers, _JSON_TRUE, _JSON_FALSE).tobytes().rstrip(b", ")
-    return b"".join((b'{"reachable":[', words, b'],"stats":', json.dumps(stats, separators=(",", ":")).encode(), b"}"))
+def json_answers(answers: np.ndarray, stats: dict[str, object], missing: np.ndarray | None = None) -> bytes:
+    """``{"reachable": [...], "stats": {...}}`` with every answer written as the eight bytes ``true,   ``,
+    ``false,  `` (or ``null,   `` where ``missing`` marks it): one vectorized select instead of a Python bool
+    per answer."""
+    words = np.where(answers, _JSON_TRUE, _JSON_FALSE)
+    if missing is not None:
+        words[missing] = _JSON_NULL
+    listed = words.tobytes().rstrip(b", ")
+    return b"".join((b'{"reachable":[', listed, b'],"stats":', json.dumps(stats, separators=(",", ":")).encode(), b"}"))

@@ -166,8 +166,9 @@ def _out_of_memory(job: BuildJob) -> str:
 
 
 def warm_up_builds(backend: str) -> None:
-    """Compile the build kernels of ``backend`` (the GPU's in every process: numba cannot cache them) and read
-    and build a small graph of every format, so that the first real build compiles and loads nothing."""
+    """Compile (or load from the disk caches) the build kernels of ``backend`` and read and build a small graph
+    of every format, so that the first real build compiles and loads nothing. A worker builds labels and saves
+    them, and never searches them: it makes no search engines, so its indexes stay off the GPU."""
     from grail_core import read_graph
     from grail_core.labels import Labels
     from grail_core.warmup import warm_up_build
@@ -211,7 +212,13 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
         upload_path = job.upload
         text = _plain_text(job, upload_path)
         try:
-            graph = read_with(text, options.read, max_bytes=job.max_graph_bytes, max_name_bytes=job.max_name_bytes)
+            graph = read_with(
+                text,
+                options.read,
+                max_bytes=job.max_graph_bytes,
+                max_name_bytes=job.max_name_bytes,
+                progress=lambda fraction: progress("read", fraction),
+            )
         except RecursionError:
             raise GraphFormatError("the document is nested too deeply") from None
         except OverflowError:

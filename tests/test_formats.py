@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -16,7 +17,8 @@ import pytest
 import scipy.sparse as sp
 
 from grail_core import GraphFormatError, InvalidParameterError, ReachabilityIndex, read_graph
-from grail_core.readers import guess_format
+from grail_core.formats import ReadOptions
+from grail_core.readers import guess_format, read_with
 from tests.exports import EXPORTS, check_index, named_graph
 
 
@@ -342,10 +344,14 @@ def test_table_rules(tmp_path) -> None:
 
 
 def test_reading_options_are_checked() -> None:
+    # Given with a format that does not take them: refused.
     with pytest.raises(InvalidParameterError, match="source_column"):
-        read_graph(b'{"edges": [[1, 2]]}', source_column=0, target_column=1)
+        read_graph(b'{"edges": [[1, 2]]}', "json", source_column=0, target_column=1)
     with pytest.raises(InvalidParameterError, match="header"):
-        read_graph(b"graph_for_greach\n1\n0: #\n", header=True)
+        read_graph(b"graph_for_greach\n1\n0: #\n", "gra", header=True)
+    # Given without a format: they apply where the format found takes them.
+    assert edges_of(read_graph(b'{"edges": [[1, 2]]}', source_column=0, target_column=1)) == {(1, 2)}
+    assert read_graph(b"graph_for_greach\n2\n0: 1 #\n1: #\n", header=True).num_nodes == 2
     with pytest.raises(InvalidParameterError, match="unknown graph format"):
         read_graph(b"1 2\n", "svg")
 
@@ -365,3 +371,20 @@ def test_the_format_table_names_each_format_once() -> None:
     with pytest.raises(InvalidParameterError, match="header applies to edge lists"):
         ReadOptions("parquet", header=True).check()
     ReadOptions("parquet", source_column="a").check()
+
+
+@pytest.mark.parametrize("name", ["edges.txt", "edges.csv", "edges.txt.gz", "edges.gra"])
+def test_reading_a_file_reports_its_progress(tmp_path: Path, name: str) -> None:
+    count = 200_000
+    if name.endswith(".gra"):
+        text = f"graph_for_greach\n{count + 1}\n" + "".join(f"{i}: {i + 1} #\n" for i in range(count)) + f"{count}: #\n"
+    else:
+        sep = "," if name.endswith(".csv") else " "
+        text = "".join(f"{i}{sep}{i + 1}\n" for i in range(count))
+    data = gzip.compress(text.encode()) if name.endswith(".gz") else text.encode()
+    path = tmp_path / name
+    path.write_bytes(data)
+    seen: list[float] = []
+    graph = read_with(path, ReadOptions(), progress=seen.append)
+    assert graph.num_nodes == count + 1
+    assert seen and seen == sorted(set(seen)) and seen[-1] == 1.0 and 0 < seen[0] <= 1.0

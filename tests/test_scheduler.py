@@ -4,6 +4,7 @@ cheaper, never runs a batch on an engine to measure it, and learns from actual t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,9 +122,9 @@ def test_never_explores_with_a_user_batch(case: tuple) -> None:
 
 
 def test_close_decisions_probe_every_batch_and_clear_ones_again_every_reprobe_th(case: tuple) -> None:
-    """The CPU takes what was predicted; the GPU was predicted 1.5 times slower (close) or 9 times (clear)."""
+    """The CPU takes what was predicted; the GPU was predicted 1.1 times slower (close) or 9 times (clear)."""
     index, sources, targets, truth = case
-    close, _, _ = scheduler_for(index, truth, {"cpu": 1.0, "levels": 1.5, "frontier": 3.0}, cpu_seconds=1.0)
+    close, _, _ = scheduler_for(index, truth, {"cpu": 1.0, "levels": 1.1, "frontier": 3.0}, cpu_seconds=1.0)
     clear, _, _ = scheduler_for(index, truth, {"cpu": 1.0, "levels": 9.0, "frontier": 9.0}, cpu_seconds=1.0)
     for scheduler, probes in ((close, [True] * (REPROBE + 1)), (clear, [True] + [False] * (REPROBE - 1) + [True])):
         # (A first probe may stop after its first group: it compiles the probe's functions in a fresh process.)
@@ -231,3 +232,75 @@ def test_query_stats_report_the_choice_and_predicted_against_actual(case: tuple)
     assert stats.to_dict()["predicted_seconds"]["levels"] == 1.0
     index.release()
     assert gpu.released
+
+
+def test_a_gpu_still_receiving_the_index_counts_the_wait(case: tuple) -> None:
+    """While the index is copied to the GPU in the background, a batch the GPU would win only after the
+    copy goes to the CPU; once the copy is there, to the GPU."""
+    index, sources, targets, truth = case
+    scheduler, _cpu, gpu = scheduler_for(
+        index, truth, {"cpu": 2.0, "levels": 1.0, "frontier": 1.5}, gpu_seconds=1.0, cpu_seconds=2.0
+    )
+    gpu.ready_in = lambda: 5.0  # type: ignore[attr-defined]
+    assert scheduler.search(sources, targets)[1].engine == "cpu"
+    gpu.ready_in = lambda: 0.0  # type: ignore[attr-defined]
+    assert scheduler.search(sources, targets)[1].engine == "cuda:0"
+
+
+def test_a_fitted_cost_model_is_kept_for_the_machine_it_was_measured_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    from grail_core.calibration import load_model, model_path, save_model
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    fitted = CostModel()
+    fitted.constants = {kind: tuple(2 * value for value in values) for kind, values in fitted.constants.items()}
+    key = {"gpu": "a GPU", "cpu_threads": 16}
+    save_model(fitted, key)
+    assert model_path().parent == tmp_path
+    read = CostModel()
+    assert load_model(read, key) and read.fitted and read.constants == fitted.constants
+    other = CostModel()
+    assert not load_model(other, {"gpu": "another GPU", "cpu_threads": 16}) and not other.fitted
+
+
+def test_an_index_built_or_loaded_for_the_gpu_starts_copying_it_at_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """On 'cuda' the labels' own version, built or loaded, makes its GPU engines at once, and each starts
+    copying the index to its device before any batch; on 'cpu' no engine is made."""
+    from grail_core import backends
+    from grail_core.version import Version, load_version
+
+    engines: list[CopyingEngine] = []
+
+    def cuda_search_engines(hot: object) -> tuple[list[CopyingEngine], bool]:
+        made = [CopyingEngine(f"cuda:{k}", np.zeros((1, 1), dtype=bool)) for k in range(2)]
+        engines.extend(made)
+        return made, True
+
+    monkeypatch.setattr(backends, "cuda_search_engines", cuda_search_engines)
+    labels = ReachabilityIndex.from_edges(np.array([[0, 1], [1, 2]]), backend="cpu").current().labels
+    built = Version.of(labels, "cuda")
+    assert [engine.copies for engine in engines] == [1, 1]
+    gpu = built.search.scheduler.gpu
+    assert gpu is not None and [engine.name for engine in gpu.engines] == ["cuda:0", "cuda:1"]
+    built.save(tmp_path / "index")
+    load_version(tmp_path / "index", backend="cuda")
+    assert [engine.copies for engine in engines] == [1, 1, 1, 1]
+    for version in (Version.of(labels, "cpu"), load_version(tmp_path / "index", backend="cpu")):
+        answers, _ = version.query_ids(np.array([[0, 2], [2, 0]]))
+        assert answers.tolist() == [True, False] and version.search.scheduler.gpu is None
+    assert len(engines) == 4
+
+
+@dataclass
+class CopyingEngine(StubEngine):
+    """A GPU engine that counts the copies of its index it was asked to start."""
+
+    copies: int = 0
+    pass_pairs: int = 64
+    concurrent: bool = True
+
+    def prefetch(self) -> None:
+        self.copies += 1

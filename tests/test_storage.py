@@ -27,6 +27,10 @@ def test_round_trip_answers_and_stats(tmp_path: Path, index: ReachabilityIndex, 
     loaded = ReachabilityIndex.load(tmp_path / "idx", mmap=mmap)
     np.testing.assert_array_equal(loaded.query_batch(ALL_PAIRS), index.query_batch(ALL_PAIRS))
     assert loaded.stats == index.stats
+    plan = loaded.stats.build_plan  # the build's cost model, per phase: its prediction and where it ran
+    assert set(plan) == {"graph", "condense", "labels", "hubs"}
+    for name, phase in plan.items():
+        assert set(phase) == {"cpu", "ran"} and phase["ran"] == loaded.stats.phase_backends[name], name
     for name in index.arrays._fields:
         np.testing.assert_array_equal(getattr(loaded.arrays, name), getattr(index.arrays, name))
     for name in ("out_indptr", "out_indices", "in_indptr", "in_indices"):

@@ -17,7 +17,7 @@ from . import adjlist, edgelist, gra, graphml, jsonformat, mtx, tables  # noqa: 
 from .columns import ColumnSpec
 from .edgelist import SNIFF_BYTES
 from .graph_input import GraphInput
-from .source import GraphSource, InputSource
+from .source import GraphSource, InputSource, ReadProgress
 
 __all__ = [
     "FORMATS",
@@ -66,16 +66,21 @@ def read_graph(
 
 
 def read_with(
-    source: GraphSource, options: ReadOptions, *, max_bytes: int | None = None, max_name_bytes: int = MAX_NAME_BYTES
+    source: GraphSource,
+    options: ReadOptions,
+    *,
+    max_bytes: int | None = None,
+    max_name_bytes: int = MAX_NAME_BYTES,
+    progress: ReadProgress | None = None,
 ) -> GraphInput:
-    """``read_graph`` with its reading options as one object."""
-    if options.format is not None and options.format not in FORMATS:
-        options.check()  # the reason: an unknown format, or a refused one
+    """``read_graph`` with its reading options as one object; ``progress(fraction)`` is told how much of a file
+    (a path) has been read, as it goes."""
+    options.check()  # an unknown or refused format, or options it does not take
     if isinstance(max_name_bytes, bool) or not isinstance(max_name_bytes, int) or max_name_bytes < 1:
         raise InvalidParameterError(f"max_name_bytes must be a positive integer, got {max_name_bytes!r}")
     if options.header is not None and not isinstance(options.header, bool):
         raise InvalidParameterError(f"header must be True, False or None, got {options.header!r}")
-    input_source = InputSource(source, max_bytes)
+    input_source = InputSource(source, max_bytes, progress)
     head, complete = input_source.head(SNIFF_BYTES)
     if complete and not head.strip():
         raise GraphFormatError("empty graph: the input is empty")
@@ -91,7 +96,6 @@ def read_with(
     if format in REFUSED:
         raise GraphFormatError(refusal(format))
     options = options.as_format(format)
-    options.check()
     return _reader(format)(input_source, options, max_name_bytes)
 
 

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, cast
 
 from ..errors import GraphFormatError, InputTooLargeError
 
-__all__ = ["GraphSource", "InputSource", "TextStream", "GZIP_MAGIC", "BLOCK_BYTES"]
+__all__ = ["GraphSource", "InputSource", "TextStream", "ReadProgress", "GZIP_MAGIC", "BLOCK_BYTES"]
 
 GraphSource = str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO
 
@@ -25,13 +25,18 @@ GZIP_MAGIC = b"\x1f\x8b"
 BLOCK_BYTES = 1 << 20
 
 Transform = Callable[[bytes], bytes]
+# The fraction of a file read so far (by position in the file, compressed or not): reported as it grows.
+ReadProgress = Callable[[float], None]
 
 
 class InputSource:
-    """Where a graph's bytes come from, opened afresh from the start by every ``open()``."""
+    """Where a graph's bytes come from, opened afresh from the start by every ``open()``. ``progress``: told
+    how far into a file (a path) its readers are."""
 
-    def __init__(self, source: GraphSource, max_bytes: int | None = None) -> None:
+    def __init__(self, source: GraphSource, max_bytes: int | None = None, progress: ReadProgress | None = None) -> None:
         self.max_bytes = max_bytes
+        self.progress = progress
+        self._reported = 0.0
         self.path: str | None = None
         self.name: str | None = None
         self._data: bytes | memoryview | None = None
@@ -54,6 +59,14 @@ class InputSource:
         if not self.compressed:
             _check_size(self.size or 0, max_bytes, compressed=False)
 
+    def _report(self, done: float) -> None:
+        # Every open of the file reports; the reader hears only of progress (a reader that starts again, or
+        # the look at the file's head, is not a step back).
+        if done > self._reported:
+            self._reported = done
+            assert self.progress is not None
+            self.progress(done)
+
     @property
     def size(self) -> int | None:
         """The size of the text where it is known without reading it (a plain file or bytes)."""
@@ -69,7 +82,7 @@ class InputSource:
         if self._data is not None:
             return io.BytesIO(self._data)
         if self.path is not None:
-            return open(self.path, "rb")
+            return _ReportedFile(self.path, self._report) if self.progress is not None else open(self.path, "rb")
         assert self._file is not None
         self._file.seek(self._start)
         return cast(BinaryIO, _Borrowed(self._file))
@@ -85,7 +98,10 @@ class InputSource:
 
         if self.compressed or (self.path is None and self._data is None):
             return self.open(skip)
-        stream = pa.OSFile(self.path) if self.path is not None else pa.BufferReader(self._data)
+        if self.path is not None and self.progress is not None:
+            stream = pa.PythonFile(_ReportedFile(self.path, self._report), mode="r")
+        else:
+            stream = pa.OSFile(self.path) if self.path is not None else pa.BufferReader(self._data)
         stream.seek(skip)
         return stream
 
@@ -124,6 +140,32 @@ def _check_size(size: int, max_bytes: int | None, compressed: bool) -> None:
         if compressed:
             raise InputTooLargeError(f"the graph decompresses to more than {max_bytes} bytes")
         raise InputTooLargeError(f"the graph is larger than {max_bytes} bytes")
+
+
+class _ReportedFile(io.FileIO):
+    """A file that tells ``progress`` how far into it reads have come, in steps of a hundredth."""
+
+    def __init__(self, path: str, progress: ReadProgress) -> None:
+        super().__init__(path, "rb")
+        self._progress = progress
+        self._size = max(os.fstat(self.fileno()).st_size, 1)
+        self._told = 0.0
+
+    def _tell_progress(self) -> None:
+        done = min(self.tell() / self._size, 1.0)
+        if done >= self._told + 0.01 or (done == 1.0 and self._told < 1.0):
+            self._told = done
+            self._progress(done)
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        self._tell_progress()
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        count = super().readinto(buffer)
+        self._tell_progress()
+        return count
 
 
 class _Borrowed(io.RawIOBase):

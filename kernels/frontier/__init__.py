@@ -43,13 +43,23 @@ from .balanced import (
     make_balanced_advance_body,
     make_balanced_fill_body,
 )
-from .discovery import Discovery, DiscoveryRule, LevelQueues, append_next, make_level_discovery, node_levels
+from .discovery import (
+    MAX_LEVELS,
+    Discovery,
+    DiscoveryRule,
+    LevelBudget,
+    LevelQueues,
+    append_next,
+    make_level_discovery,
+    node_levels,
+)
 from .launch import WARP, EngineConfig, cooperative_blocks
 from .levels import build_level_queues
 from .maps import make_edge_map, make_map_body, make_map_extent_body
 from .sweeps import make_sweep
 
 __all__ = [
+    "MAX_LEVELS",
     "BALANCED_BLOCK",
     "CLASSES",
     "HUGE",
@@ -65,6 +75,7 @@ __all__ = [
     "DiscoveryRule",
     "EngineConfig",
     "LevelArrays",
+    "LevelBudget",
     "LevelQueues",
     "append_next",
     "balanced_slots",

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from numba import cuda
 
+from ..compiled import kernel, op_name
 from .launch import WARP
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "DegreeSplit",
     "LevelArrays",
     "degree_class",
+    "is_narrow",
+    "level_width",
     "make_advance",
     "make_advance_body",
     "make_node_body",
@@ -63,19 +66,38 @@ def degree_class(degree, split):
     return HUGE
 
 
+@cuda.jit(device=True, inline=True)
+def level_width(cnt, lvl):
+    """Nodes on level ``lvl``, or -1 when the level holds a node of the large or huge class."""
+    if cnt[LARGE, lvl] + cnt[HUGE, lvl] > 0:
+        return -1
+    return cnt[SMALL, lvl] + cnt[MEDIUM, lvl]
+
+
+@cuda.jit(device=True, inline=True)
+def is_narrow(cnt, lvl, narrow):
+    """Whether level ``lvl`` is one block's work: at most ``narrow`` nodes, none of them large or huge.
+
+    A grid barrier costs several microseconds; a run of such levels is walked by the first block alone
+    with block barriers (tenths of a microsecond), which is what makes DAGs of 10^5 levels cheap."""
+    width = level_width(cnt, lvl)
+    return width >= 0 and width <= narrow
+
+
 def make_advance_body(edge_op: Callable[..., None]) -> Any:
-    """Device function ``advance_level(indptr, levels, lvl, args)``: ``edge_op(v, e, lvl, args)`` once for
-    every out-edge position ``e`` of every node ``v`` of level ``lvl`` of ``levels`` (``LevelArrays``),
-    split by degree class. Calls for edges of one node may run concurrently, so whatever ``edge_op``
-    accumulates goes through atomics.
+    """Device function ``advance_level(indptr, levels, lvl, args, block, blocks)``: ``edge_op(v, e, lvl, args)``
+    once for every out-edge position ``e`` of every node ``v`` of level ``lvl`` of ``levels``
+    (``LevelArrays``), split by degree class, over ``blocks`` blocks of which the caller's is ``block``
+    (the grid: ``cuda.blockIdx.x, cuda.gridDim.x``; one block alone: ``0, 1``). Calls for edges of one
+    node may run concurrently, so whatever ``edge_op`` accumulates goes through atomics.
     """
 
     @cuda.jit(device=True)
-    def advance_level(indptr, levels, lvl, args):
+    def advance_level(indptr, levels, lvl, args, block, blocks):
         queues, ptr, cnt = levels
         tid = cuda.threadIdx.x
-        gtid = cuda.blockIdx.x * cuda.blockDim.x + tid
-        nthreads = cuda.gridDim.x * cuda.blockDim.x
+        gtid = block * cuda.blockDim.x + tid
+        nthreads = blocks * cuda.blockDim.x
         start = ptr[SMALL, lvl]
         for i in range(gtid, cnt[SMALL, lvl], nthreads):
             v = queues[SMALL, start + i]
@@ -88,7 +110,7 @@ def make_advance_body(edge_op: Callable[..., None]) -> Any:
             for e in range(indptr[v] + lane, indptr[v + 1], WARP):
                 edge_op(v, e, lvl, args)
         start = ptr[LARGE, lvl]
-        for i in range(cuda.blockIdx.x, cnt[LARGE, lvl], cuda.gridDim.x):
+        for i in range(block, cnt[LARGE, lvl], blocks):
             v = queues[LARGE, start + i]
             for e in range(indptr[v] + tid, indptr[v + 1], cuda.blockDim.x):
                 edge_op(v, e, lvl, args)
@@ -108,13 +130,12 @@ def make_advance_body(edge_op: Callable[..., None]) -> Any:
 
 
 def make_node_body(node_op: Callable[..., None]) -> Any:
-    """Device function ``node_level(levels, lvl, args)``: ``node_op(v, lvl, args)`` per node of the level."""
+    """Device function ``node_level(levels, lvl, args, gtid, nthreads)``: ``node_op(v, lvl, args)`` per node
+    of the level, over ``nthreads`` threads of which the caller is ``gtid``."""
 
     @cuda.jit(device=True)
-    def node_level(levels, lvl, args):
+    def node_level(levels, lvl, args, gtid, nthreads):
         queues, ptr, cnt = levels
-        gtid = cuda.grid(1)
-        nthreads = cuda.gridsize(1)
         for cls in range(CLASSES):
             start = ptr[cls, lvl]
             for i in range(gtid, cnt[cls, lvl], nthreads):
@@ -128,8 +149,7 @@ def make_advance(edge_op: Callable[..., None]) -> Any:
     through ``LevelQueues.everything``)."""
     advance_level = make_advance_body(edge_op)
 
-    @cuda.jit
     def advance(indptr, levels, lvl, args):
-        advance_level(indptr, levels, lvl, args)
+        advance_level(indptr, levels, lvl, args, cuda.blockIdx.x, cuda.gridDim.x)
 
-    return advance
+    return kernel(advance, f"advance[{op_name(edge_op)}]")

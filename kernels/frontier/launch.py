@@ -21,6 +21,7 @@ class EngineConfig:
     medium_min: int = 32
     large_min: int = 1024
     huge_min: int = 65536
+    narrow: int = 1024  # most nodes of a level that one block takes alone (advance.is_narrow)
 
     def grid(self) -> int:
         return self.blocks if self.blocks > 0 else 8 * multiprocessors()
@@ -29,7 +30,7 @@ class EngineConfig:
     def default() -> EngineConfig:
         """Full-size launches on a GPU; one warp in the simulator, where every thread costs ~1 ms."""
         if is_simulator():
-            return EngineConfig(block=WARP, blocks=1, medium_min=4, large_min=8, huge_min=12)
+            return EngineConfig(block=WARP, blocks=1, medium_min=4, large_min=8, huge_min=12, narrow=3)
         return EngineConfig()
 
 

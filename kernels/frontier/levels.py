@@ -9,7 +9,7 @@ import numpy as np
 from numba import cuda
 
 from .advance import DegreeSplit, LevelArrays, degree_class
-from .discovery import Discovery, LevelQueues, append_next, make_level_discovery
+from .discovery import Discovery, LevelBudget, LevelQueues, append_next, make_level_discovery
 from .launch import EngineConfig
 from .maps import make_edge_map
 
@@ -43,12 +43,18 @@ _map_count_parents = make_edge_map(_count_parent)
 
 
 def build_level_queues(
-    indptr: Any, children: Any, root: int, num_nodes: int, config: EngineConfig, max_levels: int
+    indptr: Any,
+    children: Any,
+    root: int,
+    num_nodes: int,
+    config: EngineConfig,
+    max_levels: int,
+    budget: LevelBudget | None = None,
 ) -> LevelQueues | None:
     """Topological levels by Kahn's algorithm on the device (longest path from ``root``), as level queues.
 
-    Returns None when the graph has more than ``max_levels`` levels: level-synchronous phases would
-    then cost more than the CPU labeling, and the caller labels such graphs on the CPU.
+    Returns None when the graph has more than ``max_levels`` levels, or when the ``budget`` runs out:
+    level-synchronous phases would then cost more than the CPU's, and the caller finishes on the CPU.
     Queue slots are handed out with atomic counters per class and level, so a level's order inside a
     queue is arbitrary; every phase built on it is order-independent (sums, minima, exact argmins).
     """
@@ -58,6 +64,6 @@ def build_level_queues(
     discovery = Discovery(num_nodes, max_levels, config)
     start = cuda.to_device(np.array([root], dtype=np.int32))
     count, stopped = discovery.run(
-        _kahn, start, indptr, _Kahn(indptr, children, pending, discovery.levels, discovery.split)
+        _kahn, start, indptr, _Kahn(indptr, children, pending, discovery.levels, discovery.split), budget=budget
     )
     return None if stopped else discovery.level_queues(count)

@@ -7,6 +7,8 @@ from typing import Any
 
 from numba import cuda
 
+from ..compiled import kernel, op_name
+
 __all__ = ["make_edge_map", "make_map_body", "make_map_extent_body"]
 
 
@@ -48,8 +50,7 @@ def make_edge_map(op: Callable[..., None]) -> Any:
     """Kernel ``edge_map(count, args)`` calling ``op(i, args)`` for i in [0, count): flat maps over edges or nodes."""
     map_all = make_map_body(op)
 
-    @cuda.jit
     def edge_map(count, args):
         map_all(count, args)
 
-    return edge_map
+    return kernel(edge_map, f"map[{op_name(op)}]")

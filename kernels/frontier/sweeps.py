@@ -1,7 +1,8 @@
 """Sweeps: one persistent kernel over many levels, a grid barrier after each step of a level.
 
-One launch per phase instead of one per level: launches from Python cost ~0.1 ms each, a grid barrier
-a few microseconds. A sweep needs a cooperative launch (``cooperative_blocks``).
+One launch per phase instead of one per level: a launch from Python costs many grid barriers, and a block
+barrier a fraction of one (runs of narrow levels take those). A sweep
+needs a cooperative launch (``cooperative_blocks``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from typing import Any
 
 from numba import cuda
 
-from .advance import make_advance_body, make_node_body
+from ..compiled import kernel, op_name
+from .advance import is_narrow, make_advance_body, make_node_body
 
 __all__ = ["make_sweep"]
 
@@ -27,11 +29,13 @@ def _no_node(v, lvl, args):
 
 
 def make_sweep(edge_op: Callable[..., None] | None = None, node_op: Callable[..., None] | None = None) -> Any:
-    """Persistent kernel ``sweep(indptr, levels, first, count, step, edge_args, node_args)``: ``count`` levels
-    of ``levels`` (``LevelArrays``) from ``first`` in steps of ``step`` (+1 top-down, -1 bottom-up); per
-    level ``edge_op(v, e, lvl, edge_args)`` over the level's out-edges, a barrier, then
+    """Persistent kernel ``sweep(indptr, levels, first, count, step, edge_args, node_args, narrow)``: ``count``
+    levels of ``levels`` (``LevelArrays``) from ``first`` in steps of ``step`` (+1 top-down, -1 bottom-up);
+    per level ``edge_op(v, e, lvl, edge_args)`` over the level's out-edges, a barrier, then
     ``node_op(v, lvl, node_args)`` over its nodes, a barrier. Either op may be left out (its args are
-    then ignored; pass ``()``), and so is its step and its barrier.
+    then ignored; pass ``()``), and so is its step and its barrier. A run of levels of at most ``narrow``
+    small or medium nodes each is walked by the first block alone, with block barriers, and one grid
+    barrier after the run (``advance.is_narrow``).
     """
     if edge_op is None and node_op is None:
         raise ValueError("a sweep needs an edge or a node operation")
@@ -41,16 +45,33 @@ def make_sweep(edge_op: Callable[..., None] | None = None, node_op: Callable[...
     with_edges = edge_op is not None
     with_nodes = node_op is not None
 
-    @cuda.jit
-    def sweep(indptr, levels, first, count, step, edge_args, node_args):
+    def sweep(indptr, levels, first, count, step, edge_args, node_args, narrow):
         grid = cuda.cg.this_grid()
-        for i in range(count):
+        block = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        cnt = levels[2]
+        i = 0
+        while i < count:
             lvl = first + i * step
+            if is_narrow(cnt, lvl, narrow):
+                while i < count and is_narrow(cnt, first + i * step, narrow):
+                    if block == 0:
+                        lvl = first + i * step
+                        if with_edges:
+                            advance_level(indptr, levels, lvl, edge_args, 0, 1)
+                            cuda.syncthreads()
+                        if with_nodes:
+                            node_level(levels, lvl, node_args, tid, cuda.blockDim.x)
+                            cuda.syncthreads()
+                    i += 1
+                grid.sync()
+                continue
             if with_edges:
-                advance_level(indptr, levels, lvl, edge_args)
+                advance_level(indptr, levels, lvl, edge_args, block, cuda.gridDim.x)
                 grid.sync()
             if with_nodes:
-                node_level(levels, lvl, node_args)
+                node_level(levels, lvl, node_args, cuda.grid(1), cuda.gridsize(1))
                 grid.sync()
+            i += 1
 
-    return sweep
+    return kernel(sweep, f"sweep[{op_name(edge_op)},{op_name(node_op)}]")

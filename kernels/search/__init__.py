@@ -22,7 +22,8 @@ call run in one persistent launch, so a call costs one launch and one read of th
 level whose chunks outgrow the chunk arrays ends the launch, and the call starts again with half the
 searches a pass (at 64 searches or fewer a pass a node has one summary word, so a level has at most
 as many chunks as nodes, which the arrays hold). Device copies of the index are cached per
-``HotArrays`` between calls.
+``HotArrays`` between calls; an index makes its copy in the background when it is built or loaded
+(``CudaSearchEngine.prefetch``), on the device (a stable sort by level and gathers).
 
 Passes that span many levels run hop by hop instead (*frontier mode*): a queue of (node, status word,
 new bits) entries per hop, one grid barrier a hop, so a pass costs as many rounds as its longest search
@@ -34,7 +35,7 @@ Modules: ``ops`` (the per-item device functions), ``driver`` (the persistent ker
 """
 
 from .device_index import chunk_capacity, entry_capacity
-from .engine import CudaSearchEngine, SharedLevelOrder, search_pairs, search_pairs_with_stats
+from .engine import CudaSearchEngine, search_pairs, search_pairs_with_stats
 from .host import FRONTIER_SPAN, MODES, SearchOptions, SearchStats, choose_mode, words_for
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
     "CudaSearchEngine",
     "SearchOptions",
     "SearchStats",
-    "SharedLevelOrder",
     "choose_mode",
     "chunk_capacity",
     "entry_capacity",

@@ -5,26 +5,26 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import cuda, njit
+from numba import cuda
 
 from grail_core.records import HEADER_WORDS, HI, ID, LABEL_WORDS, LEVEL, LO
 
+from ..arrays import as_numba, device_arrays, to_device
 from ..device import Device, free_memory, is_simulator
 from ..frontier import MAX_BALANCED_SLOTS, EngineConfig
-from ..memory import device_fill, device_full
-from .driver import ChunkArrays, EntryArrays
+from ..memory import copy_into, device_fill, device_full
+from .driver import Batch, ChunkArrays, EntryArrays
 from .ops import NODE_BOXES, NODE_ID, NODE_LEVEL, IndexArrays, StatusArrays
 
 __all__ = [
     "CACHE_FRACTION",
     "DeviceCache",
     "DeviceIndex",
-    "LevelOrder",
+    "index_bytes",
     "Workspace",
     "cache_for",
     "chunk_capacity",
@@ -37,25 +37,10 @@ __all__ = [
 CACHE_FRACTION = 0.5
 
 
-@njit(cache=True)
-def _level_order_csr(indptr, indices, order, position):
-    """The children of DAG node order[i] as row i, each child as its number: the CSR in level order."""
-    new_indptr = np.zeros(order.size + 1, dtype=np.int64)
-    for i in range(order.size):
-        new_indptr[i + 1] = new_indptr[i] + indptr[order[i] + 1] - indptr[order[i]]
-    new_indices = np.empty(indices.size, dtype=np.int32)
-    for i in range(order.size):
-        at = new_indptr[i]
-        for e in range(indptr[order[i]], indptr[order[i] + 1]):
-            new_indices[at] = position[indices[e]]
-            at += 1
-    return new_indptr, new_indices
-
-
-def _node_rows(rec: np.ndarray, label_end: int) -> np.ndarray:
+def _node_rows(xp: Any, rec: Any, label_end: int) -> Any:
     """Node rows from records: level, topological id, then lo and hi of every dimension; padded to 32 bytes."""
     dims = (label_end - HEADER_WORDS) // LABEL_WORDS
-    rows = np.zeros((rec.shape[0], -(-(NODE_BOXES + 2 * dims) // 8) * 8), dtype=np.uint32)
+    rows = xp.zeros((rec.shape[0], -(-(NODE_BOXES + 2 * dims) // 8) * 8), dtype=np.uint32)
     rows[:, NODE_LEVEL] = rec[:, LEVEL]
     rows[:, NODE_ID] = rec[:, ID]
     for k in range(dims):
@@ -65,86 +50,72 @@ def _node_rows(rec: np.ndarray, label_end: int) -> np.ndarray:
     return rows
 
 
-@dataclass
-class LevelOrder:
-    """The host side of a device copy: an index's arrays numbered in level order. Each level is then a
-    range of numbers, so the fill reads a level's flags in order, and a level's nodes, records and status
-    rows sit side by side. Level order is a topological order, and every test keeps the DAG node ids, so
-    answers do not change. Computed once and uploaded to every device that needs it."""
-
-    indptr: np.ndarray
-    indices: np.ndarray
-    rec: np.ndarray
-    nodes: np.ndarray
-    position: np.ndarray  # DAG node id -> its number
-    level_ptr: np.ndarray
-    label_end: int
-    widest_level: int  # nodes of the level that has most
-    widest_level_edges: int  # out-edges of the level that has most: bounds a level's work items per word
-
-    @classmethod
-    def of(cls, hot: Any) -> LevelOrder:
-        n = hot.rec_dag.shape[0]
-        level = hot.rec_dag[:, LEVEL].astype(np.int64)
-        levels = int(level.max()) + 1 if n else 1
-        per_level = np.bincount(level, minlength=levels)
-        if per_level.max() > MAX_BALANCED_SLOTS:
-            raise MemoryError(f"a level of more than {MAX_BALANCED_SLOTS} nodes is beyond the GPU search's queues")
-        order = np.argsort(level, kind="stable")
-        position = np.empty(n, dtype=np.int32)
-        position[order] = np.arange(n, dtype=np.int32)
-        indptr, indices = _level_order_csr(
-            np.asarray(hot.out_indptr, dtype=np.int64), np.asarray(hot.out_indices), order, position
-        )
-        rec = np.ascontiguousarray(hot.rec_dag[order])
-        return cls(
-            indptr=indptr,
-            indices=indices,
-            rec=rec,
-            nodes=_node_rows(rec, hot.label_end),
-            position=position,
-            level_ptr=np.concatenate([[0], np.cumsum(per_level)]).astype(np.int64),
-            label_end=hot.label_end,
-            widest_level=int(per_level.max()),
-            widest_level_edges=int(np.bincount(level, weights=np.diff(indptr)[position]).max()) if n else 0,
-        )
-
-    @property
-    def nbytes(self) -> int:
-        arrays = (self.indptr, self.indices, self.rec, self.nodes, self.position, self.level_ptr)
-        return sum(array.nbytes for array in arrays)
+def index_bytes(hot: Any) -> int:
+    """Device bytes an index's copy holds: records, node rows, CSR, numbering (``DeviceIndex.nbytes``)."""
+    n = hot.rec_dag.shape[0]
+    dims = (hot.label_end - HEADER_WORDS) // LABEL_WORDS
+    node_row = 4 * -(-(NODE_BOXES + 2 * dims) // 8) * 8
+    return hot.rec_dag.nbytes + (node_row + 16) * n + 4 * np.asarray(hot.out_indices).size
 
 
 @dataclass
 class DeviceIndex:
-    """Device copies of one index in level order (on the device whose cache holds it)."""
+    """Device copies of one index, numbered in level order (on the device whose cache holds it).
+
+    Each level is then a range of numbers, so the fill reads a level's flags in order, and a level's
+    nodes, records and status rows sit side by side. Level order is a topological order, and every test
+    keeps the DAG node ids, so answers do not change. The copy is made on the device from the index's
+    own arrays (one upload; a stable sort by level, gathers and a scan), not on the host."""
 
     arrays: IndexArrays
     levels: int
     widest_level: int
     widest_level_edges: int
     nbytes: int
+    owners: tuple[Any, ...] = ()  # the library arrays the numba views in ``arrays`` share memory with
 
     @property
     def num_nodes(self) -> int:
         return int(self.arrays.position.size)
 
     @classmethod
-    def upload(cls, order: LevelOrder) -> DeviceIndex:
+    def upload(cls, hot: Any) -> DeviceIndex:
+        xp = device_arrays()
+        n = hot.rec_dag.shape[0]
+        records = to_device(hot.rec_dag)
+        level = records[:, LEVEL].astype(np.int64)
+        levels = int(level.max()) + 1 if n else 1
+        per_level = xp.bincount(level, minlength=levels)
+        widest_level = int(per_level.max()) if n else 0
+        if widest_level > MAX_BALANCED_SLOTS:
+            raise MemoryError(f"a level of more than {MAX_BALANCED_SLOTS} nodes is beyond the GPU search's queues")
+        old_indptr = to_device(np.asarray(hot.out_indptr, dtype=np.int64))
+        degree = xp.diff(old_indptr)
+        widest_level_edges = int(xp.bincount(level, weights=degree, minlength=levels).max()) if n else 0
+        order = xp.argsort(level, kind="stable")
+        del level
+        position = xp.empty(n, dtype=np.int32)
+        position[order] = xp.arange(n, dtype=np.int32)
+        rec = records[order]
+        del records
+        indptr = xp.zeros(n + 1, dtype=np.int64)
+        xp.cumsum(degree[order], out=indptr[1:])
+        old_indices = to_device(np.asarray(hot.out_indices, dtype=np.int32))
+        slot = xp.arange(old_indices.size, dtype=np.int64)
+        row = xp.searchsorted(indptr, slot, side="right") - 1
+        indices = position[old_indices[old_indptr[order[row]] + slot - indptr[row]]]
+        del old_indices, old_indptr, slot, row, order, degree
+        nodes = _node_rows(xp, rec, hot.label_end)
+        level_ptr = xp.zeros(levels + 1, dtype=np.int64)
+        xp.cumsum(per_level, out=level_ptr[1:])
+        owners = (indptr, indices, rec, nodes, position, level_ptr)
         return cls(
-            arrays=IndexArrays(
-                indptr=cuda.to_device(order.indptr),
-                indices=cuda.to_device(order.indices),
-                rec=cuda.to_device(order.rec),
-                nodes=cuda.to_device(order.nodes),
-                position=cuda.to_device(order.position),
-                level_ptr=cuda.to_device(order.level_ptr),
-                label_end=order.label_end,
-            ),
-            levels=order.level_ptr.size - 1,
-            widest_level=order.widest_level,
-            widest_level_edges=order.widest_level_edges,
-            nbytes=order.nbytes,
+            arrays=IndexArrays(*(as_numba(array) for array in owners), label_end=hot.label_end),
+            levels=levels,
+            widest_level=widest_level,
+            widest_level_edges=widest_level_edges,
+            nbytes=sum(int(array.nbytes) for array in owners),
+            owners=owners,
         )
 
 
@@ -159,16 +130,27 @@ def chunk_capacity(widest_level: int, words: int, requested: int = 0) -> int:
 
 def entry_capacity(num_nodes: int, requested: int = 0) -> int:
     """Entry rows of a frontier-mode pass: ``requested`` if given, else eight per node, at most
-    MAX_BALANCED_SLOTS (40 bytes each). (On an H200 the 2M-node, 3,000-level benchmark DAG's walk batch
-    overflowed four per node at 4,546 words a pass and took five passes instead of three.)"""
+    MAX_BALANCED_SLOTS (40 bytes each): four a node overflowed on a deep DAG's batch of walks, which then
+    took more passes."""
     return requested or min(MAX_BALANCED_SLOTS, max(8 * num_nodes, 1 << 16))
+
+
+def _grown(array: Any, needed: int, dtype: Any) -> Any:
+    """``array`` if it holds ``needed`` elements, else a new device array of twice that (the old one freed
+    first)."""
+    if array is not None and array.size >= needed:
+        return array
+    del array
+    return cuda.device_array(max(2 * needed, 64), dtype=dtype)
 
 
 @dataclass
 class Workspace:
-    """A device's buffers for the call it runs: status words, chunks, the target table and the frontier's
-    entries. Shared by the indexes cached there (calls take the device one at a time); they only ever
-    grow, and are all zero between calls, since every pass clears what it wrote."""
+    """A device's buffers for the call it runs: status words, chunks, the target table, the frontier's
+    entries, and the call's pairs and per-pass results. Shared by the indexes cached there (calls take the
+    device one at a time); they only ever grow. The status words are all zero between calls (every pass
+    clears what it wrote); the per-pass results are set by the launch itself. Views of the buffers are kept
+    per shape, so that a call of a shape seen before builds no array objects."""
 
     words: int = 0  # reach elements held (flat): nodes x status words of the largest call so far
     reach: Any = None
@@ -177,6 +159,14 @@ class Workspace:
     chunks: ChunkArrays | None = None
     targets: Any = None
     entries: EntryArrays | None = None
+    sources: Any = None  # the call's pairs (int32, capacity grown as calls need)
+    destinations: Any = None
+    found: Any = None  # flat per-pass results, viewed by each call's shape
+    extents: Any = None
+    balanced: Any = None
+    hops: Any = None
+    overflow: Any = None
+    _views: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def status(
         self, index: DeviceIndex, words: int, requested_chunks: int, cfg: EngineConfig
@@ -197,18 +187,59 @@ class Workspace:
         if self.targets is None or self.targets.shape[0] < 64 * words or self.targets.shape[1] != rec.shape[1]:
             self.targets = None
             self.targets = cuda.device_array((64 * words, rec.shape[1]), dtype=rec.dtype)
+            self._views.clear()
         if self.words < n * words or self.touched.size < n or self.summary.size < n * summary_words:
             self.reach = self.summary = self.touched = None  # free the old buffers before allocating larger ones
             self.words = max(self.words, n * words)
             self.reach = device_full(self.words, np.uint64, 0, cfg)
             self.summary = device_full(-(-self.words // 64) + n, np.uint64, 0, cfg)
             self.touched = device_full(n, np.uint8, 0, cfg)
-        status = StatusArrays(
-            self.reach[: n * words].reshape(n, words),
-            self.summary[: n * summary_words].reshape(n, summary_words),
-            self.touched[:n],
+            self._views.clear()
+        key = ("status", n, words)
+        if key not in self._views:
+            self._views[key] = StatusArrays(
+                self.reach[: n * words].reshape(n, words),
+                self.summary[: n * summary_words].reshape(n, summary_words),
+                self.touched[:n],
+            )
+        return self._views[key], self.chunks, self.targets
+
+    def batch(self, sources: np.ndarray, targets: np.ndarray, words: int, levels: int) -> Batch:
+        """The call's pairs on the device and its per-pass results, for passes of ``words`` words over
+        ``levels`` levels (1 in frontier mode); ``status`` must have sized the target table."""
+        count = sources.size
+        passes = -(-count // (64 * words))
+        grown = (
+            self.sources is None
+            or self.sources.size < count
+            or self.found.size < passes * words
+            or self.balanced.size < passes * levels
+            or self.extents.size < 2 * passes
         )
-        return status, self.chunks, self.targets
+        if grown:
+            self.sources = _grown(self.sources, count, np.int32)
+            self.destinations = _grown(self.destinations, count, np.int32)
+            self.found = _grown(self.found, passes * words, np.uint64)
+            self.balanced = _grown(self.balanced, passes * levels, np.int64)
+            self.extents = _grown(self.extents, 2 * passes, np.int64)
+            self.hops = _grown(self.hops, passes, np.int64)
+            if self.overflow is None:
+                self.overflow = cuda.device_array(1, dtype=np.int32)
+            self._views = {key: view for key, view in self._views.items() if key[0] == "status"}
+        if count:
+            copy_into(self.sources, sources)
+            copy_into(self.destinations, targets)
+        key = ("batch", passes, words, levels)
+        if key not in self._views:
+            self._views[key] = (
+                self.targets[: 64 * words],
+                self.found[: passes * words].reshape(passes, words),
+                self.extents[: 2 * passes].reshape(passes, 2),
+                self.balanced[: passes * levels].reshape(passes, levels),
+                self.hops[:passes],
+            )
+        table, found, extents, balanced, hops = self._views[key]
+        return Batch(self.sources, self.destinations, count, table, found, extents, balanced, self.overflow, hops)
 
     def entry_rows(self, index: DeviceIndex, requested: int = 0) -> EntryArrays:
         """Frontier mode's entry rows, allocated at the device's first frontier-mode call."""
@@ -237,7 +268,8 @@ class Workspace:
 
     @property
     def nbytes(self) -> int:
-        held = [self.reach, self.summary, self.touched, self.targets]
+        held = [self.reach, self.summary, self.touched, self.targets, self.sources, self.destinations]
+        held += [self.found, self.extents, self.balanced, self.hops, self.overflow]
         held += list(self.chunks or ()) + list(self.entries or ())
         return sum(array.nbytes for array in held if array is not None)
 
@@ -256,21 +288,21 @@ class DeviceCache:
     entries: OrderedDict[int, DeviceIndex] = field(default_factory=OrderedDict)
     workspace: Workspace = field(default_factory=Workspace)
 
-    def index(self, key: int, prepare: Callable[[], LevelOrder]) -> DeviceIndex:
-        """The copy cached under ``key``, uploaded from ``prepare()`` if absent (evicting others to fit)."""
+    def index(self, key: int, hot: Any) -> DeviceIndex:
+        """The copy cached under ``key``, made from ``hot`` (``HotArrays``) if absent (evicting others to fit)."""
         cached = self.entries.get(key)
         if cached is not None:
             self.entries.move_to_end(key)
             return cached
-        order = prepare()
-        self._make_room(order.nbytes)
-        entry = DeviceIndex.upload(order)
+        # While it is made, the records are on the device twice (as given, then in level order).
+        self._make_room(index_bytes(hot), hot.rec_dag.nbytes)
+        entry = DeviceIndex.upload(hot)
         self.entries[key] = entry
         return entry
 
-    def _make_room(self, nbytes: int) -> None:
+    def _make_room(self, nbytes: int, transient: int = 0) -> None:
         total = total_memory()
-        while self.entries and (self.held + nbytes > self.fraction * total or free_memory() < nbytes):
+        while self.entries and (self.held + nbytes > self.fraction * total or free_memory() < nbytes + transient):
             self.entries.popitem(last=False)
             _free_pending()
 
@@ -297,13 +329,15 @@ def total_memory() -> int:
 
 
 def _free_pending() -> None:
-    """numba frees device memory in batches; free what was dropped now, before the next allocation."""
+    """numba frees device memory in batches and CuPy keeps freed blocks in its pool: give what was dropped
+    back to the driver now, before the next allocation (the cache sizes itself by the driver's free memory)."""
     if not is_simulator():
         context = cuda.current_context()
         for owner in (getattr(context, "memory_manager", None), context):
             pending = getattr(owner, "deallocations", None)
             if pending is not None:
                 pending.clear()
+        device_arrays().get_default_memory_pool().free_all_blocks()
 
 
 _caches: dict[Device, DeviceCache] = {}

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import cuda
 
+from ..compiled import copy_function, kernel
 from ..device import is_simulator
 from ..frontier import (
     EngineConfig,
@@ -39,7 +40,16 @@ from .ops import (
     unflag,
 )
 
-__all__ = ["Batch", "ChunkArrays", "EntryArrays", "launch", "launch_frontier"]
+__all__ = [
+    "MAX_REGISTERS",
+    "Batch",
+    "ChunkArrays",
+    "EntryArrays",
+    "kernel_name",
+    "launch",
+    "launch_frontier",
+    "search_kernel",
+]
 
 _seed_all = make_map_extent_body(seed)
 _fill_level = make_balanced_fill_body(measure_words, emit_words)
@@ -80,6 +90,27 @@ class Batch(NamedTuple):
     hops: Any  # (passes,): frontier mode's hops per pass (levels sweep: unused)
 
 
+@cuda.jit(device=True)
+def _start_batch(batch):
+    """Every pass's found bits, extent, level counters and hops, and the overflow flag, set to their start:
+    the call's buffers are reused from call to call, so the launch itself clears them (no copy or memset
+    from the host)."""
+    gtid = cuda.grid(1)
+    threads = cuda.gridsize(1)
+    words = batch.found.shape[1]
+    for i in range(gtid, batch.found.size, threads):
+        batch.found[i // words, i % words] = 0
+    levels = batch.balanced.shape[1]
+    for i in range(gtid, batch.balanced.size, threads):
+        batch.balanced[i // levels, i % levels] = 0
+    for p in range(gtid, batch.extents.shape[0], threads):
+        batch.extents[p, 0] = NO_LEVEL
+        batch.extents[p, 1] = -1
+        batch.hops[p] = 0
+    if gtid == 0:
+        batch.overflow[0] = 0
+
+
 def _search_passes(index, status, chunks, batch):
     """Every pass of a call in one persistent launch: seed, then per level fill the balanced chunks and expand them.
 
@@ -94,6 +125,8 @@ def _search_passes(index, status, chunks, batch):
     """
     grid = cuda.cg.this_grid()
     threads = cuda.gridsize(1)
+    _start_batch(batch)
+    grid.sync()
     per_pass = batch.targets.shape[0]
     per_node = status.summary.shape[1]
     capacity = chunks.rows.shape[1]
@@ -159,6 +192,8 @@ def _frontier_passes(index, seen, entries, batch):
     """
     grid = cuda.cg.this_grid()
     gtid = cuda.grid(1)
+    _start_batch(batch)
+    grid.sync()
     per_pass = batch.targets.shape[0]
     counters = entries.counters
     for p in range(batch.found.shape[0]):
@@ -212,75 +247,52 @@ def _frontier_passes(index, seen, entries, batch):
         grid.sync()
 
 
+# Registers a thread of the search kernels may use by default: 80 lets three blocks of 256 threads share an
+# SM, and was the fastest of the counts tried (benchmarks/results/code-figures.md).
+MAX_REGISTERS = 80
+_BODIES = {"levels": _search_passes, "frontier": _frontier_passes}
 _kernels: dict[tuple[str, int], Any] = {}
-_kernels_lock = threading.Lock()  # calibration may compile in a thread of its own
+_kernels_lock = threading.Lock()
 
 
-def _compiled(body: Any, max_registers: int) -> Any:
-    """A persistent kernel compiled with at most ``max_registers`` registers a thread (0: no cap)."""
-    key = (body.__name__, max_registers)
+def kernel_name(mode: str, max_registers: int = MAX_REGISTERS) -> str:
+    """The registered name of a search mode's kernel compiled with ``max_registers`` (0: no cap)."""
+    return f"search.{mode}[r{max_registers}]"
+
+
+def search_kernel(mode: str, max_registers: int = MAX_REGISTERS) -> Any:
+    """The persistent kernel of ``mode`` ('levels' or 'frontier') with at most ``max_registers`` registers a
+    thread (0: no cap); the default cap's are made at import, so that the warm-up compiles them."""
+    key = (mode, max_registers)
     with _kernels_lock:
         if key not in _kernels:
             # The simulator takes no register cap.
             cap = {} if is_simulator() or max_registers <= 0 else {"max_registers": max_registers}
-            _kernels[key] = cuda.jit(**cap)(body)
+            _kernels[key] = kernel(copy_function(_BODIES[mode]), kernel_name(mode, max_registers), **cap)
         return _kernels[key]
 
 
-def _batch(sources: Any, destinations: Any, targets: Any, words: int, levels: int) -> tuple[Batch, int]:
-    per_pass = 64 * words
-    passes = -(-sources.size // per_pass)
-    extents = np.empty((passes, 2), dtype=np.int64)
-    extents[:, 0] = NO_LEVEL
-    extents[:, 1] = -1
-    batch = Batch(
-        sources=sources,
-        destinations=destinations,
-        size=sources.size,
-        targets=targets[:per_pass],
-        found=cuda.to_device(np.zeros((passes, words), dtype=np.uint64)),
-        extents=cuda.to_device(extents),
-        balanced=cuda.to_device(np.zeros((passes, levels), dtype=np.int64)),
-        overflow=cuda.to_device(np.zeros(1, dtype=np.int32)),
-        hops=cuda.to_device(np.zeros(passes, dtype=np.int64)),
-    )
-    return batch, passes
+for _mode in _BODIES:
+    search_kernel(_mode)
 
 
 def launch(
-    index: IndexArrays,
-    status: StatusArrays,
-    chunks: ChunkArrays,
-    sources: Any,
-    destinations: Any,
-    targets: Any,
-    levels: int,
-    max_registers: int,
-    cfg: EngineConfig,
+    index: IndexArrays, status: StatusArrays, chunks: ChunkArrays, batch: Batch, max_registers: int, cfg: EngineConfig
 ) -> tuple[np.ndarray, bool, np.ndarray]:
-    """One level-sweep launch over all passes of ``status``'s words: (found bits per pass, whether a level
-    overflowed, the levels each pass swept)."""
-    batch, _passes = _batch(sources, destinations, targets, status.reach.shape[1], levels)
-    kernel = _compiled(_search_passes, max_registers)
-    kernel[cooperative_blocks(kernel, cfg), cfg.block](index, status, chunks, batch)
+    """One level-sweep launch over all passes of ``batch``: (found bits per pass, whether a level overflowed,
+    the levels each pass swept)."""
+    compiled = search_kernel("levels", max_registers)
+    compiled[cooperative_blocks(compiled, cfg), cfg.block](index, status, chunks, batch)
     extents = batch.extents.copy_to_host()
     swept = np.maximum(extents[:, 1] - extents[:, 0], 0)
     return batch.found.copy_to_host(), bool(batch.overflow.copy_to_host()[0]), swept
 
 
 def launch_frontier(
-    index: IndexArrays,
-    seen: Any,
-    entries: EntryArrays,
-    sources: Any,
-    destinations: Any,
-    targets: Any,
-    max_registers: int,
-    cfg: EngineConfig,
+    index: IndexArrays, seen: Any, entries: EntryArrays, batch: Batch, max_registers: int, cfg: EngineConfig
 ) -> tuple[np.ndarray, bool, np.ndarray]:
-    """One frontier-mode launch over all passes of ``seen``'s words: (found bits per pass, whether the
-    entries overflowed, the hops each pass took)."""
-    batch, _passes = _batch(sources, destinations, targets, seen.shape[1], 1)
-    kernel = _compiled(_frontier_passes, max_registers)
-    kernel[cooperative_blocks(kernel, cfg), cfg.block](index, seen, entries, batch)
+    """One frontier-mode launch over all passes of ``batch``: (found bits per pass, whether the entries
+    overflowed, the hops each pass took)."""
+    compiled = search_kernel("frontier", max_registers)
+    compiled[cooperative_blocks(compiled, cfg), cfg.block](index, seen, entries, batch)
     return batch.found.copy_to_host(), bool(batch.overflow.copy_to_host()[0]), batch.hops.copy_to_host()

@@ -5,16 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
-from numba import cuda
 
 from grail_core.batches import pass_spans
 
 from ..device import free_memory
 from ..frontier import BALANCED_BLOCK, ITEM_MASK, EngineConfig
-from .device_index import DeviceCache, LevelOrder
-from .driver import launch, launch_frontier
+from .device_index import DeviceCache
+from .driver import MAX_REGISTERS, launch, launch_frontier
 
 __all__ = [
     "FRONTIER_SPAN",
@@ -29,9 +29,8 @@ __all__ = [
 
 MODES = ("auto", "levels", "frontier")
 # Without a cost model (mode 'auto'): passes that span more levels than this on average run hop by hop.
-# A swept level costs three grid barriers and a scan of its nodes (~18 us on an H100, a 340,000-level
-# DAG); a hop one barrier, and searches end within a few hops (the DAGs of bench_gpu_search: at most 18
-# on the 57-level citation-like graph, 10 on a 3,000-level one, ~1,000 on a 340,000-level one).
+# A swept level costs three grid barriers and a scan of its nodes, a hop one barrier, and searches end
+# within a few hops, far fewer than the levels they span (the figures: benchmarks/results/code-figures.md).
 FRONTIER_SPAN = 64
 
 
@@ -41,10 +40,8 @@ class SearchOptions:
     max_words: int = 0  # status words per node; 0: sized from free memory and the batch
     memory_fraction: float = 0.5  # share of free device memory the status words may take
     chunks: int = 0  # balanced chunks a level may have (one per non-zero summary word); 0: see chunk_capacity
-    # Registers a thread of the search kernel may use (0: the compiler's choice, which is 255 with spills).
-    # 80 lets three blocks of 256 threads share an SM; on an H200 it was the fastest of 64, 80, 96 and
-    # 128 on both generated batches (benchmarks/results/search-NVIDIA_H200.md).
-    max_registers: int = 80
+    # Registers a thread of the search kernels may use (0: the compiler's choice, which is 255 with spills).
+    max_registers: int = MAX_REGISTERS
     mode: str = "auto"  # 'levels' (sweep the levels), 'frontier' (hop by hop) or 'auto' (by the passes' spans)
     entries: int = 0  # frontier mode's entry rows a pass may push; 0: see device_index.entry_capacity
 
@@ -83,14 +80,14 @@ def out_of_device_memory(error: Exception) -> bool:
 def run_search(
     cache: DeviceCache,
     key: int,
-    prepare: Callable[[], LevelOrder],
-    level: np.ndarray,
+    hot: Any,
+    level: Callable[[], np.ndarray],
     sources: np.ndarray,
     targets: np.ndarray,
     opts: SearchOptions,
 ) -> tuple[np.ndarray, SearchStats]:
     """Answers on ``cache``'s device (current, and held by the caller) for the index cached under ``key``
-    (``prepare`` gives its level-order copy when the cache lacks it; ``level`` its DAG levels).
+    (copied from ``hot`` when the cache lacks it; ``level()`` gives its DAG levels for mode 'auto').
 
     Raises MemoryError when the index or a pass of one status word does not fit: the caller searches on
     the CPU."""
@@ -104,34 +101,32 @@ def run_search(
     if sources.size == 0:
         return np.zeros(0, dtype=np.bool_), SearchStats(mode=opts.mode)
     began = time.perf_counter()
-    index = cache.index(key, prepare)
+    index = cache.index(key, hot)
     workspace = cache.workspace
     wanted = -(-sources.size // 64)
-    # Buffers already allocated count as affordable: free memory no longer includes them.
-    affordable = workspace.words // max(1, index.num_nodes)
-    words = opts.max_words or max(
-        affordable, words_for(sources.size, index.num_nodes, free_memory(), opts.memory_fraction)
-    )
+    # Buffers already allocated count as affordable: free memory no longer includes them (and is asked of
+    # the driver only when a call wants more).
+    words = opts.max_words or workspace.words // max(1, index.num_nodes)
+    if not opts.max_words and words < wanted:
+        words = max(words, words_for(sources.size, index.num_nodes, free_memory(), opts.memory_fraction))
     # A level's work items (status words x out-edges) must fit the balanced counter's item field.
     words = max(1, min(words, wanted, ITEM_MASK // max(1, index.widest_level_edges)))
     mode = opts.mode
     if mode == "auto":
-        mode = choose_mode(pass_spans(level, sources, targets, 64 * words))
-    d_src = cuda.to_device(sources)
-    d_tgt = cuda.to_device(targets)
+        mode = choose_mode(pass_spans(level(), sources, targets, 64 * words))
     uploaded = time.perf_counter()
     restarts = 0
     while True:
-        status, chunks, table = workspace.status(index, words, opts.chunks, cfg)
+        status, chunks, _table = workspace.status(index, words, opts.chunks, cfg)
         if mode == "frontier":
             entries = workspace.entry_rows(index, opts.entries)
+            batch = workspace.batch(sources, targets, words, 1)
             found, overflowed, rounds = launch_frontier(
-                index.arrays, status.reach, entries, d_src, d_tgt, table, opts.max_registers, cfg
+                index.arrays, status.reach, entries, batch, opts.max_registers, cfg
             )
         else:
-            found, overflowed, rounds = launch(
-                index.arrays, status, chunks, d_src, d_tgt, table, index.levels, opts.max_registers, cfg
-            )
+            batch = workspace.batch(sources, targets, words, index.levels)
+            found, overflowed, rounds = launch(index.arrays, status, chunks, batch, opts.max_registers, cfg)
         if not overflowed:
             break
         workspace.clear(cfg)

@@ -19,7 +19,7 @@ from grail_core.formats import FORMAT_TABLE, ReadOptions
 from grail_core.labels import MAX_DIMS
 
 from ..bodies import declared_length, stream_to
-from ..conventions import accepts_json
+from ..conventions import accepts_json, known_query
 from ..deps import ServiceState, get_state
 from ..errors import (
     CLIENT_DISCONNECT,
@@ -45,39 +45,57 @@ __all__ = ["router"]
 
 log = logging.getLogger("grail.service.graphs")
 
-router = APIRouter(prefix="/graphs", tags=["graphs"])
+router = APIRouter(prefix="/graphs", tags=["graphs"], dependencies=[Depends(known_query)])
 
 _COLUMN = (
     "edge lists, Parquet and Arrow: the column of the {role}, by name or 0-based position "
     "(default: recognised by its name; an ambiguous table is refused with a message naming this parameter)"
 )
-_TEXT_BODY: dict[str, Any] = {"minLength": 1, "description": "the graph file's text", "example": "0 1\n1 2\n"}
-_BINARY_BODY: dict[str, Any] = {"type": "string", "format": "binary", "minLength": 1}
-# An upload's body by media type, from the format table. Text formats take any bytes (their grammar is checked
-# by the server: 422 with the line), so their schema is any value at least one byte long, under their text/*
-# media types (schema tools write no text under another); a JSON graph is an object. XML ones (GraphML) are
-# read too, but an XML media type here would have schema tools write the body as XML of the schema, not as a
-# graph file.
-_BODY_SCHEMAS: dict[str, dict[str, Any]] = {
-    "text": _TEXT_BODY,
-    "binary": _BINARY_BODY,
-    "json": {"type": "object", "example": {"edges": [[0, 1], [1, 2]], "nodes": [3]}},
+# A small graph in each text format, for the document's examples (Swagger UI sends them as they are).
+_EXAMPLES = {
+    "gra": "graph_for_greach\n3\n0: 1 #\n1: 2 #\n2: #\n",
+    "text/csv": "source,target\na,b\nb,c\n",
+    "text/tab-separated-values": "source\ttarget\na\tb\nb\tc\n",
+    "mtx": "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n2 3\n",
 }
-_UPLOAD_BODIES = {
+_EDGE_LINES = "a b\nb c\n"
+_BINARY_BODY: dict[str, Any] = {"type": "string", "format": "binary", "minLength": 1}
+
+
+def _text_body(example: str) -> dict[str, Any]:
+    # No "type": a text body is text whatever JSON value a tool would write into it.
+    return {"minLength": 1, "description": "the graph file's text", "example": example}
+
+
+# An upload's body by media type, from the format table. Text formats take any bytes (their grammar is checked
+# by the server: 422 with the line, or the build fails with it), so their schema is any text at least one byte
+# long, under their text/* media types (schema tools write no text under another); a JSON graph is an object.
+# XML ones (GraphML) are read too, but an XML media type here would have schema tools write the body as XML of
+# the schema, not as a graph file. text/plain first: Swagger UI offers the first one.
+_UPLOAD_BODIES: dict[str, Any] = {
+    "text/plain": {"schema": _text_body(_EDGE_LINES)},
     **{
-        media: {"schema": _BODY_SCHEMAS[f.body]}
+        media: {
+            "schema": _BINARY_BODY
+            if f.body == "binary"
+            else {"type": "object", "example": {"edges": [["a", "b"], ["b", "c"]], "nodes": ["d"]}}
+            if f.body == "json"
+            else _text_body(_EXAMPLES.get(media) or _EXAMPLES.get(f.name) or _EDGE_LINES)
+        }
         for f in FORMAT_TABLE.values()
-        if f.readable and f.body in _BODY_SCHEMAS
+        if f.readable and f.body in ("text", "binary", "json")
         for media in f.media_types
         if f.body != "text" or media.startswith("text/")
     },
-    "text/plain": {"schema": _TEXT_BODY},
     "application/gzip": {"schema": _BINARY_BODY},
 }
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown graph"},
 }
+# The reading options, as the document describes them (app.py): one object exploded into the query string, one
+# shape per kind of format, so that an option is only where its format takes it.
+READ_PARAMETERS = ("format", "header", "source_column", "target_column")
 
 
 _UPLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -88,7 +106,8 @@ _UPLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     415: {"model": ErrorOut, "description": "format unknown or refused (DOT, GEXF) from Content-Type"},
     422: {
         "model": ErrorOut,
-        "description": "bad parameter or name, or (wait=true) malformed graph, with its line",
+        "description": "bad parameter or name, an option the format does not take, or (wait=true) a malformed "
+        "graph, with its line",
     },
     500: {"model": ErrorOut, "description": "(wait=true) the build failed on the server's side"},
     503: {"model": ErrorOut, "description": "too many uploads or builds at once (Retry-After), read-only disk"},
@@ -184,20 +203,19 @@ async def _upload(
     request: Request, state: ServiceState, params: _UploadParams, name: str | None, *, replace: bool
 ) -> Response:
     accepts_json(request.headers.get("accept"))
+    read = ReadOptions(params.format, params.header, params.source_column, params.target_column)
+    # Options that an explicit format does not take are refused before the upload is read; with the format
+    # told by the Content-Type or the content, they apply where it takes them (as the document says).
+    try:
+        read.check()
+    except InvalidParameterError as error:
+        raise ServiceError(INVALID_PARAMETER, str(error)) from None
     graph_format = format_for(
         params.format, request.headers.get("content-type"), request.headers.get("content-encoding")
     )
     options = UploadOptions(
-        ReadOptions(graph_format, params.header, params.source_column, params.target_column),
-        params.dims,
-        params.seed,
-        params.backend or state.settings.backend,
+        read.as_format(graph_format), params.dims, params.seed, params.backend or state.settings.backend
     )
-    # Options the format does not take are refused before the upload is read.
-    try:
-        options.read.check()
-    except InvalidParameterError as error:
-        raise ServiceError(INVALID_PARAMETER, str(error)) from None
     # The core's own check, run before the upload so that a bad backend costs no transfer.
     resolve_backend(options.backend)
     settings = state.settings

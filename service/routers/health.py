@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
+from ..conventions import known_query
 from ..deps import ServiceState, get_state
 from ..metrics import CONTENT_TYPE
 from ..models import HealthOut, ReadyOut
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], dependencies=[Depends(known_query)])
 
 
 @router.get("/health", response_model=HealthOut, summary="Liveness: the server answers; default backend, GPU")
-async def health(state: Annotated[ServiceState, Depends(get_state)]) -> HealthOut:
+async def health(request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> HealthOut:
     return HealthOut(
         status="ok",
+        version=request.app.version,
         ready=state.readiness.ready,
         backend=state.default_backend,
         gpu=state.gpu_name,

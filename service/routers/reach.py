@@ -18,21 +18,23 @@ from fastapi.responses import StreamingResponse
 
 from grail_core.version import Version
 
+from ..conventions import known_query
 from ..deps import ServiceState, get_state
 from ..models import ErrorOut, GraphRef, ListingOut, PathOut
 from .queries import VERSION_HEADER, as_uploaded, versioned_json
 
 __all__ = ["router", "LISTING_SLICE"]
 
-router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"])
+router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"], dependencies=[Depends(known_query)])
 
 # Names converted and written per slice of a streamed listing: about 1 MB of JSON for short names.
 LISTING_SLICE = 65_536
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown graph, or unknown node (named in the answer)"},
-    409: {"model": ErrorOut, "description": "the graph is not ready (queued, building or failed)"},
+    409: {"model": ErrorOut, "description": "the graph is not ready yet (queued or building)"},
     422: {"model": ErrorOut, "description": "bad parameters"},
+    424: {"model": ErrorOut, "description": "the graph's build failed"},
 }
 
 

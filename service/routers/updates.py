@@ -9,34 +9,39 @@ import anyio
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import ValidationError
 
-from grail_core import UnknownNodeError
-
 from ..bodies import read_bytes
+from ..conventions import known_query
 from ..deps import ServiceState, get_state
-from ..errors import INVALID_PARAMETER, ServiceError, response_for
+from ..errors import INVALID_PARAMETER, ServiceError
 from ..models import EdgesIn, EdgesOut, ErrorOut, GraphRef
 from .queries import versioned_json
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/graphs/{graph_id}", tags=["updates"])
+router = APIRouter(prefix="/graphs/{graph_id}", tags=["updates"], dependencies=[Depends(known_query)])
 
 
 @router.post(
     "/edges",
     response_model=EdgesOut,
     responses={
-        404: {"model": ErrorOut, "description": "unknown graph, or one deleted before the update was journaled"},
+        404: {
+            "model": ErrorOut,
+            "description": "unknown graph (or one deleted before the update was journaled), or an unknown node in "
+            "remove",
+        },
         409: {
             "model": ErrorOut,
-            "description": "the graph is not ready (queued, building or failed), still loading after a start "
-            "(GraphLoading, with Retry-After), or another server's update came first (VersionConflict)",
+            "description": "the graph is not ready yet, still loading after a start (GraphLoading, with "
+            "Retry-After), another server's update came first (VersionConflict), or the update cannot apply to it "
+            "(UpdateConflictError: a name its nodes cannot have, an edge both added and removed)",
         },
         422: {
             "model": ErrorOut,
-            "description": "a malformed edge, a name the graph's nodes cannot have, an edge "
-            "both added and removed, or an unknown node in remove",
+            "description": "a body that is not {add, remove} of [source, target] names (a boolean or a float "
+            "name, an unknown key, a name over --max-name-bytes)",
         },
+        424: {"model": ErrorOut, "description": "the graph's build failed"},
         507: {"model": ErrorOut, "description": "the disk is full: the update was not made"},
     },
     summary="Add and remove edges (new nodes allowed in add); answered once journaled, with the new version",
@@ -52,7 +57,7 @@ async def update_edges(
     # Read and checked here, not by FastAPI: a body that is not JSON is a 422 with the reason, like every body.
     raw = await read_bytes(request, state.settings.max_upload_bytes)
     try:
-        body = EdgesIn.model_validate_json(raw)
+        body = EdgesIn.model_validate_json(raw, context={"max_name_bytes": state.settings.max_name_bytes})
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
         raise ServiceError(
@@ -67,9 +72,5 @@ async def update_edges(
             state.runner.wake()
         return answer
 
-    try:
-        answer = await anyio.to_thread.run_sync(run)
-    except UnknownNodeError as exc:
-        # The graph exists (404 says it does not): the body names a node it does not have.
-        return response_for(exc, status=422)
+    answer = await anyio.to_thread.run_sync(run)
     return versioned_json(answer, answer["version"])

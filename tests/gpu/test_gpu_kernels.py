@@ -11,14 +11,16 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not device_present(), reason="
 if device_present():
     from tests.kernels.test_labeling import (  # noqa: F401
         test_deep_chain_declines,
+        test_deep_layered_dag_matches_cpu,
         test_diamond_stack_multi_word_weights,
         test_dimensions_dealt_over_two_devices_equal_the_cpu_labels,
         test_hub_with_many_roots_uses_every_degree_class,
         test_level_hint_declines_before_device_work,
         test_random_dags_match_cpu,
+        test_random_dags_match_cpu_by_comparing_tree_paths,
         test_single_node,
         test_small_graphs_go_to_the_cpu_by_default,
-        test_too_wide_counts_decline,
+        test_too_wide_counts_compare_tree_paths_instead,
     )
     from tests.kernels.test_scan import test_exclusive_scan  # noqa: F401
     from tests.kernels.test_search import (  # noqa: F401

@@ -55,7 +55,7 @@ def _device_arrays(n: int, src: np.ndarray, dst: np.ndarray, dims: int, seed: in
 
         build.set_components(finish_components(Digraph(*csr), label))
     build.quotient()
-    assert build.renumber(1 << 10)
+    assert build.renumber()
     build.labels(dimension_seeds(dims, seed), FORCE_LABELS)
     build.hubs(hubs)
     return build.download(with_labels=True)
@@ -75,16 +75,18 @@ def test_device_build_equals_the_cpu_build(graph: tuple[int, np.ndarray, np.ndar
 
 
 def test_device_components_leave_a_long_cycle_to_the_cpu() -> None:
-    # A 12-node cycle with a 4-level bound: the reach stops, the nodes stay live, the CPU finishes.
+    # A 12-node cycle whose budget runs out after a first launch of 4 levels: the reach stops, the nodes
+    # stay live, the CPU finishes. With time to spare, the device finds the one component.
+    from kernels.frontier import LevelBudget
     from kernels.scc import device_components
 
     n = 12
     graph = Digraph.from_edges(n, np.arange(n), (np.arange(n) + 1) % n)
     out_csr = (to_device(graph.out_indptr), to_device(graph.out_indices))
     in_csr = (to_device(graph.in_indptr), to_device(graph.in_indices))
-    label, live = device_components(out_csr, in_csr, CONFIG, max_levels=4)
+    label, live = device_components(out_csr, in_csr, CONFIG, LevelBudget(0.0, n, first_launch=4))
     assert live == n and (to_host(label) == LIVE).all()
-    label, live = device_components(out_csr, in_csr, CONFIG, max_levels=64)
+    label, live = device_components(out_csr, in_csr, CONFIG, LevelBudget(60.0, n, first_launch=4))
     assert live == 0
     assert strongly_connected_components(graph)[1] == 1 and len(set(to_host(label).tolist())) == 1
 
@@ -95,6 +97,10 @@ def test_device_build_through_the_pipeline_with_cpu_fallbacks() -> None:
     cpu = build_index_arrays(n, src, dst, dims=2, seed=1, hubs=64, backend="cpu")
     forced = build_index_arrays(n, src, dst, dims=2, seed=1, hubs=64, backend="cuda", force_device=True)
     assert forced.phase_backends["graph"] == "cuda" and forced.phase_backends["labels"] == "cpu"
+    # The cost model's predictions of every phase on both backends, and where each ran, are in the record.
+    assert set(forced.plan) == {"graph", "condense", "labels", "hubs", "download"}
+    assert forced.plan["labels"]["cpu"] < forced.plan["labels"]["cuda"] and forced.plan["labels"]["ran"] == "cpu"
+    assert all(phase["ran"] == forced.phase_backends[name] for name, phase in forced.plan.items())
     for name in QueryArrays._fields:
         np.testing.assert_array_equal(getattr(forced.arrays, name), getattr(cpu.arrays, name), err_msg=name)
 

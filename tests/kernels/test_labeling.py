@@ -15,6 +15,7 @@ from kernels.labeling import LabelingDeclined, LabelingOptions, build_labels
 from .graphs import diamond_stack, hub_graph, labeling_graph
 
 FORCE_GPU = LabelingOptions(max_levels=1 << 10)  # the cost model sends graphs this small to the CPU
+COMPARE = LabelingOptions(max_levels=1 << 10, path_count_levels=0)  # tree parents by comparing tree paths
 
 
 def assert_same_labels(
@@ -62,11 +63,39 @@ def test_diamond_stack_multi_word_weights(bits: int, words: int) -> None:
     assert assert_same_labels(n, edges, LabelingOptions(word_bits=bits, max_levels=1 << 10)) == words
 
 
-def test_too_wide_counts_decline() -> None:
+def test_too_wide_counts_compare_tree_paths_instead() -> None:
+    """Counts that need more than max_words words: the tree parents come from comparing tree paths."""
     n, edges = diamond_stack(5)
-    indptr, orders, root = labeling_graph(n, edges)
-    with pytest.raises(LabelingDeclined, match="path counts"):
-        build_labels(indptr, orders, root, LabelingOptions(word_bits=2, max_words=2, max_levels=1 << 10))
+    options = LabelingOptions(word_bits=2, max_words=2, max_levels=1 << 10)
+    assert assert_same_labels(n, edges, options) == 0
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags(), st.integers(min_value=0, max_value=2**31))
+def test_random_dags_match_cpu_by_comparing_tree_paths(graph: tuple[int, list[tuple[int, int]]], seed: int) -> None:
+    n, edges = graph
+    assert assert_same_labels(n, edges, COMPARE, seed=seed) == 0
+
+
+def layered(levels: int, width: int, seed: int) -> tuple[int, list[tuple[int, int]]]:
+    """A DAG of ``levels`` layers of 1 to ``width`` nodes, each node with one to three parents among the
+    three layers above: narrow and wide levels, tree paths that part near and far above."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, width + 1, levels)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    edges = []
+    for layer in range(1, levels):
+        low = starts[max(0, layer - 3)]
+        for v in range(starts[layer], starts[layer + 1]):
+            parents = rng.integers(low, starts[layer], rng.integers(1, 4))
+            edges += [(int(u), v) for u in set(parents.tolist())]
+    return int(starts[-1]), edges
+
+
+@pytest.mark.parametrize("options", [FORCE_GPU, COMPARE], ids=["path counts", "comparison"])
+def test_deep_layered_dag_matches_cpu(options: LabelingOptions) -> None:
+    n, edges = layered(levels=40, width=5, seed=3)
+    assert_same_labels(n, edges, options, dims=2, seed=7)
 
 
 def test_deep_chain_declines() -> None:

@@ -301,13 +301,13 @@ def test_concurrent_calls_take_the_device_one_at_a_time(monkeypatch: pytest.Monk
     inside, most, guard = [0], [0], threading.Lock()
     real = DeviceCache.index
 
-    def watched(self: DeviceCache, key: int, prepare: object) -> object:
+    def watched(self: DeviceCache, key: int, hot: object) -> object:
         with guard:
             inside[0] += 1
             most[0] = max(most[0], inside[0])
         time.sleep(0.05)
         try:
-            return real(self, key, prepare)
+            return real(self, key, hot)
         finally:
             with guard:
                 inside[0] -= 1

@@ -37,6 +37,7 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def test_keys_and_scopes(keyed: Server) -> None:
     with httpx.Client(base_url=keyed.url) as anonymous:
         assert anonymous.get("/health").status_code == 200  # liveness stays open
+        assert anonymous.get("/ready").status_code in (200, 503)  # so does readiness, for load balancers' checks
         for method, path in (("GET", "/graphs"), ("POST", "/graphs"), ("GET", "/metrics"), ("GET", "/openapi.json")):
             response = anonymous.request(method, path, content=b"0 1\n")
             assert response.status_code == 401, (method, path)
@@ -95,11 +96,11 @@ def test_cli_and_client_take_the_key_from_flag_or_environment(keyed: Server) -> 
         command = [sys.executable, "-m", "service.cli", "--url", keyed.url, *args]
         return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
 
-    assert cli("list").returncode == 1 and "401" in cli("list").stderr
+    assert cli("list").returncode == 4 and "401" in cli("list").stderr  # refused
     assert cli("--api-key", READ_KEY, "list").returncode == 0
     assert cli("list", key=READ_KEY).returncode == 0
     refused = cli("--api-key", READ_KEY, "delete", "nope")
-    assert refused.returncode == 1 and "403" in refused.stderr and READ_KEY not in refused.stderr
+    assert refused.returncode == 4 and "403" in refused.stderr and READ_KEY not in refused.stderr
 
 
 def test_bad_keys_files_stop_the_start(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from service.client import AsyncGrailClient, BuildFailedError, GrailClient, GrailServiceError
+from service.exceptions import UnknownNodeError
 from tests.reference import dag_levels
 
 from ..gpu import device_present
@@ -194,9 +195,10 @@ def test_integer_names_wider_than_16_and_32_bits(client: GrailClient) -> None:
     assert client.query_batch(graph_id, pairs).tolist() == [True, False, True, False, True]
     assert client.query_batch(graph_id, pairs[2:4]).tolist() == [True, False]  # 32 bits suffice
     assert client.query_lines(graph_id, f"{big} {-big}\n3 {mid}\n".encode()) == b"1\n0\n"
-    with pytest.raises(GrailServiceError) as info:
+    with pytest.raises(UnknownNodeError) as info:
         client.query_batch(graph_id, np.array([[mid, 2**40]]))
-    assert info.value.status == 422 and info.value.body["node"] in (2**40, str(2**40))
+    assert info.value.status == 404 and info.value.node in (2**40, str(2**40))
+    assert info.value.unknown == [{"pair": 0, "end": "target", "name": 2**40}]
     with pytest.raises(ValueError):
         client.query_batch(graph_id, pairs, width=32)
 
@@ -221,10 +223,9 @@ def test_bad_uploads(client: GrailClient, server: Server) -> None:
     with pytest.raises(BuildFailedError) as info:
         client.wait_until_ready(record["id"], timeout=60)
     assert info.value.record["error"]["line"] == 4
-    assert (
-        error_of(http.get(f"/graphs/{record['id']}/reachable", params={"source": 0, "target": 1}), 409)["error"]
-        == "GraphNotReady"
-    )
+    # Failed for good: 424, with the build's error (409 is for a graph still queued or building).
+    failed = error_of(http.get(f"/graphs/{record['id']}/reachable", params={"source": 0, "target": 1}), 424)
+    assert failed["error"] == "GraphFailed" and failed["build"]["line"] == 4
     out_of_range = b"graph_for_greach\n2\n0: 7 #\n1: #\n"
     assert (
         error_of(
@@ -328,7 +329,7 @@ def test_bad_queries(client: GrailClient, kegg: str) -> None:
     body = error_of(
         http.post(queries, content=bytes(12), headers={"Content-Type": "application/octet-stream; width=8"}), 415
     )
-    assert body["error"] == "UnsupportedWidth" and "16, 32 or 64" in body["detail"]
+    assert body["error"] == "UnsupportedPairWidth" and "16, 32 or 64" in body["detail"]
     body = error_of(
         http.post(
             queries,
@@ -337,17 +338,18 @@ def test_bad_queries(client: GrailClient, kegg: str) -> None:
         ),
         406,
     )
-    assert body["error"] == "UnsupportedWidth" and "1 or 8" in body["detail"]
+    assert body["error"] == "UnsupportedAnswerWidth" and "1 or 8" in body["detail"]
     unknown = np.array([[0, 1], [30000, 2]], dtype="<i2").tobytes()
     body = error_of(
-        http.post(queries, content=unknown, headers={"Content-Type": "application/octet-stream; width=16"}), 422
+        http.post(queries, content=unknown, headers={"Content-Type": "application/octet-stream; width=16"}), 404
     )
     assert body["error"] == "UnknownNodeError" and body["node"] in (30000, "30000")
+    assert body["unknown"] == [{"pair": 1, "end": "source", "name": 30000}] and body["unknown_count"] == 1
     too_big = np.zeros(13 * 1024 * 1024 // 8, dtype="<i8").tobytes()  # 13 MiB, the test server takes 12
     body = error_of(http.post(queries, content=too_big, headers={"Content-Type": "application/octet-stream"}), 413)
     assert body["error"] == "PayloadTooLarge"
     assert error_of(http.post(queries, content=b"1 2", headers={"Content-Type": "image/png"}), 415)
-    body = error_of(http.post(queries, json={"pairs": [[1, 2], [3, 123456]]}), 422)  # the graph exists: not 404
+    body = error_of(http.post(queries, json={"pairs": [[1, 2], [3, 123456]]}), 404)  # as on GET
     assert body["node"] in (123456, "123456")
 
 
@@ -363,22 +365,25 @@ def test_cli_upload_and_query(server: Server, files: GraphFiles, tmp_path) -> No
     def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run([*cli, *args], cwd=REPO, capture_output=True, input=stdin, timeout=120)
 
-    upload = run("upload", str(files.path("cyclic.gra")), "--wait", "--name", "cli")
+    upload = run("upload", str(files.path("cyclic.gra")), "--name", "cli", "--json")
     assert upload.returncode == 0, upload.stderr
     record = json.loads(upload.stdout)
     assert record["status"] == "ready" and record["name"] == "cli"
     assert b"ready" in upload.stderr  # the progress lines
     query = run("query", record["id"], "-", stdin=files.path("cyclic.que").read_bytes())
     assert query.returncode == 0, query.stderr
-    assert query.stdout == files.path("cyclic.ans").read_bytes()
+    rows = [line.split(b"\t") for line in query.stdout.splitlines()]
+    assert rows[0] == [b"source", b"target", b"reachable"]
+    expected = [b"true" if line == b"1" else b"false" for line in files.path("cyclic.ans").read_bytes().split()]
+    assert [row[2] for row in rows[1:]] == expected
     missing = run("query", "nope", str(files.path("cyclic.que")))
-    assert missing.returncode == 1 and b"404" in missing.stderr
-    # A malformed graph: the error names the line the server found, with and without --wait.
+    assert missing.returncode == 3 and b"404" in missing.stderr
+    # A malformed graph: the error names the line the server found.
     bad = tmp_path / "bad.gra"
     bad.write_bytes(b"graph_for_greach\n3\n0: 1 #\n1: x #\n2: #\n")
-    failed = run("upload", str(bad), "--wait")
-    assert failed.returncode == 1 and b"GraphFormatError" in failed.stderr and b"line 4" in failed.stderr
-    listed = run("list", "--status", "failed")
+    failed = run("upload", str(bad))
+    assert failed.returncode == 4 and b"GraphFormatError" in failed.stderr and b"line 4" in failed.stderr
+    listed = run("list", "--status", "failed", "--json")
     assert listed.returncode == 0 and {r["status"] for r in json.loads(listed.stdout)} == {"failed"}
     assert record["id"] not in {r["id"] for r in json.loads(listed.stdout)}
 

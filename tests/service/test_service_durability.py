@@ -105,7 +105,8 @@ def _kill_mid_build(server: Server, files: GraphFiles) -> None:
         assert np.array_equal(client.query_batch(big["id"], pairs), expected)
         failed = wait_until(lambda: (r := client.get(small["id"]))["status"] not in ("queued", "building") and r)
         assert failed["status"] == "failed" and "upload" in failed["error"]["message"]
-        assert client.http.get(f"/graphs/{small['id']}/reachable", params={"source": 0, "target": 1}).status_code == 409
+        lost = client.http.get(f"/graphs/{small['id']}/reachable", params={"source": 0, "target": 1})
+        assert lost.status_code == 424 and lost.json()["error"] == "GraphFailed"  # failed for good
     assert "jobs that were running when the server stopped are queued again" in server.log()
     assert sorted(p.name for p in (graphs / big["id"]).iterdir()) == ["v1"]
     assert not stored_uploads(server.data_dir)
@@ -126,6 +127,6 @@ def test_corrupt_index_is_reported_not_served(fresh_server: Server, files: Graph
         record = wait_until(lambda: (r := client.get(graph_id))["loading"] is None and r)
         assert record["status"] == "failed" and record["error"]["type"] == "IndexFileError"
         response = client.http.get(f"/graphs/{graph_id}/reachable", params={"source": 0, "target": 1})
-        assert response.status_code == 409
+        assert response.status_code == 424 and response.json()["build"]["type"] == "IndexFileError"
         client.delete(graph_id)
     wait_until(lambda: not (server.data_dir / "graphs" / graph_id).exists())  # after the grace period

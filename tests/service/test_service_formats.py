@@ -131,16 +131,16 @@ def test_cli_infers_the_format_and_shows_upload_then_build_progress(
 ) -> None:
     graph = named_graph(6, kind="tricky")
     export = EXPORTS["parquet-pandas"][1](graph, tmp_path)
-    assert cli_main(["--url", server.url, "upload", str(export.path), "--wait"]) == 0
+    assert cli_main(["--url", server.url, "upload", str(export.path), "--json"]) == 0
     out, err = capsys.readouterr()
     assert '"status": "ready"' in out and '"format": "parquet"' in out  # from the Content-Type the name set
     assert "uploaded" in err and "MiB/s" in err and "ready" in err
     adjlist = EXPORTS["adjlist-networkx"][1](named_graph(6, kind="plain"), tmp_path)
-    assert cli_main(["--url", server.url, "upload", str(adjlist.path), "--wait"]) == 0
+    assert cli_main(["--url", server.url, "upload", str(adjlist.path), "--json"]) == 0
     assert '"format": "adjlist"' in capsys.readouterr().out
     csv = tmp_path / "ambiguous.csv"
     csv.write_text("a,b,c\nx,y,1\n")
-    argv = ["--url", server.url, "upload", str(csv), "--source-column", "a", "--target-column", "b", "--wait"]
+    argv = ["--url", server.url, "upload", str(csv), "--source-column", "a", "--target-column", "b", "--json"]
     assert cli_main(argv) == 0
     assert '"status": "ready"' in capsys.readouterr().out
 

@@ -288,7 +288,7 @@ def test_integers_past_64_bits_are_unknown_nodes(http: httpx.Client, graph: str)
     huge = str(2**63)
     assert error_of(http.get(f"/graphs/{graph}/reachable", params={"source": huge, "target": 0}), 404)
     assert error_of(http.get(f"/graphs/{graph}/reachable", params={"pairs": f"{huge},0"}), 404)
-    assert error_of(http.post(f"/graphs/{graph}/queries", content=f'{{"pairs": [[{huge}, 0]]}}'), 422)
+    assert error_of(http.post(f"/graphs/{graph}/queries", content=f'{{"pairs": [[{huge}, 0]]}}'), 404)
     response = http.post(
         "/graphs?wait=true", content=f'{{"edges": [[{huge}, 1]]}}', headers={"Content-Type": "application/json"}
     )
@@ -312,7 +312,7 @@ def test_malformed_json_pairs_and_deep_nesting(http: httpx.Client, graph: str) -
 
 
 def test_lone_surrogate_name(http: httpx.Client, graph: str) -> None:
-    body = error_of(http.post(f"/graphs/{graph}/queries", content=b'{"pairs": [["\\ud801", 0]]}'), 422)
+    body = error_of(http.post(f"/graphs/{graph}/queries", content=b'{"pairs": [["\\ud801", 0]]}'), 404)
     assert body["error"] == "UnknownNodeError" and "ud801" in body["detail"]
 
 
@@ -371,8 +371,17 @@ def test_head_options_allow_and_accept(http: httpx.Client, graph: str) -> None:
     assert answer.headers["content-type"].startswith("application/json")
     assert error_of(http.get("/graphs", headers={"Accept": "image/png"}), 406)
     spec = http.get("/openapi.json").json()
-    parameters = spec["paths"]["/graphs/{graph_id}/reachable"]["get"]["parameters"]
-    assert all(p["required"] for p in parameters)
+    parameters = {p["name"]: p for p in spec["paths"]["/graphs/{graph_id}/reachable"]["get"]["parameters"]}
+    # One pair (source and target, both required) or else pairs: one object exploded into the query string.
+    pair = parameters["pair"]
+    assert pair["required"] and pair["style"] == "form" and pair["explode"]
+    shapes = pair["schema"]["oneOf"]
+    assert [sorted(shape["required"]) for shape in shapes] == [["source", "target"], ["pairs"]]
+    assert not parameters["unknown"]["required"] and parameters["unknown"]["schema"]["enum"] == [
+        "error",
+        "false",
+        "null",
+    ]
 
 
 def test_names_cannot_forge_log_lines(hard: Server, http: httpx.Client) -> None:

@@ -98,8 +98,9 @@ def test_trailing_nul_empty_and_unknown_string_names(client: GrailClient, named:
     for bad in ("a\0\0", "", "A", "zurich"):
         body = error_of(http.get(f"/graphs/{graph_id}/reachable", params={"source": bad, "target": "a"}), 404)
         assert body["error"] == "UnknownNodeError" and body["node"] == bad
-        # A batch naming an unknown node is 422: 404 says the graph is not there.
-        assert error_of(http.post(queries, json={"pairs": [["a", bad]]}), 422)["node"] == bad
+        # A batch naming an unknown node: 404 as on GET, the pair listed.
+        listed = error_of(http.post(queries, json={"pairs": [["a", bad]]}), 404)
+        assert listed["node"] == bad and listed["unknown"] == [{"pair": 0, "end": "target", "name": bad}]
     for not_a_name in (True, None):
         assert error_of(http.post(queries, json={"pairs": [[not_a_name, "a"]]}), 422)["error"] == "BadPairs"
 
@@ -111,7 +112,7 @@ def test_lone_surrogates_and_invalid_utf8_get_a_4xx_with_a_json_body(
     http = client.http
     queries = f"/graphs/{graph_id}/queries"
     for body in (b'{"pairs": [["a", "\\ud801"]]}', b'{"pairs": [["a", "\\ud801"]], "x": 1}'):  # scanner, json.loads
-        answer = error_of(http.post(queries, content=body, headers={"Content-Type": "application/json"}), 422)
+        answer = error_of(http.post(queries, content=body, headers={"Content-Type": "application/json"}), 404)
         assert answer["node"] == "\\ud801" and "ud801" in answer["detail"]
     for content_type in ("application/json", "text/plain"):
         body = b'{"pairs": [["a", "\xff"]]}' if content_type == "application/json" else b"a \xff\n"
@@ -147,16 +148,16 @@ def test_sparse_integer_names_on_every_query_path(client: GrailClient) -> None:
     assert body["reachable"] == [bool(truth[0, 1]), bool(truth[3, 4])]
     # Integers outside int64 and things that are not integers: unknown names, named in the answer.
     for outside in (2**63, -(2**63) - 1, 10**20):
-        answer = error_of(http.post(queries, json={"pairs": [[0, outside]]}), 422)
+        answer = error_of(http.post(queries, json={"pairs": [[0, outside]]}), 404)
         assert answer["node"] in (outside, str(outside))
         answer = error_of(
-            http.post(queries, content=f"0 {outside}\n".encode(), headers={"Content-Type": "text/plain"}), 422
+            http.post(queries, content=f"0 {outside}\n".encode(), headers={"Content-Type": "text/plain"}), 404
         )
         assert answer["node"] == str(outside)
         answer = error_of(http.get(f"/graphs/{graph_id}/reachable", params={"source": outside, "target": 0}), 404)
         assert answer["node"] == str(outside)
     for other in (1.5, "zero", " 7"):
-        assert error_of(http.post(queries, json={"pairs": [[0, other]]}), 422)["node"] in (other, str(other))
+        assert error_of(http.post(queries, json={"pairs": [[0, other]]}), 404)["node"] in (other, str(other))
     assert error_of(http.post(queries, json={"pairs": [[0, True]]}), 422)["error"] == "BadPairs"
     assert http.post(queries, json={"pairs": [[0.0, 0]]}).json()["reachable"] == [True]  # an integral float
     metrics = http.get("/metrics").text

@@ -201,8 +201,14 @@ def test_updates_are_exact_at_once_and_rebuilt_in_the_background(client: GrailCl
 def test_update_errors_change_nothing(client: GrailClient) -> None:
     graph_id = upload(client)
     cases = [
-        ({"remove": [["a", "nowhere"]]}, 422, "UnknownNodeError"),
-        ({"add": [["a", "c"]], "remove": [["a", "c"]]}, 422, "InvalidParameterError"),
+        ({"remove": [["a", "nowhere"]]}, 404, "UnknownNodeError"),
+        ({"add": [["a", "c"]], "remove": [["a", "c"]]}, 409, "UpdateConflictError"),
+        ({"add": [[True, "c"]]}, 422, "InvalidParameter"),
+        ({"add": [[5.0, "c"]]}, 422, "InvalidParameter"),
+        ({"add": [[1e3, "c"]]}, 422, "InvalidParameter"),
+        ({"added": [["a", "c"]]}, 422, "InvalidParameter"),
+        ({"add": [["a", "c"]], "extra": 1}, 422, "InvalidParameter"),
+        ({"add": [["a", "n" * 5000]]}, 422, "InvalidParameter"),
         ({"add": [["a", "b", "c"]]}, 422, "InvalidParameter"),
         ({"add": "a b"}, 422, "InvalidParameter"),
         ("{not json", 422, "InvalidParameter"),
