@@ -280,8 +280,8 @@ def _upload_call(
         headers["Content-Encoding"] = encoding
     timeout = None if wait else httpx.USE_CLIENT_DEFAULT
     # PUT /graphs/{name} uploads a replacement of the graph holding the name.
-    method, path = ("PUT", f"/graphs/{name}") if replace else ("POST", "/graphs")
-    return Call(method, path, params, headers, body, idempotent=False, timeout=timeout)
+    method, route = ("PUT", f"/graphs/{name}") if replace else ("POST", "/graphs")
+    return Call(method, route, params, headers, body, idempotent=False, timeout=timeout)
 
 
 def _query_value(value: Any) -> Any:

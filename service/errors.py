@@ -131,17 +131,13 @@ GRAPH_NOT_FOUND = _kind("GraphNotFound", 404, "No such graph")
 PROBLEM_NOT_FOUND = _kind("ProblemNotFound", 404, "No such kind of error")
 GRAPH_NOT_READY = _kind("GraphNotReady", 409, "The graph is not ready yet")
 GRAPH_FAILED = _kind("GraphFailed", 424, "The graph's build failed")
-GRAPH_LOADING = _kind(
-    "GraphLoading", 409, "The graph's version and journal are loading after a start", retry_after=1
-)
+GRAPH_LOADING = _kind("GraphLoading", 409, "The graph's version and journal are loading after a start", retry_after=1)
 NAME_TAKEN = _kind("NameTaken", 409, "Another graph holds this name")
 GRAPH_EXISTS = _kind("GraphExists", 409, "A graph with this id exists")
 INVALID_NAME = _kind("InvalidName", 422, "Graph names are letters, digits, '.', '_' and '-'")
 VERSION_CONFLICT = _kind("VersionConflict", 409, "Another server's update came first", retry_after=1)
 UPLOAD_TOO_LARGE = _kind("UploadTooLarge", 413, "The upload is over the server's limit")
-STORE_UNAVAILABLE = _kind(
-    "StoreUnavailable", 503, "The database or the object store cannot be reached", retry_after=5
-)
+STORE_UNAVAILABLE = _kind("StoreUnavailable", 503, "The database or the object store cannot be reached", retry_after=5)
 REQUEST_TIMEOUT = _kind("RequestTimeout", 408, "The headers took too long to arrive")
 BODY_TIMEOUT = _kind("BodyTimeout", 408, "The body took too long to arrive")
 PAYLOAD_TOO_LARGE = _kind("PayloadTooLarge", 413, "The body is over this route's limit")
