@@ -137,3 +137,58 @@ def test_start_up_removes_what_crashes_leave(fresh_server: Server, files: GraphF
     assert artifacts.versions(graph_id) == [1] and stored_uploads(data) == []
     with server.client() as client:
         assert client.wait_until_ready(graph_id)["status"] == "ready"
+
+
+def test_updates_on_a_full_disk_change_nothing_and_survive_a_sigkill(small_disk: Path, tmp_path: Path) -> None:
+    """Edge updates while the disk (the metadata database's and the index versions') fills: each is answered
+    200 once journaled or 507 with a message, a refused one changes nothing (the version and the answers stay
+    those of the acknowledged ones), the graph stays ready through the failing rebuilds, updates go on once
+    there is space again, and after a SIGKILL every acknowledged update is there."""
+    server = Server(small_disk / "data", tmp_path / "server.log").start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            graph_id = http.post("/graphs?wait=true", content=b"c0 c0\n").json()["id"]
+            version = 1
+
+            def update() -> httpx.Response:
+                nonlocal version
+                reply = http.post(f"/graphs/{graph_id}/edges", json={"add": [[f"c{version - 1}", f"c{version}"]]})
+                if reply.status_code == 200:
+                    version += 1
+                    assert reply.json()["version"] == version
+                return reply
+
+            def holds(k: int, http: httpx.Client = http) -> bool:
+                params = {"source": "c0", "target": f"c{k}", "unknown": "false"}
+                reply = http.get(f"/graphs/{graph_id}/reachable", params=params)
+                assert reply.status_code == 200 and int(reply.headers["grail-graph-version"]) == version
+                return bool(reply.json()["reachable"])
+
+            filler = _fill(small_disk, 32 << 10)
+            refused = 0
+            for _ in range(400):
+                reply = update()
+                if reply.status_code == 200:
+                    continue
+                assert reply.status_code == 507, reply.text
+                assert reply.json()["error"] == "DiskFull" and "disk is full" in reply.json()["detail"]
+                refused += 1
+                assert http.get(f"/graphs/{graph_id}").json()["version"] == version  # nothing changed
+                assert holds(version - 1) and not holds(version)
+                if refused == 5:
+                    break
+            assert refused == 5, "the disk never filled"
+            assert http.get(f"/graphs/{graph_id}").json()["status"] == "ready"
+
+            filler.unlink()
+            for _ in range(3):
+                assert update().status_code == 200
+            assert holds(version - 1) and not holds(version)
+        server.kill()
+        server.start()
+        with server.client() as client:
+            record = client.wait_until_ready(graph_id, timeout=120)
+            assert record["version"] == version
+            assert holds(version - 1, client.http) and not holds(version, client.http)
+    finally:
+        server.stop()

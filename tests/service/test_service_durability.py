@@ -130,3 +130,47 @@ def test_corrupt_index_is_reported_not_served(fresh_server: Server, files: Graph
         assert response.status_code == 424 and response.json()["build"]["type"] == "IndexFileError"
         client.delete(graph_id)
     wait_until(lambda: not (server.data_dir / "graphs" / graph_id).exists())  # after the grace period
+
+
+def test_a_data_dir_of_the_json_record_layout_is_imported_at_start(tmp_path: Path) -> None:
+    """A data directory the JSON-record releases wrote (tests/legacy_layout.py) served by a real server: the
+    ready graph answers with its journaled updates applied (the torn last line dropped), the queued one builds
+    from its upload, the failed and the damaged ones answer 424; a restart imports nothing again."""
+    from tests.legacy_layout import write_graph
+
+    data = tmp_path / "data"
+    edges = b"a b\nb c\nc a\nc d\nd e\nf f\n"
+    updates = [([["e", "g"]], []), ([], [["c", "d"]])]
+    ready = write_graph(data, "aaaaaaaaaaa1", name="deps", status="ready", edges=edges, updates=updates)
+    with open(ready.journal, "ab") as journal:
+        journal.write(b'{"version":4,"add":[["x"')  # a crash cut the last line short: never acknowledged
+    queued = write_graph(data, "aaaaaaaaaaa2", name="deps", status="queued", edges=edges, built=False, upload=True)
+    failed = write_graph(
+        data,
+        "aaaaaaaaaaa3",
+        name="broken",
+        status="failed",
+        edges=b"a b\n",
+        built=False,
+        error={"type": "GraphFormatError", "message": "line 3: not an edge", "line": 3},
+    )
+    server = Server(data, tmp_path / "server.log").start()
+    try:
+        with server.client() as client:
+            record = client.wait_until_ready("deps", timeout=120)
+            assert (record["id"], record["version"]) == (ready.id, 3)
+            pairs = [("a", "g"), ("c", "d"), ("a", "e"), ("f", "f"), ("g", "a")]
+            assert list(client.query_batch("deps", pairs)) == [False, False, False, True, False]
+            assert client.reachable("deps", "e", "g")
+            built = client.wait_until_ready(queued.id, timeout=120)
+            assert built["name"] == queued.id  # "deps" was the first graph's
+            assert list(client.query_batch(queued.id, pairs, unknown="false")) == [False, True, True, True, False]
+            lost = client.http.get(f"/graphs/{failed.id}/reachable", params={"source": "a", "target": "b"})
+            assert lost.status_code == 424 and lost.json()["build"]["type"] == "GraphFormatError"
+        assert not list(data.glob("graphs/*/record.json")) and not list(data.glob("graphs/*/updates.jsonl"))
+        server.restart()
+        with server.client() as client:
+            assert client.wait_until_ready("deps", timeout=120)["version"] == 3
+            assert {r["id"] for r in client.list()} == {ready.id, queued.id, failed.id}
+    finally:
+        server.stop()
