@@ -6,8 +6,9 @@ and its size); one over what a build may use here is refused at once (413, sayin
 estimate goes with the build job (``memory_bytes``), and a rebuild's is made from the graph's size when it is
 queued. The budget (``--max-build-memory-mb``) is split: a small lane (a quarter, at most ``SMALL_LANE_BYTES``)
 with its own worker claims the jobs that fit in it, so that a small graph never waits behind a large one; the
-main lane's ``--build-workers`` workers claim any job that fits in what the lane has free, each reserving its
-share of the lane (or its estimate, when larger) before it starts. A build that allocates past its
+main lane's ``--build-workers`` workers claim any job that fits in what the lane has free (those that fit the
+small lane only while it is busy), each reserving its share of the lane (or its estimate, when larger) before it
+starts. A build that allocates past its
 reservation fails (507) without touching the others or the server.
 
 A claimed job is leased to this server (``LEASE_S``, renewed by a heartbeat while it runs): a server that dies
@@ -126,6 +127,7 @@ class BuildRunner:
         self._cond = threading.Condition()
         self._claim_lock = threading.Lock()
         self._reserved = 0
+        self._small_lane_free = True
         self._stopping = False
         self._running: dict[int, Job] = {}  # by job id, with the lease this server holds
         self._lost: set[int] = set()  # jobs whose lease this server lost (deleted, or taken over)
@@ -217,10 +219,12 @@ class BuildRunner:
                 self._running.pop(job.id, None)
                 self._lost.discard(job.id)
                 set_request_id("-")
-                if not small_lane:
-                    with self._cond:
+                with self._cond:
+                    if small_lane:
+                        self._small_lane_free = True
+                    else:
                         self._reserved -= reservation
-                        self._cond.notify_all()
+                    self._cond.notify_all()
             try:
                 if not self._stopping:
                     worker.start()  # a worker that retired or died is replaced now, not at the next build
@@ -238,16 +242,21 @@ class BuildRunner:
             if self._stopping:
                 return None
             limit: int | None = self.small_lane_bytes
+            least: int | None = None
             if not small_lane:
                 free = self.main_lane_bytes - self._reserved
                 limit = free if free >= min(self._share, self.main_lane_bytes) else None
+                # Jobs that fit the small lane are its own while it is free (its worker's smaller memory limit
+                # holds them), whichever lane wakes first.
+                least = self.small_lane_bytes + 1 if self._small_lane_free else None
             if limit is not None:
                 try:
-                    job = self._metadata.claim_job(self.owner, LEASE_S, max_memory_bytes=limit)
+                    job = self._metadata.claim_job(self.owner, LEASE_S, max_memory_bytes=limit, min_memory_bytes=least)
                 except StateError as exc:
                     log.warning("cannot claim jobs now: %s", exc.message)
             if job is not None:
                 if small_lane:
+                    self._small_lane_free = False
                     return job, self.small_lane_bytes
                 reservation = min(self.main_lane_bytes, max(job.memory_bytes, self._share))
                 with self._cond:

@@ -317,6 +317,7 @@ class MetadataStore(Protocol):
         lease_s: float,
         kinds: Sequence[JobKind] | None = None,
         max_memory_bytes: int | None = None,
+        min_memory_bytes: int | None = None,
     ) -> Job | None: ...
 
     def heartbeat_job(self, job: Job, lease_s: float) -> Job: ...

@@ -778,11 +778,12 @@ class SqlMetadataStore(ABC):
         lease_s: float,
         kinds: Sequence[JobKind] | None = None,
         max_memory_bytes: int | None = None,
+        min_memory_bytes: int | None = None,
     ) -> Job | None:
         """The next due job for ``owner``, leased for ``lease_s`` seconds with a new fencing token: a queued
         one whose time has come, or a running one whose lease expired (its worker died; taken over); of
-        ``kinds`` and needing at most ``max_memory_bytes`` when given. A job whose lease expired after its last
-        allowed attempt fails instead. None when nothing is due."""
+        ``kinds`` and needing at most ``max_memory_bytes`` and at least ``min_memory_bytes`` when given. A job
+        whose lease expired after its last allowed attempt fails instead. None when nothing is due."""
         kind_filter = ""
         params: list[Any] = []
         if kinds:
@@ -791,6 +792,9 @@ class SqlMetadataStore(ABC):
         if max_memory_bytes is not None:
             kind_filter += " AND memory_bytes <= ?"
             params.append(int(max_memory_bytes))
+        if min_memory_bytes is not None:
+            kind_filter += " AND memory_bytes >= ?"
+            params.append(int(min_memory_bytes))
 
         def work(tx: Tx) -> Job | None:
             while True:

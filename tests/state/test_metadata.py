@@ -392,9 +392,10 @@ def test_claims_take_only_jobs_that_fit(store: MetadataStore) -> None:
     for graph_id, memory in (("aaaaaaaaaaaa", 500), ("bbbbbbbbbbbb", 50)):
         store.create_graph(graph_id, PARAMS, build={}, build_memory_bytes=memory)
     assert store.claim_job("w", 30, max_memory_bytes=10) is None
+    assert store.claim_job("w", 30, min_memory_bytes=501) is None
     small = store.claim_job("w", 30, max_memory_bytes=100)
     assert small is not None and small.graph_id == "bbbbbbbbbbbb"  # the older one does not fit: passed over
-    large = store.claim_job("w", 30)
+    large = store.claim_job("w", 30, min_memory_bytes=100)
     assert large is not None and large.graph_id == "aaaaaaaaaaaa" and large.memory_bytes == 500
 
 
