@@ -108,6 +108,7 @@ def _check_chain(http: httpx.Client, graph_id: str, acknowledged: int) -> int:
     return int(version)
 
 
+@pytest.mark.timeout(120 + 60 * KILL_ROUNDS)
 def test_sigkills_during_uploads_builds_updates_and_rebuilds_lose_nothing(
     fresh_server: Server, files: GraphFiles
 ) -> None:
