@@ -4,13 +4,15 @@ the name answering the old one until then, and a failed build leaves the old one
 
 from __future__ import annotations
 
+import threading
+
 import httpx
 import pytest
 
 from service.client import GrailClient
 from service.exceptions import BuildFailedError, InvalidRequestError, NameTakenError
 
-from .conftest import Server
+from .conftest import Server, wait_until
 from .test_service_cli import run
 
 pytestmark = pytest.mark.timeout(240)
@@ -79,3 +81,29 @@ def test_cli_uploads_with_a_name_and_replaces(server: Server, tmp_path_factory: 
     assert run(server, "reachable", "cli-deps", "a", "c").returncode == 0  # yes, from the new graph
     refused = run(server, "upload", str(first), "--replace")
     assert refused.returncode == 2 and "--replace needs --name" in refused.stderr
+
+
+def test_updates_racing_a_delete_answer_404_never_500(client: GrailClient, server: Server) -> None:
+    """Edge updates sent while their graph is deleted: each is answered 200 (journaled before the delete) or
+    404 (the delete came first), never a 500, and no answer holds a path of the server's."""
+    statuses: set[int] = set()
+    for round_number in range(8):
+        graph_id = client.upload(b"0 1\n1 2\n", wait=True)["id"]
+        answers: list[httpx.Response] = []
+
+        def updates(graph_id: str = graph_id, answers: list[httpx.Response] = answers) -> None:
+            with httpx.Client(base_url=server.url, timeout=60) as http:
+                for k in range(15):
+                    answers.append(http.post(f"/graphs/{graph_id}/edges", json={"add": [[2, 3 + k]]}))
+
+        thread = threading.Thread(target=updates)
+        thread.start()
+        wait_until(lambda answers=answers, r=round_number: len(answers) >= r)
+        client.delete(graph_id)
+        thread.join()
+        for answer in answers:
+            assert answer.status_code in (200, 404), answer.text
+            assert str(server.data_dir) not in answer.text and "/tmp" not in answer.text
+            statuses.add(answer.status_code)
+        assert client.http.get(f"/graphs/{graph_id}").status_code == 404
+    assert statuses == {200, 404}
