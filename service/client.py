@@ -92,7 +92,8 @@ P = ParamSpec("P")
 @dataclass(frozen=True)
 class Retry:
     """When a request is sent again: an answer in ``statuses`` (the server says: not now) to a request that is
-    safe to repeat (GET, DELETE, the query batches; never an upload or an edge update), up to ``attempts``
+    safe to repeat (GET, DELETE, the query batches; never an upload or an edge update), or a 409 that says when
+    to come back (``Retry-After``: GraphLoading after a server's start), up to ``attempts``
     tries in all. Each wait is what the answer's ``Retry-After`` says, else ``backoff`` seconds doubled at each
     try (with up to a quarter more at random, so that clients do not come back together); a wait over
     ``max_wait`` is not waited for: the error is raised. ``connect_errors``: a request that could not connect
@@ -108,11 +109,17 @@ class Retry:
         """Seconds to wait before try ``attempt + 1`` after this answer (None: connect error), or None: no retry."""
         if attempt >= self.attempts:
             return None
-        if response is not None and response.status_code not in self.statuses:
+        if response is not None and not self.retries(response):
             return None
         told = _retry_after(response.headers.get("retry-after")) if response is not None else None
         wait = told if told is not None else self.backoff * 2 ** (attempt - 1) * (1 + random.random() / 4)
         return wait if wait <= self.max_wait else None
+
+    def retries(self, response: httpx.Response) -> bool:
+        """An answer in ``statuses``, or a 409 with Retry-After: the graph's state, for a moment (a graph
+        loading after the server's start, another server's update first)."""
+        status = response.status_code
+        return status in self.statuses or (status == 409 and "retry-after" in response.headers)
 
 
 def _retry_after(value: str | None) -> float | None:
