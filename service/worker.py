@@ -7,7 +7,9 @@ cache (``NUMBA_CACHE_DIR``, inherited) keeps a new one warm, and it builds a sma
 it says it is ready. The process runs at a lower priority than the server (queries first), decompresses the
 upload as a stream into its staging folder with the size cap enforced on the way, reads and indexes it under
 a data-size limit (``RLIMIT_DATA``: an allocation past it is a MemoryError, not the machine's OOM killer), and
-saves the index into the staging folder; the server moves it into place and writes every record.
+saves the index into the staging folder; the server publishes it as a version (service.registry). A rebuild
+loads the published version, applies the journal rows the server wrote into the staging folder, and builds new
+labels of the result. Failure messages name no file of the server.
 
 Messages, over a pipe: the server sends a ``BuildJob``; the worker answers ``("progress", phase, fraction)``
 any number of times, then ``("result", ("done", stats) or ("failed", kind, message, line), retiring)``; a
@@ -30,7 +32,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -63,12 +65,12 @@ _PR_SET_PDEATHSIG = 1
 
 @dataclass(frozen=True)
 class RebuildSource:
-    """A rebuild after edge updates: the served index's folder and its journal (service.updates), whose updates
-    up to ``through_version`` (None: every one journaled when it starts) the new index folds in."""
+    """A rebuild after edge updates: the published version's folder and the journal rows past it (a file of
+    ``service.updates.write_rows``, ``updates`` rows), which the new index folds in."""
 
     index: Path
     journal: Path
-    through_version: int | None = None
+    updates: int
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,6 @@ class BuildJob:
     (``rebuild``); the index is saved in ``staging``."""
 
     graph_id: str
-    name: str
     staging: Path
     options: UploadOptions
     memory_bytes: int  # the most this build may allocate, beyond the worker's idle size
@@ -86,6 +87,12 @@ class BuildJob:
     request_id: str
     upload: Path | None = None
     rebuild: RebuildSource | None = None
+
+    def with_upload(self, upload: Path) -> BuildJob:
+        return replace(self, upload=upload)
+
+    def with_rebuild(self, rebuild: RebuildSource) -> BuildJob:
+        return replace(self, rebuild=rebuild)
 
 
 @dataclass(frozen=True)
@@ -192,7 +199,6 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
     job.staging.mkdir(parents=True, exist_ok=True)
     options = job.options
     try:
-        progress("read", 0.0)
         if job.rebuild is not None:
             labels = _rebuilt(job, job.rebuild, progress)
             progress("save", 1.0)
@@ -202,6 +208,7 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
             )
             return ("done", labels.stats.to_dict())
         assert job.upload is not None
+        progress("read", 0.0)
         upload_path = job.upload
         text = _plain_text(job, upload_path)
         try:
@@ -234,16 +241,17 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
     except ServiceError as exc:
         return ("failed", exc.kind, exc.detail, None)
     except GrailError as exc:
-        log.warning("graph %s (%r): build failed: %s", job.graph_id, job.name, exc)
-        return ("failed", exc.kind, getattr(exc, "message", None) or str(exc), getattr(exc, "line", None))
+        log.warning("graph %s: build failed: %s", job.graph_id, exc)
+        message = getattr(exc, "message", None) or str(exc)
+        return ("failed", exc.kind, _without_paths(message, job), getattr(exc, "line", None))
     except OSError as exc:
         kind, message = _disk_failure(exc, job.staging)
-        log.warning("graph %s (%r): build failed: %s", job.graph_id, job.name, exc)
+        log.warning("graph %s: build failed: %s", job.graph_id, exc)
         return ("failed", kind, message, None)
     except MemoryError:
         raise
     except Exception as exc:  # a bug: the server records it as ours (500), with the traceback in the log
-        log.exception("graph %s (%r): build failed", job.graph_id, job.name)
+        log.exception("graph %s: build failed", job.graph_id)
         return (
             "failed",
             BUILD_CRASHED.name,
@@ -253,9 +261,8 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
     stats = labels.stats.to_dict()
     phases = stats.get("phase_seconds") or {}
     log.info(
-        "graph %s (%r): built in %.3f s: %d nodes, %d edges, %d components, backend %s; phases %s",
+        "graph %s: built in %.3f s: %d nodes, %d edges, %d components, backend %s; phases %s",
         job.graph_id,
-        job.name,
         time.perf_counter() - started,
         stats.get("nodes", -1),
         stats.get("edges", -1),
@@ -267,14 +274,25 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
 
 
 def _rebuilt(job: BuildJob, source: RebuildSource, progress: Callable[[str, float], None]) -> Any:
-    """New labels of a graph with its edge updates up to ``source.through_version`` folded in."""
+    """New labels of a graph with its journaled updates folded in (their application reported as the
+    ``journal`` phase)."""
     from grail_core.version import load_version
 
-    from .updates import Journal, replay
+    from .updates import apply_journal, read_rows
 
     version = load_version(source.index, mmap=True, verify=False)
-    version = replay(version, Journal(source.journal), through=source.through_version)
+    version = apply_journal(
+        version, read_rows(source.journal), source.updates, lambda done, total: progress("journal", done / total)
+    )
     return version.rebuilt_labels(backend=job.options.backend, progress=progress)
+
+
+def _without_paths(message: str, job: BuildJob) -> str:
+    """A failure's message as a client may read it: the server's files named by what they hold."""
+    for path, what in ((job.upload, "the upload"), (job.staging, "the build's folder")):
+        if path is not None:
+            message = message.replace(str(path), what).replace(str(path.resolve()), what)
+    return message
 
 
 def _plain_text(job: BuildJob, upload: Path) -> Path:

@@ -10,8 +10,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -55,6 +56,24 @@ def big_files(files: GraphFiles) -> GraphFiles:
         files.graphs.update(generate(files.folder, ("big",)))
         files.path("big.gra.gz").write_bytes(gzip.compress(files.path("big.gra").read_bytes(), compresslevel=1))
     return files
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 60.0, interval: float = 0.02) -> Any:
+    """Poll ``condition`` until it returns something true, and return it; AssertionError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not met within {timeout} s")
+        time.sleep(interval)
+
+
+def stored_uploads(data_dir: Path) -> list[str]:
+    """The uploads the data directory's artifact store holds (whole or being written)."""
+    folder = data_dir / "uploads"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
 def free_port() -> int:
@@ -158,7 +177,9 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("grail-server")
-    srv = Server(root / "data", root / "server.log", "--max-upload-mb", "12", "--max-graph-mb", "24").start()
+    srv = Server(
+        root / "data", root / "server.log", "--max-upload-mb", "12", "--max-graph-mb", "24", "--version-grace-s", "1"
+    ).start()
     yield srv
     srv.stop()
 
@@ -172,6 +193,6 @@ def client(server: Server) -> Iterator[GrailClient]:
 @pytest.fixture()
 def fresh_server(tmp_path: Path) -> Iterator[Server]:
     """A server of its own, for tests that restart or kill it."""
-    srv = Server(tmp_path / "data", tmp_path / "server.log")
+    srv = Server(tmp_path / "data", tmp_path / "server.log", "--version-grace-s", "1")
     yield srv
     srv.stop()
