@@ -241,7 +241,7 @@ class BuildRunner:
             log.exception("graph %s: no build worker", graph_id)
             outcome = BuildOutcome(kind=BUILD_CRASHED.name, message=f"no build worker could start: {exc}")
         try:
-            if outcome is None:  # deleted meanwhile, or its record could not be written
+            if outcome is None:  # deleted meanwhile, its record could not be written, or the server stops
                 final = self._current(graph_id)
             elif outcome.stats is not None:
                 final = registry.publish(graph_id, staging / "index")
