@@ -64,19 +64,22 @@ def test_sigkill_during_build_is_never_served_half_built(fresh_server: Server, b
     rebuilt, and the rebuilt one answers exactly.
     """
     files = big_files
+    # 400 MiB for builds: the main lane (300 MiB, one worker) takes the large graph (about 170 MiB), too large
+    # for the small lane (100 MiB), one at a time, so that the second one waits whatever the machine's speed.
+    fresh_server.args = ("--max-build-memory-mb", "400")
     server = fresh_server.start()
     with server.client() as client:
         big = client.upload(files.path("big.gra"), name="big")
-        small = client.upload(files.path("dag.gra"), name="small")
+        second = client.upload(files.path("big.gra"), name="second")
         _wait_until_building(server, big["id"])
-        assert client.get(small["id"])["status"] == "queued"
+        assert client.get(second["id"])["status"] == "queued"
     server.kill()
 
     graphs = server.data_dir / "graphs"
     on_disk = json.loads((graphs / big["id"] / "record.json").read_text())
     assert on_disk["status"] == "building"
     assert not (graphs / big["id"] / "index").exists()
-    (server.data_dir / "uploads" / small["id"]).unlink()
+    (server.data_dir / "uploads" / second["id"]).unlink()
 
     server.start()
     with server.client() as client:
@@ -96,9 +99,9 @@ def test_sigkill_during_build_is_never_served_half_built(fresh_server: Server, b
         record = client.get(big["id"])
         assert record["status"] == "ready" and record["stats"]["nodes"] == files.graphs["big"].num_nodes
         assert np.array_equal(client.query_batch(big["id"], pairs), expected)
-        failed = client.get(small["id"])
+        failed = client.get(second["id"])
         assert failed["status"] == "failed" and "upload" in failed["error"]["message"]
-        lost = client.http.get(f"/graphs/{small['id']}/reachable", params={"source": 0, "target": 1})
+        lost = client.http.get(f"/graphs/{second['id']}/reachable", params={"source": 0, "target": 1})
         assert lost.status_code == 424 and lost.json()["error"] == "GraphFailed"  # failed for good
     assert "rebuilding from the saved upload" in server.log()
     assert sorted(p.name for p in (graphs / big["id"]).iterdir()) == ["index", "record.json"]
