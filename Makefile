@@ -42,13 +42,13 @@ serve: $(VENV)/.installed-serve
 	$(VENV)/bin/grail-serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q -m "not gpu" --ignore=tests/kernels tests
+	$(PY) -m pytest -q --durations=15 -m "not gpu" --ignore=tests/kernels tests
 	if [ -d tests/kernels ]; then NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q -m "not gpu" tests/kernels; fi
 
 # On a machine with a CUDA GPU: the same suites, then the GPU-only tests on the real device. Each is its own
 # process: numba.cuda runs either the simulator or the device, never both.
 test-gpu: $(VENV)/.installed-test
-	$(PY) -m pytest -q -m "not gpu" --ignore=tests/kernels tests
+	$(PY) -m pytest -q --durations=15 -m "not gpu" --ignore=tests/kernels tests
 	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q tests/kernels
 	$(PY) -m pytest -q -m gpu tests/gpu
 

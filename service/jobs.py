@@ -336,7 +336,7 @@ class BuildRunner:
                 return
             build = self._worker_job(job, options, memory, staging)
             outcome = worker.run(build.with_upload(upload), lambda p, f: self._progress(job, p, f))
-            if outcome is None:  # deleted meanwhile, or the job is no longer this server's
+            if outcome is None:  # deleted meanwhile, the job no longer this server's, or the server stops
                 return
             if outcome.stats is None:
                 assert outcome.kind is not None

@@ -391,8 +391,9 @@ class BuildWorker:
         on_progress: Callable[[str, float], bool],
     ) -> BuildOutcome | None:
         """Build ``job``; None when ``on_progress`` says stop (the graph was deleted, or its record could not be
-        written: the worker is killed). A worker whose memory passes the job's limit (a backstop to its own
-        data limit) is killed too."""
+        written: the worker is killed) or when ``stop`` was called meanwhile (the server is shutting down: the
+        build is dropped, not failed). A worker whose memory passes the job's limit (a backstop to its own data
+        limit) is killed too."""
         self.start()
         assert self._process is not None and self._conn is not None
         process, conn = self._process, self._conn
@@ -402,7 +403,7 @@ class BuildWorker:
             while True:
                 if not conn.poll(_POLL_SECONDS):
                     if not process.is_alive():
-                        return self._died(job)
+                        return self._died(process, job)
                     if _status("RssAnon", process.pid or 0) > idle_rss + job.memory_bytes:
                         self.stop()
                         return BuildOutcome(kind=OUT_OF_MEMORY.name, message=_out_of_memory(job))
@@ -420,12 +421,14 @@ class BuildWorker:
                     return BuildOutcome(stats=result[1])
                 return BuildOutcome(kind=result[1], message=result[2], line=result[3])
         except (EOFError, OSError):
-            return self._died(job)
+            return self._died(process, job)
 
-    def _died(self, job: BuildJob) -> BuildOutcome:
-        assert self._process is not None
-        self._process.join(timeout=5)
-        code = self._process.exitcode
+    def _died(self, process: multiprocessing.process.BaseProcess, job: BuildJob) -> BuildOutcome | None:
+        if self._process is not process:  # stopped from outside this build: the server is shutting down
+            log.info("build worker %s stopped while building graph %s", self.name, job.graph_id)
+            return None
+        process.join(timeout=5)
+        code = process.exitcode
         self.stop()
         if code == -signal.SIGKILL:  # the kernel's OOM killer, most likely
             return BuildOutcome(kind=OUT_OF_MEMORY.name, message=_out_of_memory(job) + "; the system killed it")

@@ -221,7 +221,7 @@ def test_bad_uploads(client: GrailClient, server: Server) -> None:
     # Without wait: accepted, then failed with the same line in the record.
     record = client.upload(bad_gra, content_type="text/x-grail-gra")
     with pytest.raises(BuildFailedError) as info:
-        client.wait_until_ready(record["id"], timeout=60)
+        client.wait_until_ready(record["id"], timeout=150)  # a hang guard
     assert info.value.record["error"]["line"] == 4
     # Failed for good: 424, with the build's error (409 is for a graph still queued or building).
     failed = error_of(http.get(f"/graphs/{record['id']}/reachable", params={"source": 0, "target": 1}), 424)

@@ -3,7 +3,9 @@ a damaged index is reported, never served."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -11,11 +13,13 @@ import httpx
 import numpy as np
 import pytest
 
+from service.options import UploadOptions
 from service.state import open_metadata
+from service.worker import BuildJob, BuildOutcome, BuildWorker
 
 from .conftest import GraphFiles, Server, stored_uploads, wait_until
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)  # a hang guard: a restart on a busy 2-core machine takes minutes
 
 
 def test_restart_serves_without_rebuilding(fresh_server: Server, files: GraphFiles) -> None:
@@ -41,11 +45,12 @@ def test_restart_serves_without_rebuilding(fresh_server: Server, files: GraphFil
     assert "built in" not in server.log().split("Started server process")[-1]
 
 
-def _wait_until_building(server: Server, graph_id: str, timeout: float = 60.0) -> None:
-    """Until the build is in an early phase: killing it there leaves no published index behind."""
+def _wait_until_building(server: Server, graph_id: str, timeout: float = 120.0) -> None:
+    """Until the build is in an early phase (the metadata store's row, which the server answers from): killing
+    it there leaves no published index behind."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        record = httpx.get(f"{server.url}/graphs/{graph_id}", timeout=5).json()
+        record = httpx.get(f"{server.url}/graphs/{graph_id}", timeout=10).json()
         if record["status"] == "building" and record["phase"] in ("read", "graph", "condense"):
             return
         assert record["status"] == "queued", f"the build got past its early phases before the kill: {record}"
@@ -174,3 +179,39 @@ def test_a_data_dir_of_the_json_record_layout_is_imported_at_start(tmp_path: Pat
             assert {r["id"] for r in client.list()} == {ready.id, queued.id, failed.id}
     finally:
         server.stop()
+
+
+def test_worker_stopped_during_a_build_drops_it(tmp_path: Path) -> None:
+    """A shutdown stops the build workers under their builds: each build is dropped (None: its job stays
+    claimed, and the next start queues it again), neither failed nor an error. The upload is a FIFO that the
+    build blocks on, so the stop comes while it runs."""
+    upload = tmp_path / "upload"
+    os.mkfifo(upload)
+    worker = BuildWorker("test", "cpu", "info", "text")
+    job = BuildJob(
+        graph_id="0123456789ab",
+        staging=tmp_path / "staging",
+        options=UploadOptions(backend="cpu"),
+        memory_bytes=1 << 30,
+        max_graph_bytes=1 << 20,
+        max_name_bytes=1 << 10,
+        request_id="-",
+        upload=upload,
+    )
+    outcome: list[BuildOutcome | BaseException | None] = []
+
+    def build() -> None:
+        try:
+            outcome.append(worker.run(job, lambda phase, fraction: True))
+        except BaseException as exc:  # reported by the assertion below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=build)
+    thread.start()
+    try:
+        with open(upload, "wb"):  # returns once the worker opened the upload: its build is running
+            worker.stop()
+            thread.join(timeout=60)
+    finally:
+        worker.stop()
+    assert not thread.is_alive() and outcome == [None]

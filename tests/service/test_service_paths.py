@@ -300,7 +300,7 @@ def test_nothing_is_lost_to_a_sigkill(server: Server) -> None:
     server.kill()  # maybe while a rebuild runs: the journal holds every answered update
     server.start()
     with server.client() as client:
-        record = client.wait_until_ready(graph_id, timeout=60)
+        record = client.wait_until_ready(graph_id, timeout=180)  # a hang guard: a restart may rebuild
         assert record["version"] == version
         check_exact(client.http, graph_id, edges, version)
         assert wait_for_rebuild(client, graph_id)["version"] == version
