@@ -274,26 +274,37 @@ def test_hundreds_of_slow_clients_do_not_stall_health(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_upload_and_batch_admission(hard: Server, http: httpx.Client, graph: str) -> None:
-    """Beyond --max-concurrent-uploads (2), an upload is told 503 with Retry-After before its body is read;
-    a batch over --max-batch-memory-mb is 413, and every route has a body limit."""
+def test_uploads_beyond_the_cap_are_told_503(tmp_path: Path) -> None:
+    """Beyond --max-concurrent-uploads (2), an upload is told 503 with Retry-After before its body is read. A
+    server of its own, whose body timeout (30 s) outlasts the wait for it to take both held uploads in."""
+    server = Server(
+        tmp_path / "data", tmp_path / "server.log", "--max-concurrent-uploads", "2", "--body-timeout", "30"
+    ).start()
     holders = []
-    for _ in range(2):
-        sock = socket.create_connection(("127.0.0.1", hard.port))
-        sock.sendall(b"POST /graphs HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 9000\r\n\r\n0")
-        holders.append(sock)
     try:
-        # Until the server has taken both held uploads in (an upload before that is accepted and built).
-        deadline = time.monotonic() + 60
-        while True:
-            response = http.post("/graphs", content=b"0 1\n", headers={"Content-Type": "text/plain"})
-            if response.status_code == 503 or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert error_of(response, 503)["error"] == "Overloaded" and response.headers["retry-after"]
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            for _ in range(2):
+                sock = socket.create_connection(("127.0.0.1", server.port))
+                sock.sendall(
+                    b"POST /graphs HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 9000\r\n\r\n0"
+                )
+                holders.append(sock)
+            # Until the server has taken both held uploads in (an upload before that is accepted and built).
+            deadline = time.monotonic() + 25
+            while True:
+                response = http.post("/graphs", content=b"0 1\n", headers={"Content-Type": "text/plain"})
+                if response.status_code == 503 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert error_of(response, 503)["error"] == "Overloaded" and response.headers["retry-after"]
     finally:
         for sock in holders:
             sock.close()
+        server.stop()
+
+
+def test_batch_and_body_limits(hard: Server, http: httpx.Client, graph: str) -> None:
+    """A batch over --max-batch-memory-mb is 413, and every route has a body limit."""
     big = np.zeros((4 << 20, 2), dtype="<i8").tobytes()  # 64 MiB of binary pairs: 192 MiB to answer
     response = http.post(f"/graphs/{graph}/queries", content=big[: 11 << 20], headers={"Content-Type": "text/plain"})
     assert error_of(response, 413)["error"] == "BatchTooLarge"

@@ -159,7 +159,7 @@ def test_restart_replays_the_journal_while_health_answers(fresh_server: Server) 
     with httpx.Client(base_url=server.url, timeout=60) as http:
         graph_id = http.post("/graphs?wait=true", content=b"c0 c0\n").json()["id"]
     server.stop()
-    updates = 300
+    updates = 2000
     metadata = open_metadata(None, server.data_dir)
     try:
         for k in range(1, updates + 1):  # as the server journals them, with no rebuild to fold them in
@@ -167,7 +167,7 @@ def test_restart_replays_the_journal_while_health_answers(fresh_server: Server) 
     finally:
         metadata.close()
 
-    server.start()
+    server.start(workers=False)  # the first request as soon as /health answers, before the workers warm up
     seen_loading = False
     with httpx.Client(base_url=server.url, timeout=60) as http:
         while True:
