@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .artifacts import ArtifactStore, open_artifacts
+from .artifacts import ArtifactStore, LocalArtifactStore
 from .datadir import DataDirLock
 from .errors import StateError
 from .metadata import MetadataStore
@@ -50,3 +50,20 @@ def open_metadata(database_url: str | None, data_dir: Path, **options: Any) -> M
 
         return PostgresMetadataStore(url, **options)
     raise StateError("a database URL is 'sqlite', 'sqlite:///PATH' or 'postgresql://USER@HOST:PORT/DATABASE'")
+
+
+def open_artifacts(
+    store_url: str | None, data_dir: Path, cache_dir: Path | None = None, **options: Any
+) -> ArtifactStore:
+    """The artifact store a URL names: None (``<data_dir>/graphs/<id>/v<N>/``), ``file:///PATH``, or
+    ``s3://bucket/prefix`` (versions fetched into ``cache_dir``, ``<data_dir>/cache`` by default; ``options``:
+    obstore's S3 settings, beside the ``AWS_*`` environment variables)."""
+    if store_url is None or store_url.strip() == "":
+        return LocalArtifactStore(Path(data_dir))
+    if store_url.startswith("file://"):
+        return LocalArtifactStore(Path(store_url.removeprefix("file://")))
+    if store_url.startswith("s3://"):
+        from .s3 import S3ArtifactStore
+
+        return S3ArtifactStore(store_url, cache_dir or Path(data_dir) / "cache", **options)
+    raise StateError("an artifact store URL is 'file:///PATH' or 's3://BUCKET/PREFIX'")

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import IO, Protocol, runtime_checkable
 
 from .errors import (
     ArtifactCorrupt,
@@ -594,20 +594,3 @@ class LocalArtifactStore:
                 with contextlib.suppress(UploadNotFound):  # removed meanwhile
                     found.append(self.upload(child.name))
         return found
-
-
-def open_artifacts(
-    store_url: str | None, data_dir: Path, cache_dir: Path | None = None, **options: Any
-) -> ArtifactStore:
-    """The artifact store a URL names: None (``<data_dir>/graphs/<id>/v<N>/``), ``file:///PATH``, or
-    ``s3://bucket/prefix`` (versions fetched into ``cache_dir``, ``<data_dir>/cache`` by default; ``options``:
-    obstore's S3 settings, beside the ``AWS_*`` environment variables)."""
-    if store_url is None or store_url.strip() == "":
-        return LocalArtifactStore(Path(data_dir))
-    if store_url.startswith("file://"):
-        return LocalArtifactStore(Path(store_url.removeprefix("file://")))
-    if store_url.startswith("s3://"):
-        from .s3 import S3ArtifactStore
-
-        return S3ArtifactStore(store_url, cache_dir or Path(data_dir) / "cache", **options)
-    raise StateError("an artifact store URL is 'file:///PATH' or 's3://BUCKET/PREFIX'")
