@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,16 +23,56 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Before any test runs (outside their timeouts): when service tests are to run, compile the server's and
     the build workers' kernels once into numba's on-disk cache. On a fresh clone a test server and its two
     build workers would otherwise all compile them at the same time, in whichever test comes first (minutes
-    on two cores)."""
+    on two cores). Under pytest-xdist the workers share the compiling (``_warm_up_shared``)."""
     service_tests = REPO_ROOT / "tests" / "service"
     if session.config.option.collectonly or not any(service_tests in item.path.parents for item in session.items):
         return
     from service.warmup import warm_up, warm_up_beyond
     from service.worker import warm_up_builds
 
-    warm_up("cpu")
-    warm_up_beyond()
-    warm_up_builds("cpu")
+    workers = getattr(session.config, "workerinput", None)
+    if workers is None:
+        warm_up("cpu")
+        warm_up_beyond()
+        warm_up_builds("cpu")
+        return
+    # The workers' temporary folders are popen-gw0, popen-gw1, ... in this run's own folder.
+    run_folder = session.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+    _warm_up_shared(run_folder / "warm-up", int(workers["workerid"].removeprefix("gw")), int(workers["workercount"]))
+
+
+def _warm_up_shared(folder: Path, worker: int, workers: int) -> None:
+    """The warm-up on several pytest-xdist workers: the build kernels first (both halves need them), then the
+    queries' and the formats' halves side by side, each worker waiting until every half is in the cache (a server
+    started before then would compile the rest in its own processes). A file marks each part done."""
+    from grail_core.warmup import warm_up_build
+    from service.warmup import warm_up, warm_up_beyond
+    from service.worker import warm_up_builds
+
+    folder.mkdir(exist_ok=True)
+    halves = {"queries": lambda: (warm_up("cpu"), warm_up_beyond()), "formats": lambda: warm_up_builds("cpu")}
+    if worker == 0:
+        try:
+            warm_up_build("cpu")
+        finally:  # a failure is this worker's to report; the others go on and compile what they need
+            (folder / "build").touch()
+    _wait_for(folder / "build")
+    for number, (name, half) in enumerate(halves.items()):
+        if number % workers == worker:
+            try:
+                half()
+            finally:
+                (folder / name).touch()
+    for name in halves:
+        _wait_for(folder / name)
+
+
+def _wait_for(marker: Path, timeout: float = 3600.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"another test worker did not finish its part of the warm-up ({marker.name})")
+        time.sleep(0.2)
 
 
 def datasets_dir() -> Path:
