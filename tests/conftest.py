@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,33 +38,41 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     # The workers' temporary folders are popen-gw0, popen-gw1, ... in this run's own folder.
     run_folder = session.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
-    _warm_up_shared(run_folder / "warm-up", int(workers["workerid"].removeprefix("gw")), int(workers["workercount"]))
+    _warm_up_shared(run_folder / "warm-up", first=workers["workerid"] == "gw0")
 
 
-def _warm_up_shared(folder: Path, worker: int, workers: int) -> None:
-    """The warm-up on several pytest-xdist workers: the build kernels first (both halves need them), then the
-    queries' and the formats' halves side by side, each worker waiting until every half is in the cache (a server
-    started before then would compile the rest in its own processes). A file marks each part done."""
+def _warm_up_shared(folder: Path, first: bool) -> None:
+    """The warm-up on several pytest-xdist workers: the build kernels first, by the first worker (every part
+    needs them), then each worker takes the next part nobody has taken, the longest first, and waits until every
+    part is in the cache (a server started before then would compile the rest in its own processes). Files say
+    which parts are taken and which are done."""
     from grail_core.warmup import warm_up_build
     from service.warmup import warm_up, warm_up_beyond
     from service.worker import warm_up_builds
 
+    parts: dict[str, Callable[[], object]] = {
+        "paths": warm_up_beyond,
+        "queries": lambda: warm_up("cpu"),
+        "formats": lambda: warm_up_builds("cpu"),
+    }
     folder.mkdir(exist_ok=True)
-    halves = {"queries": lambda: (warm_up("cpu"), warm_up_beyond()), "formats": lambda: warm_up_builds("cpu")}
-    if worker == 0:
+    if first:
         try:
             warm_up_build("cpu")
         finally:  # a failure is this worker's to report; the others go on and compile what they need
-            (folder / "build").touch()
-    _wait_for(folder / "build")
-    for number, (name, half) in enumerate(halves.items()):
-        if number % workers == worker:
-            try:
-                half()
-            finally:
-                (folder / name).touch()
-    for name in halves:
-        _wait_for(folder / name)
+            (folder / "build.done").touch()
+    _wait_for(folder / "build.done")
+    for name, part in parts.items():
+        try:
+            os.close(os.open(folder / f"{name}.taken", os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            continue
+        try:
+            part()
+        finally:
+            (folder / f"{name}.done").touch()
+    for name in parts:
+        _wait_for(folder / f"{name}.done")
 
 
 def _wait_for(marker: Path, timeout: float = 3600.0) -> None:
