@@ -88,7 +88,7 @@ def _wanted(scope: Scope) -> tuple[int | None, Scope]:
     raw = scope.get("query_string", b"")
     values: list[str] = []
     kept = raw
-    if MIN_VERSION_PARAMETER.encode() in raw:
+    if MIN_VERSION_PARAMETER.encode() in raw or b"%" in raw:  # the key may be percent-encoded
         items = raw.split(b"&")
         rest = []
         for item in items:

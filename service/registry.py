@@ -548,6 +548,8 @@ class GraphRegistry:
                     entry.version = self._replayed(entry, base if base is not None else entry.version)  # type: ignore[arg-type]
                     entry.loading = None
                     entry.load_error = None
+                    if base is not None:  # another server's rebuild is published: the next update may ask again
+                        entry.rebuild_asked_at = 0.0
                 entry.settle()
                 return
             except GraphNotFound:
