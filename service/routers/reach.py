@@ -1,14 +1,15 @@
 """Beyond yes or no on a ready graph: a witness path, and the nodes a node reaches or is reached from.
 
-Listings stream: the ids are found first (8 bytes a node), then their names are written a slice at a time,
-so a listing of millions of nodes never holds its whole JSON text. Every route answers from the version it
-takes when it starts, names and header included.
+Listings stream page by page: the listing is counted first (read off the labels where they hold it, else one
+search kept as a bit set, an eighth of a byte a node: ``Version.listing``), then its ids are found and named a
+slice at a time, so a listing of millions of nodes never holds its ids or its JSON text whole. Every route
+answers from the version it takes when it starts, names and header included.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Annotated, Any
 
 import anyio
@@ -16,7 +17,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import StreamingResponse
 
-from grail_core.version import Version
+from grail_core.version import Listing, Version
 
 from ..conventions import known_query
 from ..deps import ServiceState, get_state
@@ -56,14 +57,18 @@ async def path(
 ) -> Response:
     version = state.registry.ready_version(graph_id)
 
-    def run() -> list[Any] | None:
+    def run() -> Response:
         with state.core_gate:
-            return version.path(source, target)
+            found = version.path(source, target)
+        # The path's ends are the names as uploaded (the version read a decimal string as an integer name).
+        if found is not None:
+            ends = (found[0], found[-1])
+        else:
+            ends = (as_uploaded(version, source), as_uploaded(version, target))
+        # Serialized here too: a path of millions of nodes is text the event loop should not wait for.
+        return versioned_json({"source": ends[0], "target": ends[1], "path": found}, version.number)
 
-    found = await anyio.to_thread.run_sync(run)
-    # The path's ends are the names as uploaded (the version read a decimal string as an integer name).
-    ends = (found[0], found[-1]) if found is not None else (as_uploaded(version, source), as_uploaded(version, target))
-    return versioned_json({"source": ends[0], "target": ends[1], "path": found}, version.number)
+    return await anyio.to_thread.run_sync(run)
 
 
 def _listing(kind: str) -> Any:
@@ -90,14 +95,14 @@ def _listing(kind: str) -> Any:
                 {"node": as_uploaded(version, node), "count": total, "method": method}, version.number
             )
 
-        def found() -> np.ndarray:
+        def found() -> Listing:
             with state.core_gate:
-                return (version.descendant_ids if forward else version.ancestor_ids)(node)
+                return version.listing(node, forward)
 
-        ids = await anyio.to_thread.run_sync(found)
-        end = ids.size if limit is None else min(ids.size, offset + limit)
-        head = {"node": as_uploaded(version, node), "count": int(ids.size), "offset": offset}
-        chunks = _stream(version, ids[min(offset, ids.size) : end], _dumps(head)[:-1] + ',"nodes":[')
+        listed = await anyio.to_thread.run_sync(found)
+        head = {"node": as_uploaded(version, node), "count": listed.count, "offset": offset}
+        pages = listed.pages(offset, limit, LISTING_SLICE)
+        chunks = _stream(version, pages, _dumps(head)[:-1] + ',"nodes":[')
         return StreamingResponse(chunks, media_type="application/json", headers={VERSION_HEADER: str(version.number)})
 
     listing.__name__ = kind
@@ -108,14 +113,15 @@ def _listing(kind: str) -> Any:
     return listing
 
 
-def _stream(version: Version, ids: np.ndarray, head: str) -> Iterator[bytes]:
-    """The listing's JSON: ``head``, the names of ``ids`` a slice at a time, then the closing brackets (a sync
-    iterator: Starlette runs each step in a worker thread)."""
+def _stream(version: Version, pages: Iterable[np.ndarray], head: str) -> Iterator[bytes]:
+    """The listing's JSON: ``head``, the names of each page of ids, then the closing brackets (a sync
+    iterator: Starlette runs each step in a worker thread, so a page is found and named as the client reads)."""
     yield head.encode()
-    for start in range(0, ids.size, LISTING_SLICE):
-        names = version.names_of_ids(ids[start : start + LISTING_SLICE]).tolist()
-        text = _dumps(names)[1:-1]
-        yield (text if start == 0 else "," + text).encode()
+    first = True
+    for ids in pages:
+        text = _dumps(version.names_of_ids(ids).tolist())[1:-1]
+        yield (text if first else "," + text).encode()
+        first = False
     yield b"]}"
 
 
