@@ -1,6 +1,7 @@
 # make serve   install the service (runtime only) into .venv and serve http://127.0.0.1:8000
 # make test    install the test tools too and run the whole test suite (no GPU, no datasets needed)
 # make lint    ruff (lint and format check) and mypy on grail_core and service, as CI runs them
+# make docs    build the documentation site from docs/ into site/ (MkDocs, strict: a broken link or anchor fails it)
 # make bench   the CPU query benchmark (needs the shared datasets)
 # make lock    re-resolve requirements.lock after a dependency change in pyproject.toml
 # Every install takes its versions from requirements.lock, as the container build and CI do.
@@ -18,7 +19,7 @@ GPU := $(wildcard /dev/nvidiactl)
 SERVE_REQUIREMENTS := $(if $(GPU),".[cuda]" "numba-cuda[$(CUDA_EXTRA)]",.)
 PIP_INSTALL := $(PY) -m pip install -q --constraint $(LOCK)
 
-.PHONY: help serve test test-gpu lint bench lock
+.PHONY: help serve test test-gpu lint docs bench lock
 
 help:
 	@sed -n 's/^# make /  make /p' Makefile
@@ -41,13 +42,13 @@ serve: $(VENV)/.installed-serve
 	$(VENV)/bin/grail-serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q -m "not gpu" --ignore=tests/kernels tests
+	$(PY) -m pytest -q --durations=15 -m "not gpu" --ignore=tests/kernels tests
 	if [ -d tests/kernels ]; then NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q -m "not gpu" tests/kernels; fi
 
 # On a machine with a CUDA GPU: the same suites, then the GPU-only tests on the real device. Each is its own
 # process: numba.cuda runs either the simulator or the device, never both.
 test-gpu: $(VENV)/.installed-test
-	$(PY) -m pytest -q -m "not gpu" --ignore=tests/kernels tests
+	$(PY) -m pytest -q --durations=15 -m "not gpu" --ignore=tests/kernels tests
 	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q tests/kernels
 	$(PY) -m pytest -q -m gpu tests/gpu
 
@@ -55,6 +56,10 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+# NO_MKDOCS_2_WARNING: mkdocs-material prints a notice about MkDocs 2.0 on every build otherwise.
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --config-file docs/mkdocs/mkdocs.yml
 
 bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/bench_queries.py

@@ -24,7 +24,7 @@ from typing import Any
 
 # The settings of the scale-out (issue 23) that service/settings.py does not have yet. Once it has them this
 # check fails, so that the name leaves this set and the settings' own fields are checked instead.
-PENDING_SETTINGS = {"GRAIL_ROLE", "GRAIL_DATABASE_URL", "GRAIL_STORE"}
+PENDING_SETTINGS = {"GRAIL_ROLE"}
 POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 
 

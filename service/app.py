@@ -1,4 +1,4 @@
-"""The app factory: wires settings, registry, build runner, metrics and routers together."""
+"""The app factory: wires settings, stores, registry, build runner, metrics and routers together."""
 
 from __future__ import annotations
 
@@ -25,12 +25,15 @@ from .conventions import MethodsMiddleware
 from .deps import ServiceState
 from .errors import PROBLEM_JSON, install_error_handlers
 from .guards import Admission, BodyGuard
+from .housekeeping import Follower, Housekeeping
 from .jobs import BuildRunner
+from .loader import GraphLoader
 from .logs import RequestIdMiddleware
 from .metrics import Metrics, MetricsMiddleware
 from .registry import GraphRegistry
 from .routers import graphs, health, problems, queries, reach, updates
 from .settings import Settings
+from .stores import Stores, open_stores
 from .warmup import CoreGate, Readiness, start_warm_up, warm_up, warm_up_beyond
 
 __all__ = ["create_app"]
@@ -59,46 +62,59 @@ def _backends() -> list[str]:
     return [name for name in BACKENDS if name != "cuda" or cuda_available()]
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """A ready-to-serve app; graphs on disk are recovered and interrupted builds restarted at start-up."""
+def create_app(settings: Settings | None = None, stores: Stores | None = None) -> FastAPI:
+    """A ready-to-serve app over ``stores`` (opened from ``settings`` at start-up when not given; grail-serve
+    opens them first, to refuse a data directory another server holds in one line). At start-up every graph is
+    listed at once and /health answers; each ready graph loads its version and journal in the background."""
     settings = settings or Settings.from_env()
-    registry = GraphRegistry(settings.data_dir)
-    metrics = Metrics(registry.count_by_status)
+    metrics = Metrics()
     keys = load_keys(settings.api_keys_file)  # AccessKeysError (a bad keys file) stops the start here
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Fails the start-up, with the core's message, when --backend cuda finds no GPU.
         default_backend = resolve_backend(settings.backend)
-        to_build = await asyncio.to_thread(registry.recover)
-        readiness = Readiness(graphs_loaded=True)
+        opened = stores if stores is not None else await asyncio.to_thread(open_stores, settings)
         gate = CoreGate()
+        registry = GraphRegistry(opened.metadata, opened.artifacts, gate)
+        metrics.count_graphs(registry.count_by_status)
+        to_load = await asyncio.to_thread(registry.start)
+        readiness = Readiness(graphs_loaded=not to_load)
         # In the background: /health answers at once; requests that need a kernel meanwhile wait at the gate
         # (seconds on a cold numba cache, well under one on a warm one); /ready says when it is done.
         start_warm_up(lambda: warm_up(settings.backend), gate, readiness, then=warm_up_beyond)
-        runner = BuildRunner(registry, metrics, settings)
+        runner = BuildRunner(registry, opened.metadata, opened.artifacts, metrics, settings, opened.server_id)
         runner.start()
+        loader = GraphLoader(registry, runner, readiness)
+        loader.start(to_load)
+        housekeeping = Housekeeping(opened, settings.version_grace_s)
+        housekeeping.start()
+        follower = Follower(opened, registry, runner) if opened.metadata.shared else None
+        if follower is not None:
+            follower.start()
         admission = Admission(settings.max_concurrent_uploads, settings.max_batch_memory_bytes)
         gpu = device_name() if settings.backend != "cpu" else None
         app.state.grail = ServiceState(
             settings, registry, runner, metrics, default_backend, gpu, gate, readiness, admission
         )
-        for record in to_build:
-            # Rebuilt in the main lane: the estimate is not known again, the build's own limit still holds.
-            runner.submit(record, runner.small_lane_bytes + 1)
-        for record in registry.records():  # edge updates replayed from a journal: folded in by a rebuild
-            runner.rebuild_if_pending(record.id)
         log.info(
-            "grail service up: data dir %s, default backend %s (%s), gpu %s; compiling the query kernels",
+            "grail service up: data dir %s, default backend %s (%s), gpu %s; %d graphs to load; compiling the "
+            "query kernels",
             settings.data_dir,
             settings.backend,
             default_backend,
             gpu or "none",
+            len(to_load),
         )
         try:
             yield
         finally:
+            if follower is not None:
+                follower.stop()
+            loader.stop()
             runner.shutdown()
+            housekeeping.stop()
+            opened.close()
 
     # Swagger UI (/docs) and ReDoc (/redoc) with their scripts and styles served from the package, not a CDN.
     app = FastAPIOffline(
@@ -127,7 +143,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origin_list,
-            allow_methods=["GET", "HEAD", "POST", "DELETE", "OPTIONS"],
+            allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type", "Content-Encoding", "Accept", "X-Request-ID"],
             expose_headers=["X-Request-ID", "Location", "Retry-After"],
         )

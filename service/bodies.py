@@ -1,4 +1,4 @@
-"""Request bodies read chunk by chunk under the size limit (--max-upload-mb): to a file, to bytes, or into
+"""Request bodies read chunk by chunk under the size limit (--max-upload-mb): to a store, to bytes, or into
 one numpy buffer.
 
 Every read refuses a body over the limit with 413, from its Content-Length before any transfer where it is
@@ -7,15 +7,22 @@ declared, and turns a client that goes away mid-body into a 400.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TypeVar
 
+import anyio
+import anyio.from_thread
+import anyio.to_thread
 import numpy as np
 from starlette.requests import ClientDisconnect, Request
 
 from .errors import CLIENT_DISCONNECT, PAYLOAD_TOO_LARGE, ServiceError
 
-__all__ = ["declared_length", "stream_to_file", "read_bytes", "read_array"]
+__all__ = ["declared_length", "stream_to", "read_bytes", "read_array", "STREAM_BLOCK"]
+
+T = TypeVar("T")
+# An upload reaches its store in blocks of this size.
+STREAM_BLOCK = 1 << 20
 
 
 def declared_length(request: Request, limit: int) -> int | None:
@@ -28,14 +35,41 @@ def declared_length(request: Request, limit: int) -> int | None:
     return int(declared)
 
 
-async def stream_to_file(request: Request, path: Path, limit: int) -> int:
-    """Copy the body to ``path``; the upload is never held in memory as a whole. Returns its size."""
+async def stream_to(
+    request: Request, limit: int, sink: Callable[[Iterator[bytes]], T], tap: Callable[[bytes], None]
+) -> T:
+    """The body handed to ``sink`` as an iterator of blocks (in a worker thread: a store's writes block), each
+    block also shown to ``tap``; the upload is never held in memory as a whole (a block at a time, about
+    ``STREAM_BLOCK`` bytes). Returns what ``sink`` returns; the body's errors (413, 400) come out of its
+    iterator, through ``sink``."""
+    blocks = _blocks(request, limit).__aiter__()
+
+    async def next_block() -> bytes | None:
+        try:
+            return await blocks.__anext__()
+        except StopAsyncIteration:
+            return None
+
+    def source() -> Iterator[bytes]:
+        while (block := anyio.from_thread.run(next_block)) is not None:
+            tap(block)
+            yield block
+
+    return await anyio.to_thread.run_sync(sink, source())
+
+
+async def _blocks(request: Request, limit: int) -> AsyncIterator[bytes]:
+    """The body in blocks of about ``STREAM_BLOCK`` bytes (a thread hop per block, not per network chunk)."""
+    pending: list[bytes] = []
     size = 0
-    with open(path, "wb") as fh:
-        async for chunk in _chunks(request, limit):
-            size += len(chunk)
-            fh.write(chunk)
-    return size
+    async for chunk in _chunks(request, limit):
+        pending.append(chunk)
+        size += len(chunk)
+        if size >= STREAM_BLOCK:
+            yield b"".join(pending)
+            pending, size = [], 0
+    if pending:
+        yield b"".join(pending)
 
 
 async def read_bytes(request: Request, limit: int) -> bytes:

@@ -6,6 +6,8 @@ answer is no (``reachable``, ``path``, ``ready``: as ``grep`` and ``test`` say n
 ...`` reads as it should), 2 a usage error, 3 not found (graph or node), 4 a request the server refused, 5 the
 server failed, 6 the server could not be reached.
 
+GRAPH, in every command that takes one, is a graph's id or its name.
+
 Shell completion: ``grail completion bash`` (or zsh, fish) prints the script to source.
 """
 
@@ -250,7 +252,13 @@ def cli(ctx: click.Context, url: str, api_key: str | None, timeout: float, retri
 
 @cli.command()
 @click.argument("file")
-@click.option("--name", help="A label for people (default: the file's name).")
+@click.option("--name", help="A name unique on the server; every command takes it as well as the id.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="With --name: replace the graph holding the name once the new one is built (queries answer the old one "
+    "until then; a failed build leaves it).",
+)
 @click.option("--format", type=click.Choice(FORMATS), help="Default: from the file's name, else its content.")
 @click.option("--source-column", help="Edge lists and tables: the sources' column, by name or 0-based position.")
 @click.option("--target-column", help="Edge lists and tables: the targets' column, by name or 0-based position.")
@@ -265,6 +273,7 @@ def upload(
     ctx: click.Context,
     file: str,
     name: str | None,
+    replace: bool,
     format: str | None,
     source_column: str | None,
     target_column: str | None,
@@ -279,13 +288,16 @@ def upload(
 
     The format comes from --format, else from the file's name (.csv .tsv .json .gra .parquet .arrow .graphml
     .mtx .adjlist, .gz too), else from its content."""
+    if replace and not name:
+        raise click.UsageError("--replace needs --name (the name of the graph to replace)")
     client = _client(ctx)
     bar = UploadBar(sys.stderr)
     with _regular_file(file) as path:
         try:
             record = client.upload(
                 path,
-                name=name or (Path(file).name if file != "-" else None),
+                name=name,
+                replace=replace,
                 format=format,
                 dims=dims,
                 seed=seed,

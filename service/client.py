@@ -1,5 +1,7 @@
 """Python clients of the grail HTTP API on httpx: ``GrailClient`` (sync) and ``AsyncGrailClient``.
 
+Every method that takes a ``graph_id`` takes a graph's name as well.
+
 Every API call is written once, in ``_Calls``, as a plan: a generator that yields the HTTP requests it needs
 (``Call``) or a pause (``Pause``), receives each answer, and returns the result. ``GrailClient`` runs plans
 with httpx's blocking client and ``time.sleep``, ``AsyncGrailClient`` with its async client and
@@ -90,7 +92,8 @@ P = ParamSpec("P")
 @dataclass(frozen=True)
 class Retry:
     """When a request is sent again: an answer in ``statuses`` (the server says: not now) to a request that is
-    safe to repeat (GET, DELETE, the query batches; never an upload or an edge update), up to ``attempts``
+    safe to repeat (GET, DELETE, the query batches; never an upload or an edge update), or a 409 that says when
+    to come back (``Retry-After``: GraphLoading after a server's start), up to ``attempts``
     tries in all. Each wait is what the answer's ``Retry-After`` says, else ``backoff`` seconds doubled at each
     try (with up to a quarter more at random, so that clients do not come back together); a wait over
     ``max_wait`` is not waited for: the error is raised. ``connect_errors``: a request that could not connect
@@ -106,11 +109,17 @@ class Retry:
         """Seconds to wait before try ``attempt + 1`` after this answer (None: connect error), or None: no retry."""
         if attempt >= self.attempts:
             return None
-        if response is not None and response.status_code not in self.statuses:
+        if response is not None and not self.retries(response):
             return None
         told = _retry_after(response.headers.get("retry-after")) if response is not None else None
         wait = told if told is not None else self.backoff * 2 ** (attempt - 1) * (1 + random.random() / 4)
         return wait if wait <= self.max_wait else None
+
+    def retries(self, response: httpx.Response) -> bool:
+        """An answer in ``statuses``, or a 409 with Retry-After: the graph's state, for a moment (a graph
+        loading after the server's start, another server's update first)."""
+        status = response.status_code
+        return status in self.statuses or (status == 409 and "retry-after" in response.headers)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -244,6 +253,7 @@ def _upload_call(
     source: Source,
     *,
     name: str | None,
+    replace: bool,
     dims: int,
     seed: int,
     backend: str | None,
@@ -262,9 +272,13 @@ def _upload_call(
         guessed_type, guessed_encoding = content_type_for(path)
         if read.format is None and content_type is None:
             read = read.as_format(format_for_path(path))
-        name = name or path.name
+    if replace and not name:
+        raise ValueError("replace=True needs the name of the graph to replace")
     params: dict[str, Any] = {"dims": dims, "seed": seed, "wait": "true" if wait else "false"}
-    params.update((key, value) for key, value in (("name", name), ("backend", backend)) if value is not None)
+    if name is not None and not replace:
+        params["name"] = name
+    if backend is not None:
+        params["backend"] = backend
     params.update((key, _query_value(value)) for key, value in read.given().items())
     # A known length lets the server refuse an oversized upload (413) before it is sent.
     headers = {"Content-Type": content_type or guessed_type, "Content-Length": str(body.size)}
@@ -272,7 +286,9 @@ def _upload_call(
     if encoding:
         headers["Content-Encoding"] = encoding
     timeout = None if wait else httpx.USE_CLIENT_DEFAULT
-    return Call("POST", "/graphs", params, headers, body, idempotent=False, timeout=timeout)
+    # PUT /graphs/{name} uploads a replacement of the graph holding the name.
+    method, route = ("PUT", f"/graphs/{name}") if replace else ("POST", "/graphs")
+    return Call(method, route, params, headers, body, idempotent=False, timeout=timeout)
 
 
 def _query_value(value: Any) -> Any:
@@ -444,14 +460,15 @@ def _status_filter(status: str | Sequence[str] | None) -> dict[str, Any]:
 
 
 def _finished(record: Record) -> bool:
+    """Whether the graph answers queries: ready, and (after a server's start) loaded."""
     if record["status"] == "failed":
         raise BuildFailedError(record)
-    return record["status"] == "ready"
+    return record["status"] == "ready" and not record.get("loading")
 
 
 class _Calls:
-    """Every call of the API, once, as a plan (see the module's docstring). ``graph_id`` is a graph's id (or,
-    on servers with graph names, its name)."""
+    """Every call of the API, once, as a plan (see the module's docstring). ``graph_id`` is a graph's id or its
+    name."""
 
     def _health(self) -> Plan[Record]:
         """Liveness and what the server is: its version, default backend, GPU, graphs by status."""
@@ -468,6 +485,7 @@ class _Calls:
         source: Source,
         *,
         name: str | None = None,
+        replace: bool = False,
         format: str | None = None,
         dims: int = 2,
         seed: int = 0,
@@ -482,6 +500,11 @@ class _Calls:
     ) -> Plan[Record]:
         """Send a graph file (path, streamed) or bytes; returns its record (ready when ``wait``).
 
+        ``name``: a name unique on the server, which every call here takes as well as the id (409 when another
+        graph holds it); with ``replace``, the new graph takes the name over from the graph holding it once it
+        is built (``PUT /graphs/{name}``: queries by the name answer from the old one until then, and a failed
+        build leaves it in place).
+
         The format is the server's to tell (from ``format``, else the Content-Type, which a file's name sets:
         .csv .tsv .json .gra .parquet .arrow .feather .graphml .mtx .adjlist, gzip-compressed too; else from
         the content). ``source_column``/``target_column`` (a name or a 0-based position) and ``header``
@@ -490,6 +513,7 @@ class _Calls:
         call = _upload_call(
             source,
             name=name,
+            replace=replace,
             dims=dims,
             seed=seed,
             backend=backend,

@@ -161,10 +161,25 @@ async def known_query(request: Request) -> None:
     dependant = getattr(route, "dependant", None)
     if dependant is None:
         return
-    fields = dependant.query_params
-    allowed = frozenset(field.alias for field in fields)
-    repeatable = frozenset(field.alias for field in fields if _is_list(field.field_info.annotation))
-    check_query(request, allowed, repeatable)
+    declared = _DECLARED.get(id(dependant))
+    if declared is None:
+        fields = list(_query_fields(dependant))
+        allowed = frozenset(field.alias for field in fields)
+        repeatable = frozenset(field.alias for field in fields if _is_list(field.field_info.annotation))
+        declared = _DECLARED.setdefault(id(dependant), (allowed, repeatable))
+    check_query(request, *declared)
+
+
+# A route's declared query parameters and those that may repeat, by its dependant (routes live as long as the app).
+_DECLARED: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
+
+
+def _query_fields(dependant: Any) -> Iterator[Any]:
+    """The query parameters a route declares, its dependencies' included (a parameter object such as the
+    uploads' is a dependency)."""
+    yield from dependant.query_params
+    for sub in dependant.dependencies:
+        yield from _query_fields(sub)
 
 
 def _is_list(annotation: Any) -> bool:

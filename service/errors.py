@@ -30,6 +30,7 @@ from starlette.exceptions import HTTPException
 from grail_core.errors import CORE_ERRORS, Category, GrailError, GraphFormatError, IndexFileError, UnknownNodeError
 
 from .context import NO_REQUEST, request_id, request_path
+from .state.errors import StateError
 
 __all__ = [
     "ERRORS",
@@ -130,6 +131,13 @@ GRAPH_NOT_FOUND = _kind("GraphNotFound", 404, "No such graph")
 PROBLEM_NOT_FOUND = _kind("ProblemNotFound", 404, "No such kind of error")
 GRAPH_NOT_READY = _kind("GraphNotReady", 409, "The graph is not ready yet")
 GRAPH_FAILED = _kind("GraphFailed", 424, "The graph's build failed")
+GRAPH_LOADING = _kind("GraphLoading", 409, "The graph's version and journal are loading after a start", retry_after=1)
+NAME_TAKEN = _kind("NameTaken", 409, "Another graph holds this name")
+GRAPH_EXISTS = _kind("GraphExists", 409, "A graph with this id exists")
+INVALID_NAME = _kind("InvalidName", 422, "Graph names are letters, digits, '.', '_' and '-'")
+VERSION_CONFLICT = _kind("VersionConflict", 409, "Another server's update came first", retry_after=1)
+UPLOAD_TOO_LARGE = _kind("UploadTooLarge", 413, "The upload is over the server's limit")
+STORE_UNAVAILABLE = _kind("StoreUnavailable", 503, "The database or the object store cannot be reached", retry_after=5)
 REQUEST_TIMEOUT = _kind("RequestTimeout", 408, "The headers took too long to arrive")
 BODY_TIMEOUT = _kind("BodyTimeout", 408, "The body took too long to arrive")
 PAYLOAD_TOO_LARGE = _kind("PayloadTooLarge", 413, "The body is over this route's limit")
@@ -149,6 +157,22 @@ INTERNAL = _kind("InternalServerError", 500, "The server failed on this request"
 
 KINDS: dict[str, ErrorKind] = {kind.name: kind for kind in ERRORS}
 _RECORDED = {kind.name: kind for kind in ERRORS if kind.recorded}
+# The state store's errors (service.state.errors) answered by their kind; any other is the server's (500).
+_STATE_KINDS = {
+    kind.name: kind
+    for kind in (
+        GRAPH_NOT_FOUND,
+        GRAPH_NOT_READY,
+        NAME_TAKEN,
+        GRAPH_EXISTS,
+        INVALID_NAME,
+        VERSION_CONFLICT,
+        UPLOAD_TOO_LARGE,
+        DISK_FULL,
+        READ_ONLY_STORAGE,
+        STORE_UNAVAILABLE,
+    )
+}
 
 
 class ServiceError(Exception):
@@ -235,6 +259,8 @@ def status_for(exc: BaseException) -> int:
         return _CATEGORY_STATUS[exc.category]
     if isinstance(exc, ServiceError):
         return exc.status
+    if isinstance(exc, StateError) and exc.kind in _STATE_KINDS:
+        return _STATE_KINDS[exc.kind].status
     return 500
 
 
@@ -249,11 +275,17 @@ def response_for(exc: BaseException, status: int | None = None) -> JSONResponse:
             status, exc.kind, str(exc), node=_jsonable(exc.name), unknown=unknown, unknown_count=exc.count
         )
     if isinstance(exc, IndexFileError):
-        return error_response(status, exc.kind, f"the index files of this graph are damaged: {exc}")
+        # Its message names files; the log has it (install_error_handlers), the answer does not.
+        return error_response(status, exc.kind, "the index files of this graph are damaged; see the server's log")
     if isinstance(exc, GrailError):
         return error_response(status, exc.kind, str(exc))
     if isinstance(exc, ServiceError):
         return error_response(status, exc.kind, exc.detail, exc.headers, **exc.extra)
+    if isinstance(exc, StateError):
+        # Its message holds no path or database address (service.state.errors).
+        kind = _STATE_KINDS.get(exc.kind)
+        retry = {"Retry-After": str(kind.retry_after)} if kind is not None and kind.retry_after else None
+        return error_response(status, exc.kind, exc.message, retry)
     return error_response(status, INTERNAL.name, "the server failed on this request; see its log")
 
 
@@ -282,6 +314,8 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, IndexFileError):
             # A broken index on disk is the server's fault, not the client's; say so and log it.
             log.error("index file error on %s %s: %s", request.method, request.url.path, exc)
+        if isinstance(exc, StateError) and status_for(exc) == 500:
+            log.error("state error on %s %s: %s: %s", request.method, request.url.path, exc.kind, exc.message)
         return response_for(exc)
 
     async def handle_validation(request: Request, exc: Exception) -> JSONResponse:
@@ -320,4 +354,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, handle_http)
     app.add_exception_handler(GrailError, handle)
     app.add_exception_handler(ServiceError, handle)
+    app.add_exception_handler(StateError, handle)
     app.add_exception_handler(OSError, handle_os_error)

@@ -217,6 +217,34 @@ class GraphNotReadyError(ConflictError):
     """The graph is not ready yet (queued or building)."""
 
 
+class GraphLoadingError(ConflictError):
+    """The graph's version and journal are loading after a server's start: try again after Retry-After."""
+
+
+class NameTakenError(ConflictError):
+    """Another graph holds this name (``PUT /graphs/{name}``, ``replace=True``, replaces it)."""
+
+
+class GraphExistsError(ConflictError):
+    """A graph with this id exists."""
+
+
+class InvalidNameError(BadRequestError):
+    """Graph names are letters, digits, '.', '_' and '-'."""
+
+
+class VersionConflictError(ConflictError):
+    """Another server's update of the graph came first: try again."""
+
+
+class UploadTooLargeError(TooLargeError):
+    """The upload is over the server's limit."""
+
+
+class StoreUnavailableError(UnavailableError):
+    """The server's database or object store cannot be reached: try again after Retry-After."""
+
+
 class GraphFailedError(ServerError):
     """The graph's build failed: ``problem["build"]`` is its error."""
 
@@ -320,6 +348,13 @@ ERROR_CLASSES: dict[str, type[GrailServiceError]] = {
     "ProblemNotFound": ProblemNotFoundError,
     "GraphNotReady": GraphNotReadyError,
     "GraphFailed": GraphFailedError,
+    "GraphLoading": GraphLoadingError,
+    "NameTaken": NameTakenError,
+    "GraphExists": GraphExistsError,
+    "InvalidName": InvalidNameError,
+    "VersionConflict": VersionConflictError,
+    "UploadTooLarge": UploadTooLargeError,
+    "StoreUnavailable": StoreUnavailableError,
     "RequestTimeout": RequestTimeoutError,
     "BodyTimeout": BodyTimeoutError,
     "PayloadTooLarge": PayloadTooLargeError,

@@ -54,8 +54,15 @@ log = logging.getLogger("grail.service.guards")
 
 SMALL_BODY_BYTES = 64 * 1024
 MIN_BODY_RATE = 1024  # bytes a second, averaged, once a body has taken --body-timeout seconds
-# Routes whose body can be large (the upload limit applies), by method and path suffix.
-_LARGE_BODIES = (("POST", "/graphs"), ("POST", "/queries"))
+# Routes whose body can be large (the upload limit applies): uploads (POST /graphs, PUT /graphs/{name}) and
+# batches (POST /graphs/{id}/queries).
+_LARGE_POSTS = ("/graphs", "/queries")
+
+
+def _large_body(method: str, path: str) -> bool:
+    if method == "POST":
+        return path.endswith(_LARGE_POSTS)
+    return method == "PUT" and path.startswith("/graphs/") and path.count("/") == 2
 
 
 @dataclass(frozen=True)
@@ -163,7 +170,7 @@ class BodyGuard:
             await self.app(scope, receive, send)
             return
         method, path = scope["method"], scope["path"]
-        large = any(method == m and path.endswith(suffix) for m, suffix in _LARGE_BODIES)
+        large = _large_body(method, path)
         limit = self.large_body_bytes if large else SMALL_BODY_BYTES
         headers = dict(scope["headers"])
         declared = headers.get(b"content-length", b"")

@@ -48,6 +48,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .logs import configure_logging
 
     configure_logging(settings.log_level, settings.log_format)
+    from .state.errors import StateError
+    from .stores import open_stores
+
+    try:
+        # Before anything else touches the data directory: a second server on it is refused here, in one line.
+        stores = open_stores(settings)
+    except StateError as exc:
+        print(f"grail-serve: {exc.message}", file=sys.stderr)
+        return 2
     limits = ConnectionLimits(
         max_connections=min(settings.max_connections, max(open_files - 64, 1)),
         max_header_bytes=settings.max_header_kb * 1024,
@@ -57,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # /metrics counts requests. log_config=None: uvicorn's own lines, the access log's included, go through the
     # handler above (request ids, JSON).
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, stores),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,

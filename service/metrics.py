@@ -36,14 +36,15 @@ disable_created_metrics()
 
 
 class _GraphsByStatus(Collector):
-    """grail_graphs{status}, read from the registry of graphs at each scrape."""
+    """grail_graphs{status}, read from the registry of graphs at each scrape (none before it is open)."""
 
-    def __init__(self, graphs_by_status: Callable[[], Mapping[str, int]]) -> None:
-        self._graphs_by_status = graphs_by_status
+    def __init__(self) -> None:
+        self.source: Callable[[], Mapping[str, int]] | None = None
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         family = GaugeMetricFamily("grail_graphs", "Graphs by status.", labels=["status"])
-        for status, count in sorted(self._graphs_by_status().items()):
+        counts = self.source() if self.source is not None else {}
+        for status, count in sorted(counts.items()):
             family.add_metric([status], count)
         yield family
 
@@ -51,12 +52,13 @@ class _GraphsByStatus(Collector):
 class Metrics:
     """What the routers, the middleware and the build runner count; rendered on GET /metrics."""
 
-    def __init__(self, graphs_by_status: Callable[[], Mapping[str, int]]) -> None:
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
-        self.registry.register(_GraphsByStatus(graphs_by_status))
+        self._graphs = _GraphsByStatus()
+        self.registry.register(self._graphs)
         self._requests = Counter(
             "grail_http_requests",
             "HTTP requests by method, route template and status.",
@@ -111,6 +113,10 @@ class Metrics:
             self._request_children[key] = children
         children[0].inc()
         children[1].observe(seconds)
+
+    def count_graphs(self, graphs_by_status: Callable[[], Mapping[str, int]]) -> None:
+        """Where grail_graphs{status} is read from, once the registry of graphs is open."""
+        self._graphs.source = graphs_by_status
 
     def build_finished(self, result: str, seconds: float, phase_seconds: Mapping[str, float]) -> None:
         """``phase_seconds``: a build's phases by name, and their parts as ``phase.part``."""

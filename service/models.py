@@ -1,9 +1,10 @@
-"""Request and response bodies of the HTTP API (the wire format; the domain records live in registry)."""
+"""Request and response bodies of the HTTP API (the wire format; the records they show live in registry)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationInfo, field_validator
 
 from grail_core.backend_names import BackendName
@@ -14,6 +15,8 @@ from .warmup import KernelState
 
 __all__ = [
     "NodeName",
+    "GraphRef",
+    "GRAPH_REF_DESCRIPTION",
     "GraphOut",
     "GraphList",
     "ErrorOut",
@@ -39,6 +42,9 @@ __all__ = [
 
 # Integer names for .gra and all-integer edge lists, strings otherwise; an integer may come as a decimal string.
 NodeName = int | str
+# Every route of a graph reaches it by its id or by its name (the path parameter keeps the name graph_id).
+GRAPH_REF_DESCRIPTION = "the graph's id or name"
+GraphRef = Annotated[str, Path(description=GRAPH_REF_DESCRIPTION)]
 GraphFormat = FormatName
 Backend = BackendName
 GraphStatusName = Literal["queued", "building", "ready", "failed"]
@@ -49,7 +55,10 @@ UNKNOWN_POLICIES: tuple[str, ...] = get_args(UnknownPolicy)
 
 class GraphOut(BaseModel):
     id: str
-    name: str
+    name: str = Field(description="unique on this server; every route of the graph takes it as well as the id")
+    replaces: str | None = Field(
+        None, description="a replacement (PUT /graphs/{name}): the name it takes over once its index is ready"
+    )
     status: GraphStatusName
     phase: str | None = Field(None, description="current build phase while queued or building")
     progress: float | None = Field(
@@ -69,35 +78,54 @@ class GraphOut(BaseModel):
     created_at: float
     updated_at: float
     version: int | None = Field(None, description="the version queries answer for; each edge update makes the next")
-    checksum: str | None = Field(None, description="content checksum of the saved index (sha256 of its arrays)")
+    checksum: str | None = Field(None, description="content checksum of the index's files (sha256 of its arrays)")
     pending_updates: dict[str, int] | None = Field(
         None,
         description="edge updates not yet in the index's labels (updates, added_edges, removed_edges, new_nodes): "
         "answered exactly all the same",
     )
+    loading: dict[str, Any] | None = Field(
+        None,
+        description="after a start, while the graph's version loads and its journal is replayed: phase, progress "
+        "(queries answer 409 GraphLoading meanwhile)",
+    )
     rebuild: dict[str, Any] | None = Field(
-        None, description="the background rebuild folding the pending updates in: version, phase, progress"
+        None,
+        description="the rebuild folding the pending updates in: state (queued, running, failed), phase, progress, "
+        "attempts, max_attempts, the last attempt's error and, while queued, next_attempt_at (seconds since the "
+        "epoch)",
     )
 
     @classmethod
-    def from_record(cls, record: GraphRecord, live: dict[str, Any] | None = None) -> GraphOut:
-        """``live``: what the served index adds (``GraphRegistry.live``)."""
+    def from_record(cls, record: GraphRecord) -> GraphOut:
+        graph, options, version = record.graph, record.options, record.version
+        live: dict[str, Any] = {}
+        if version is not None:
+            live = {
+                "version": version.number,
+                "checksum": version.labels.checksum,
+                "pending_updates": version.pending._asdict(),
+            }
+        progress = record.progress
         return cls(
-            **(live or {}),
-            id=record.id,
-            name=record.name,
-            status=record.status.value,
-            phase=record.phase,
-            progress=record.progress,
+            **live,
+            id=graph.id,
+            name=graph.name,
+            replaces=graph.pending_name,
+            status=record.status,  # type: ignore[arg-type]  # one of GraphStatus's values
+            phase=progress.phase if progress is not None else None,
+            progress=progress.to_json()["progress"] if progress is not None else None,
             error=record.error,
-            stats=record.stats,
-            format=record.params.format,
-            dims=record.params.dims,
-            seed=record.params.seed,
-            backend=record.params.backend,
-            upload_bytes=record.upload_bytes,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
+            stats=graph.stats,
+            format=options.format,
+            dims=options.dims,
+            seed=options.seed,
+            backend=options.backend,
+            upload_bytes=graph.upload_bytes,
+            created_at=graph.created_at,
+            updated_at=graph.updated_at,
+            loading=record.loading.to_json() if record.loading is not None else None,
+            rebuild=record.rebuild,
         )
 
 
@@ -242,5 +270,8 @@ class ReadyOut(BaseModel):
     kernels: KernelState = Field(description="the query kernels' warm-up")
     kernels_seconds: float | None = Field(None, description="how long the warm-up took (compiling or loading)")
     threading_layer: str | None = Field(None, description="numba's threading layer (tbb or omp: parallel calls)")
-    graphs_loaded: bool
+    graphs_loaded: bool = Field(description="every graph's version loaded and its journal replayed")
+    loading: list[dict[str, Any]] = Field(
+        default_factory=list, description="the graphs still loading: id, name, phase (load, journal), progress"
+    )
     error: str | None = Field(None, description="why the warm-up failed")

@@ -1,569 +1,722 @@
-"""The graphs the service knows: one folder per graph under ``<data_dir>/graphs/<id>/``.
+"""The graphs this server serves: the metadata store's rows, and the version of each that queries read.
 
-Each folder holds ``record.json`` (small, rewritten atomically: temp file, fsync, rename) and, once
-built, ``index/``. The upload waits in ``<data_dir>/uploads/<id>`` until its index is published, so that a
-build a crash interrupted can be redone from it. A build worker writes the index under
-``<data_dir>/staging/<id>/`` and this registry, the only writer of records and graph folders, renames it into
-place. A graph is served only when its record says ``ready`` and its index loaded.
+The metadata store (service.state) is the truth: graphs and their names, published versions, the edge-update
+journal, build jobs. The registry keeps, for each live graph, its row as this server last wrote or read it and
+its current ``Version`` (grail_core.version): the published version's index, loaded from the artifact store,
+with the journal rows past it applied. A request takes that Version once (``ready_version``: a dictionary
+lookup, no lock, no database) and answers from it to the end, whatever comes after: the next version replaces
+it for the next request only, and a replaced version's files are removed after a grace period (a
+memory-mapped file stays readable after its unlink anyway).
 
-Queries read a graph's current ``Version`` (``ready_version``): immutable, so that a request answers from one
-version from start to end; an edge update or a rebuild puts the next one in place (``advance``,
-``publish_rebuild``).
+Every write reaches the store first and memory only once it has committed:
 
-A record that cannot be written (full disk, read-only data directory) never leaves a graph stuck: the graph is
-kept as failed, saying why, or not added at all. Deleting renames the folder into ``<data_dir>/trash/`` first (the
-graph is gone at once, or still whole if the rename fails), then removes it. Start-up removes what a crash left:
-temporary files, staged indexes, the trash, uploads and folders without a record.
+- ``add``: the graph's row and its build job, in one transaction (its upload is in the artifact store).
+- ``update``: planned against the current Version, journaled (one row, group commit), then applied; one
+  graph's updates take turns on that graph's lock, no other graph waits.
+- ``publish``: a build's or a rebuild's index stored as a new version (create-only, checksummed), loaded, then
+  published (one transaction: ready, the journal rows it folds in dropped, a replacement takes its name) and
+  served with the journal rows past it applied.
+- ``delete``: one transaction; gone from memory once it has committed.
+
+At start every graph is listed at once (``/health`` answers), and each ready one loads its version and
+replays its journal in the background (``load_all``), answering 409 GraphLoading with Retry-After until it is
+current. ``sync`` brings one graph in line with the store (what another server wrote, on PostgreSQL).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import functools
 import logging
-import os
-import secrets
-import shutil
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
-from enum import Enum
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grail_core import IndexFileError
+from grail_core import IndexFileError, sizing
 from grail_core.backends import resolve_backend
+from grail_core.storage import read_index_dir
 from grail_core.version import Version, load_version
 
-from .errors import (
-    GRAPH_FAILED,
-    GRAPH_NOT_FOUND,
-    GRAPH_NOT_READY,
-    INTERRUPTED,
-    STORAGE_ERROR,
-    ServiceError,
-    storage_error,
-    truncate,
-)
+from .errors import GRAPH_FAILED, GRAPH_LOADING, GRAPH_NOT_READY, ServiceError, truncate
 from .options import UploadOptions
-from .updates import JOURNAL_FILE, Journal, RebuildState, replay
+from .state import ArtifactStore, MetadataStore
+from .state.artifacts import artifact_key
+from .state.errors import (
+    ArtifactCorrupt,
+    ArtifactExists,
+    ArtifactNotFound,
+    GraphNotFound,
+    LeaseLost,
+    StateError,
+    VersionConflict,
+    VersionStateError,
+)
+from .state.metadata import Graph, GraphStatus, Job, JobKind, JobState
+from .updates import JournalGap, Row, apply_journal, encode
 
-__all__ = ["GraphStatus", "GraphRecord", "GraphRegistry"]
+__all__ = ["GraphRegistry", "GraphRecord", "Progress", "JOURNAL_PAGE"]
 
 log = logging.getLogger("grail.service.registry")
 
-RECORD_FILE = "record.json"
-INDEX_DIR = "index"
-# A rebuild's swap: the new index comes in as index.new, the old one leaves as index.old (see publish_rebuild).
-_NEW_INDEX = f"{INDEX_DIR}.new"
-_OLD_INDEX = f"{INDEX_DIR}.old"
-_RECORD_TMP = f".{RECORD_FILE}.tmp"
+# Journal rows read from the store at a time (a replay's memory is a page of rows, not the whole journal).
+JOURNAL_PAGE = 10_000
+# An update that meets another server's newer version catches up and is planned again, this many times.
+_UPDATE_TRIES = 3
+# A rebuild this server queued is assumed to be under way for this long before it asks the store again.
+_REBUILD_RECHECK_S = 30.0
+_DAMAGED = {"type": IndexFileError.kind, "message": "index files are missing or corrupt; upload the graph again"}
 
 
-class GraphStatus(str, Enum):
-    queued = "queued"
-    building = "building"
-    ready = "ready"
-    failed = "failed"
+@dataclass
+class Progress:
+    """Long work on a graph, as its record shows it: a phase and the fraction of it done."""
+
+    phase: str
+    fraction: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"phase": self.phase, "progress": round(min(max(self.fraction, 0.0), 1.0), 4)}
 
 
-def _not_found(graph_id: str) -> ServiceError:
-    return ServiceError(GRAPH_NOT_FOUND, f"no graph with id {truncate(graph_id, 40)!r}")
+class _Entry:
+    """One live graph in memory."""
 
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.options = UploadOptions.from_json(graph.params)
+        self.lock = threading.RLock()  # orders this graph's updates and version swaps
+        self.version: Version | None = None  # what queries read; None until loaded
+        self.loading: Progress | None = None  # its version loads (after a start, or another server built it)
+        self.load_error: dict[str, Any] | None = None  # its published version does not load here
+        self.build: Progress | None = None  # this server builds it
+        self.rebuild: Progress | None = None  # this server rebuilds it
+        self.rebuild_asked_at = 0.0  # when this server last made sure a rebuild is queued (0: not since the last)
+        self.deleted = False
+        self.settled: Future[None] = Future()  # done once ready and loaded here, failed, or deleted
 
-def _not_ready(record: GraphRecord) -> ServiceError:
-    if record.status is GraphStatus.failed:  # for good: 424, the build it depends on failed
-        error = record.error or {}
-        return ServiceError(
-            GRAPH_FAILED, f"graph {record.id!r} failed to build: {error.get('message', 'unknown error')}", build=error
-        )
-    return ServiceError(GRAPH_NOT_READY, f"graph {record.id!r} is {record.status.value}, not ready")
+    @property
+    def id(self) -> str:
+        return self.graph.id
+
+    def settle(self) -> None:
+        if not self.settled.done():
+            self.settled.set_result(None)
 
 
 @dataclass(frozen=True)
 class GraphRecord:
-    id: str
-    name: str
-    params: UploadOptions  # kept so that a rebuild reads and builds alike
-    status: GraphStatus
-    created_at: float
-    updated_at: float
-    upload_bytes: int = 0
-    phase: str | None = None
-    progress: float | None = None
-    error: dict[str, Any] | None = None
-    stats: dict[str, Any] | None = None
+    """A graph as its record shows it: the store's row and what this server adds (progress, its version)."""
 
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["status"] = self.status.value
-        data["params"] = self.params.to_json()
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> GraphRecord:
-        values = dict(data)
-        values["params"] = UploadOptions.from_json(values["params"])
-        values["status"] = GraphStatus(values["status"])
-        return cls(**values)
-
-
-@dataclass
-class _Entry:
-    record: GraphRecord
-    version: Version | None = None  # what queries read; None until built and loaded
-    # Set by delete() so that a build still running for this graph drops its result instead of publishing it.
-    deleted: bool = False
-    journal: Journal | None = None  # edge updates past the saved index (service.updates)
-    rebuild: RebuildState | None = None  # the background rebuild that folds them in, while one is queued or runs
+    graph: Graph
+    options: UploadOptions
+    status: str
+    error: dict[str, Any] | None
+    progress: Progress | None
+    version: Version | None
+    loading: Progress | None
+    rebuild: dict[str, Any] | None
 
 
 class GraphRegistry:
-    """Thread-safe map of graph id to record and current version, mirrored on disk."""
+    """See the module doc. ``gate``: held around every call into grail_core (service.warmup.CoreGate)."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = Path(data_dir)
-        self.uploads_dir = self.data_dir / "uploads"
-        self.graphs_dir = self.data_dir / "graphs"
-        self.staging_dir = self.data_dir / "staging"
-        self.trash_dir = self.data_dir / "trash"
-        self._lock = threading.Lock()
-        # Serialises the rare writes that touch disk (record files, removal), so that a delete racing a
-        # build's publish can never leave a record behind for a graph the user deleted.
-        self._io_lock = threading.Lock()
-        self._entries: dict[str, _Entry] = {}
+    def __init__(
+        self,
+        metadata: MetadataStore,
+        artifacts: ArtifactStore,
+        gate: AbstractContextManager[Any] | None = None,
+    ) -> None:
+        self.metadata = metadata
+        self.artifacts = artifacts
+        self._gate = gate if gate is not None else contextlib.nullcontext()
+        self._graphs: dict[str, _Entry] = {}  # by id
+        self._names: dict[str, str] = {}  # name -> id, for graphs that hold their name
+        self._lock = threading.Lock()  # the two maps' writers
 
-    # ---- paths -------------------------------------------------------------------------------------
+    # ---- the maps ----------------------------------------------------------------------------------
 
-    def upload_path(self, graph_id: str) -> Path:
-        return self.uploads_dir / graph_id
+    def _entry(self, ref: str) -> _Entry:
+        """The live graph with this id or name (an id first); GraphNotFound otherwise."""
+        entry = self._graphs.get(ref)
+        if entry is None:
+            graph_id = self._names.get(ref)
+            entry = self._graphs.get(graph_id) if graph_id is not None else None
+        if entry is None or entry.deleted:
+            raise GraphNotFound(ref)
+        return entry
 
-    def index_path(self, graph_id: str) -> Path:
-        return self.graphs_dir / graph_id / INDEX_DIR
+    def _remember(self, graph: Graph) -> _Entry:
+        """The entry of a live graph, made or refreshed from its row; its name indexed. A graph that held the
+        name here is gone (names are unique among live graphs: a replacement's publish deleted it)."""
+        with self._lock:
+            entry = self._graphs.get(graph.id)
+            if entry is None:
+                entry = self._graphs[graph.id] = _Entry(graph)
+            else:
+                if self._names.get(entry.graph.name) == graph.id and entry.graph.name != graph.name:
+                    del self._names[entry.graph.name]
+                entry.graph = graph
+            holder = self._names.get(graph.name)
+            self._names[graph.name] = graph.id
+        if holder is not None and holder != graph.id:
+            self._forget(holder)
+        return entry
 
-    def staging_path(self, graph_id: str) -> Path:
-        """Where a build worker writes the graph's index (and a decompressed text) before it is published."""
-        return self.staging_dir / graph_id
-
-    def new_upload_file(self) -> tuple[str, Path]:
-        """A fresh id and the path its upload streams to (created empty, so the id is taken on disk)."""
-        self.uploads_dir.mkdir(parents=True, exist_ok=True)
-        while True:
-            graph_id = secrets.token_hex(6)
-            path = self.upload_path(graph_id)
-            try:
-                path.touch(exist_ok=False)
-            except FileExistsError:
-                continue
-            return graph_id, path
+    def _forget(self, graph_id: str) -> None:
+        """A graph deleted in the store: gone from memory (requests holding its version finish on it)."""
+        with self._lock:
+            entry = self._graphs.pop(graph_id, None)
+            if entry is None:
+                return
+            if self._names.get(entry.graph.name) == graph_id:
+                del self._names[entry.graph.name]
+            entry.deleted = True
+        entry.settle()
 
     # ---- start-up ----------------------------------------------------------------------------------
 
-    def recover(self) -> list[GraphRecord]:
-        """Load every record on disk; returns the graphs whose build must (re)start.
+    def start(self) -> list[str]:
+        """Every live graph of the store, in memory (not loaded yet); returns the ids of those to load."""
+        to_load = []
+        for graph in self.metadata.list_graphs():
+            entry = self._remember(graph)
+            if graph.status is GraphStatus.ready and graph.published_version is not None:
+                entry.loading = Progress("queued")
+                to_load.append(graph.id)
+            elif graph.status is GraphStatus.failed:
+                entry.settle()
+        return to_load
 
-        A ``ready`` graph whose index does not load is marked failed. A ``queued`` or ``building``
-        one was interrupted by a crash: it is ready if its index was published before the crash
-        (publishing is a rename, so a loadable index is a complete one), rebuilt if its upload survived,
-        failed otherwise.
-        """
-        for folder in (self.uploads_dir, self.graphs_dir, self.staging_dir, self.trash_dir):
-            folder.mkdir(parents=True, exist_ok=True)
-        for leftover in (self.staging_dir, self.trash_dir):
-            for path in leftover.iterdir():
-                log.info("removing leftover %s", path)
-                _remove(path)
-        to_build: list[GraphRecord] = []
-        known: set[str] = set()
-        for folder in sorted(self.graphs_dir.iterdir()):
-            record_file = folder / RECORD_FILE
-            if not record_file.is_file():
-                log.info("removing %s: it has no record", folder)
-                _remove(folder)
-                continue
-            try:
-                record = GraphRecord.from_json(json.loads(record_file.read_text()))
-            except (OSError, ValueError, TypeError, KeyError) as exc:
-                log.error("ignoring unreadable record %s: %s", record_file, exc)
-                continue
-            known.add(record.id)
-            self._remove_leftovers(folder)
-            version = None
-            if record.status in (GraphStatus.ready, GraphStatus.queued, GraphStatus.building):
-                version = self._try_load(record.id, record.params.backend)
-            if version is not None:
-                if record.status is not GraphStatus.ready:
-                    log.info("graph %s: index was published before the interruption; serving it", record.id)
-                    record = replace(
-                        record,
-                        status=GraphStatus.ready,
-                        phase=None,
-                        progress=None,
-                        stats=version.stats.to_dict(),
-                        updated_at=time.time(),
-                    )
-                    self._write_record(record)
-                    self.upload_path(record.id).unlink(missing_ok=True)
-            elif record.status is GraphStatus.ready:
-                record = self._failed(
-                    record, IndexFileError.kind, "index files are missing or corrupt; upload the graph again"
-                )
-                self._write_record(record)
-            elif record.status in (GraphStatus.queued, GraphStatus.building):
-                if self.upload_path(record.id).is_file():
-                    log.info("graph %s: build was interrupted; rebuilding from the saved upload", record.id)
-                    shutil.rmtree(self.index_path(record.id), ignore_errors=True)
-                    record = replace(
-                        record, status=GraphStatus.queued, phase=None, progress=None, updated_at=time.time()
-                    )
-                    self._write_record(record)
-                    to_build.append(record)
-                else:
-                    record = self._failed(
-                        record,
-                        INTERRUPTED.name,
-                        "the build was interrupted and its upload is gone; upload the graph again",
-                    )
-                    self._write_record(record)
-            self._entries[record.id] = _Entry(record, version, journal=self.journal_of(record.id))
-        for orphan in self.uploads_dir.iterdir():
-            if orphan.name not in known:
-                log.info("removing orphan upload %s", orphan)
-                _remove(orphan)
-        log.info("registry at %s: %d graphs, %d to build", self.data_dir, len(self._entries), len(to_build))
-        return to_build
-
-    @staticmethod
-    def _remove_leftovers(folder: Path) -> None:
-        # Temporary files and folders of writes a crash interrupted (.record.json.tmp, half-renamed indexes).
-        # A rebuild's swap cut short leaves the index as index.new or index.old: either holds with the journal.
-        if not (folder / INDEX_DIR).exists():
-            for name in (_NEW_INDEX, _OLD_INDEX):
-                if (folder / name).is_dir():
-                    log.info("%s: completing an interrupted index swap with %s", folder, name)
-                    os.replace(folder / name, folder / INDEX_DIR)
-                    break
-        for path in folder.iterdir():
-            if path.name not in (RECORD_FILE, INDEX_DIR, JOURNAL_FILE):
-                _remove(path)
-
-    def journal_of(self, graph_id: str) -> Journal:
-        return Journal(self.graphs_dir / graph_id / JOURNAL_FILE)
-
-    def _try_load(self, graph_id: str, backend: str) -> Version | None:
-        path = self.index_path(graph_id)
-        if not path.exists():
-            return None
-        try:
-            loaded = _load(path, backend)
-            version = replay(loaded, self.journal_of(graph_id))
-        except (IndexFileError, OSError, ValueError, KeyError, TypeError) as exc:
-            log.error("graph %s: cannot load index %s with its updates: %s", graph_id, path, exc)
-            return None
-        if version is not loaded:
+    def load(self, graph_id: str) -> None:
+        """Load a graph's published version and replay its journal (``start``'s graphs, one by one)."""
+        entry = self._graphs.get(graph_id)
+        if entry is None or entry.deleted:
+            return
+        started = time.perf_counter()
+        self._refresh(entry)
+        if entry.version is not None:
+            pending = entry.version.number - entry.version.labels.version
             log.info(
-                "graph %s: %d edge updates replayed from the journal, at version %d",
+                "graph %s: version %d loaded in %.3f s (%d journaled updates replayed)",
                 graph_id,
-                version.number - loaded.number,
-                version.number,
+                entry.version.number,
+                time.perf_counter() - started,
+                pending,
             )
-        return version
+
+    def loading(self) -> list[dict[str, Any]]:
+        """What is loading now, for /ready: each graph with its phase and progress."""
+        return [
+            {"id": e.id, "name": e.graph.name, **e.loading.to_json()}
+            for e in list(self._graphs.values())
+            if e.loading is not None and not e.deleted
+        ]
 
     # ---- reads -------------------------------------------------------------------------------------
 
-    def get(self, graph_id: str) -> GraphRecord:
-        with self._lock:
-            entry = self._entries.get(graph_id)
-            if entry is None or entry.deleted:
-                raise _not_found(graph_id)
-            return entry.record
-
-    def records(self) -> list[GraphRecord]:
-        with self._lock:
-            return sorted((e.record for e in self._entries.values() if not e.deleted), key=lambda r: r.created_at)
-
-    def ready_version(self, graph_id: str) -> Version:
-        """The graph's current version, for a request to answer from; 404 if unknown, 409 (GraphNotReady)
-        while not built."""
-        entry = self._entries.get(graph_id)  # a dict read is atomic: no lock on the hot query path
-        if entry is None or entry.deleted:
-            raise _not_found(graph_id)
+    def ready_version(self, ref: str) -> Version:
+        """The graph's current version, for a request to answer from: 404 when there is no such graph, 409
+        while it is not ready (GraphLoading, with Retry-After, while its version loads), 424 when its build
+        failed."""
+        entry = self._entry(ref)
         version = entry.version
         if version is None:
-            raise _not_ready(entry.record)
+            if entry.loading is not None:
+                raise ServiceError(
+                    GRAPH_LOADING,
+                    f"graph {entry.id!r} is loading ({entry.loading.phase}); try again in a moment",
+                )
+            record = self._record(entry, [])
+            if record.status == GraphStatus.failed.value:  # for good: 424, the build it depends on failed
+                error = record.error or {}
+                message = error.get("message", "unknown error")
+                raise ServiceError(GRAPH_FAILED, f"graph {entry.id!r} failed to build: {message}", build=error)
+            raise ServiceError(GRAPH_NOT_READY, f"graph {entry.id!r} is {record.status}, not ready")
         return version
+
+    def holds_name(self, name: str) -> bool:
+        """Whether a graph holds ``name`` (the store has the last word when a graph is added)."""
+        return name in self._names
+
+    def record(self, ref: str) -> GraphRecord:
+        entry = self._entry(ref)
+        return self._record(entry, self.metadata.list_jobs(entry.id, states=_SHOWN_JOBS))
+
+    def records(self) -> list[GraphRecord]:
+        jobs: dict[str, list[Job]] = {}
+        for job in self.metadata.list_jobs(states=_SHOWN_JOBS):
+            jobs.setdefault(job.graph_id, []).append(job)
+        entries = sorted((e for e in list(self._graphs.values()) if not e.deleted), key=_created)
+        return [self._record(entry, jobs.get(entry.id, [])) for entry in entries]
 
     def count_by_status(self) -> dict[str, int]:
         counts = {status.value: 0 for status in GraphStatus}
-        for record in self.records():
-            counts[record.status.value] += 1
+        for entry in list(self._graphs.values()):
+            counts[GraphStatus.failed.value if entry.load_error else entry.graph.status.value] += 1
         return counts
 
-    # ---- writes ------------------------------------------------------------------------------------
-
-    def add(self, graph_id: str, name: str, params: UploadOptions, upload_bytes: int) -> GraphRecord:
-        """Register an upload as queued; a record that cannot be written removes the upload and raises."""
-        now = time.time()
-        record = GraphRecord(
-            id=graph_id,
-            name=name,
-            params=params,
-            status=GraphStatus.queued,
-            created_at=now,
-            updated_at=now,
-            upload_bytes=upload_bytes,
+    def _record(self, entry: _Entry, jobs: list[Job]) -> GraphRecord:
+        graph = entry.graph
+        status, error = graph.status.value, graph.error
+        if entry.load_error is not None:
+            status, error = GraphStatus.failed.value, entry.load_error
+        progress = entry.build if graph.status in (GraphStatus.queued, GraphStatus.building) else None
+        return GraphRecord(
+            graph=graph,
+            options=entry.options,
+            status=status,
+            error=error,
+            progress=progress,
+            version=entry.version,
+            loading=entry.loading,
+            rebuild=self._rebuild_record(entry, jobs),
         )
-        try:
-            self._write_record(record)
-        except OSError:
-            self._remove_files(graph_id)
-            raise
-        with self._lock:
-            self._entries[graph_id] = _Entry(record, journal=self.journal_of(graph_id))
-        return record
-
-    def set_progress(self, graph_id: str, phase: str, progress: float) -> bool:
-        """Called from a build's thread, often: memory only; the status change to building is persisted once.
-        False when the build should stop: the graph was deleted, or its record could not be written."""
-        with self._lock:
-            entry = self._entries.get(graph_id)
-            if entry is None or entry.deleted:
-                return False
-            first = entry.record.status is GraphStatus.queued
-            entry.record = replace(
-                entry.record,
-                status=GraphStatus.building,
-                phase=phase,
-                progress=min(max(float(progress), 0.0), 1.0),
-                updated_at=time.time(),
-            )
-        if first:
-            with self._io_lock:
-                if entry.deleted:
-                    return False
-                try:
-                    self._write_record(entry.record)
-                except OSError as exc:
-                    self._fail_unwritable(graph_id, entry, exc, "recording that its build started")
-                    return False
-        return True
-
-    def publish(self, graph_id: str, staged_index: Path) -> GraphRecord | None:
-        """Move a built index into place and serve it. Returns None when the graph was deleted meanwhile, and
-        the failed record when the index cannot be moved, loaded or recorded (the graph never stays building)."""
-        with self._io_lock:
-            entry = self._entries.get(graph_id)
-            if entry is None or entry.deleted:
-                self._remove_files(graph_id)
-                return None
-            final = self.index_path(graph_id)
-            try:
-                shutil.rmtree(final, ignore_errors=True)
-                os.replace(staged_index, final)
-                version = _load(final, entry.record.params.backend)
-                record = replace(
-                    entry.record,
-                    status=GraphStatus.ready,
-                    phase=None,
-                    progress=None,
-                    error=None,
-                    stats=version.stats.to_dict(),
-                    updated_at=time.time(),
-                )
-                self._write_record(record)
-            except OSError as exc:
-                shutil.rmtree(final, ignore_errors=True)
-                return self._fail_unwritable(graph_id, entry, exc, "publishing its index")
-            except IndexFileError as exc:
-                shutil.rmtree(final, ignore_errors=True)
-                return self._fail_locked(graph_id, entry, IndexFileError.kind, str(exc))
-            with self._lock:
-                entry.record = record
-                entry.version = version
-            _unlink(self.upload_path(graph_id))
-        return record
-
-    def journal(self, graph_id: str) -> Journal:
-        """The journal of a ready graph (its lock orders the graph's updates and rebuild swaps)."""
-        self.ready_version(graph_id)
-        journal = self._entries[graph_id].journal
-        assert journal is not None
-        return journal
-
-    def advance(self, graph_id: str, version: Version) -> None:
-        """Queries read ``version`` from now on (the next version of the graph, made under its journal's lock);
-        requests under way finish on the one they took."""
-        entry = self._entries.get(graph_id)
-        if entry is not None and not entry.deleted:
-            entry.version = version
-
-    def live(self, graph_id: str) -> dict[str, Any]:
-        """What a ready graph's current version says beyond its record: version, checksum, pending updates, and
-        the rebuild under way."""
-        entry = self._entries.get(graph_id)
-        version = entry.version if entry is not None else None
-        if entry is None or version is None:
-            return {}
-        rebuild = entry.rebuild
-        return {
-            "version": version.number,
-            "checksum": version.labels.checksum,
-            "pending_updates": version.pending._asdict(),
-            "rebuild": rebuild.to_json() if rebuild is not None else None,
-        }
-
-    def start_rebuild(self, graph_id: str, version: int) -> bool:
-        """Mark a rebuild folding in ``version`` as queued; False when one is queued or running already."""
-        with self._lock:
-            entry = self._entries.get(graph_id)
-            if entry is None or entry.deleted or entry.rebuild is not None:
-                return False
-            entry.rebuild = RebuildState(version)
-            return True
-
-    def rebuild_progress(self, graph_id: str, phase: str, progress: float) -> bool:
-        """A rebuild's progress; False when the graph was deleted (the rebuild stops)."""
-        entry = self._entries.get(graph_id)
-        if entry is None or entry.deleted or entry.rebuild is None:
-            return False
-        entry.rebuild.phase, entry.rebuild.progress = phase, min(max(float(progress), 0.0), 1.0)
-        return True
-
-    def end_rebuild(self, graph_id: str) -> None:
-        entry = self._entries.get(graph_id)
-        if entry is not None:
-            entry.rebuild = None
-
-    def publish_rebuild(self, graph_id: str, staged_index: Path) -> Version | None:
-        """Serve a rebuilt index: under the graph's update lock, the updates that came during the rebuild are
-        applied to it, it replaces the served version (queries move to it at once, those under way finish on
-        the old), and its files replace the old ones (index.new in, index out as index.old, index.new renamed:
-        a crash at any step leaves an index that, with the journal, is the same graph); the journal then drops
-        what the new index holds. Returns the new version, None when the graph was deleted meanwhile."""
-        entry = self._entries.get(graph_id)
-        if entry is None or entry.deleted or entry.version is None or entry.journal is None:
-            return None
-        folder = self.graphs_dir / graph_id
-        # Loaded (checksums verified) before the lock: updates wait only for the swap. Its maps follow the files.
-        rebuilt = _load(staged_index, entry.record.params.backend)
-        folded = rebuilt.number
-        with self._io_lock, entry.journal.lock:
-            if entry.deleted:
-                return None
-            _remove(folder / _NEW_INDEX)  # what a failed swap left
-            os.replace(staged_index, folder / _NEW_INDEX)
-            fresh = replay(rebuilt, entry.journal)
-            os.replace(folder / INDEX_DIR, folder / _OLD_INDEX)
-            os.replace(folder / _NEW_INDEX, folder / INDEX_DIR)
-            # The files moved, the maps of the new index stay valid (a rename keeps them).
-            with self._lock:
-                entry.version = fresh
-                entry.record = replace(entry.record, stats=fresh.stats.to_dict(), updated_at=time.time())
-            _remove(folder / _OLD_INDEX)
-            entry.journal.drop_through(folded)
-            try:
-                self._write_record(entry.record)
-            except OSError as exc:  # the record's stats are a copy: the index and journal are what count
-                log.error("graph %s: cannot record its rebuilt stats: %s", graph_id, exc)
-        return fresh
-
-    def fail(self, graph_id: str, kind: str, message: str, line: int | None = None) -> GraphRecord | None:
-        """The build failed: keep the graph as failed with the error, so its owner can read why."""
-        with self._io_lock:
-            entry = self._entries.get(graph_id)
-            if entry is None or entry.deleted:
-                self._remove_files(graph_id)
-                return None
-            return self._fail_locked(graph_id, entry, kind, message, line)
-
-    def _fail_locked(
-        self, graph_id: str, entry: _Entry, kind: str, message: str, line: int | None = None
-    ) -> GraphRecord:
-        record = self._failed(entry.record, kind, message, line)
-        with self._lock:
-            entry.record = record
-        try:
-            self._write_record(record)
-        except OSError as exc:
-            # Failed in memory all the same; on disk the record still says queued or building, and with its
-            # upload removed below the next start marks it failed too.
-            log.error("graph %s: cannot record its failure: %s", graph_id, exc)
-        _unlink(self.upload_path(graph_id))
-        return record
-
-    def _fail_unwritable(self, graph_id: str, entry: _Entry, exc: OSError, doing: str) -> GraphRecord:
-        known = storage_error(exc, doing)
-        if known is None:
-            log.error("graph %s: %s failed: %s", graph_id, doing, exc)
-            return self._fail_locked(graph_id, entry, STORAGE_ERROR.name, f"{doing} failed: {exc}")
-        return self._fail_locked(graph_id, entry, known.kind, known.detail)
-
-    def delete(self, graph_id: str) -> None:
-        """Forget the graph and remove its files. The folder is renamed away first: if that fails (read-only
-        disk) the graph stays, whole and listed, and the error is raised. Queries already holding a version
-        finish on it (memory-mapped files stay readable after unlink); a running build discards its result."""
-        with self._io_lock:
-            with self._lock:
-                entry = self._entries.get(graph_id)
-                if entry is None or entry.deleted:
-                    raise _not_found(graph_id)
-            folder = self.graphs_dir / graph_id
-            retired = self.trash_dir / f"{graph_id}.{secrets.token_hex(4)}"
-            try:
-                self.trash_dir.mkdir(parents=True, exist_ok=True)
-                os.rename(folder, retired)
-            except FileNotFoundError:
-                retired = folder  # never written (its record failed to save): nothing to move
-            with self._lock:
-                self._entries.pop(graph_id, None)
-                entry.deleted = True
-            _remove(retired)
-            _unlink(self.upload_path(graph_id))
-            _remove(self.staging_path(graph_id))
-
-    def _remove_files(self, graph_id: str) -> None:
-        _remove(self.graphs_dir / graph_id)
-        _unlink(self.upload_path(graph_id))
 
     @staticmethod
-    def _failed(record: GraphRecord, kind: str, message: str, line: int | None = None) -> GraphRecord:
-        error: dict[str, Any] = {"type": kind, "message": truncate(message)}
-        if line is not None:
-            error["line"] = line
-        return replace(
-            record, status=GraphStatus.failed, phase=None, progress=None, error=error, updated_at=time.time()
-        )
+    def _rebuild_record(entry: _Entry, jobs: list[Job]) -> dict[str, Any] | None:
+        """The latest rebuild job, while it is queued or running, or when it failed for good with updates still
+        pending; with this server's progress of it."""
+        rebuilds = [job for job in jobs if job.kind is JobKind.rebuild]
+        if not rebuilds:
+            return None
+        job = max(rebuilds, key=lambda j: j.id)
+        version = entry.version
+        if job.state is JobState.failed and (version is None or version.number == version.labels.version):
+            return None
+        shown: dict[str, Any] = {
+            "state": job.state.value,
+            "attempts": job.attempts,
+            "max_attempts": job.max_attempts,
+            "error": job.error,
+            "next_attempt_at": job.next_attempt_at if job.state is JobState.queued else None,
+        }
+        if job.state is JobState.running and entry.rebuild is not None:
+            shown.update(entry.rebuild.to_json())
+        else:
+            shown.update({"phase": job.state.value, "progress": 0.0})
+        return shown
 
-    def _write_record(self, record: GraphRecord) -> None:
-        folder = self.graphs_dir / record.id
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / _RECORD_TMP
+    # ---- uploads and builds ------------------------------------------------------------------------
+
+    def add(
+        self,
+        graph_id: str,
+        options: UploadOptions,
+        *,
+        name: str | None,
+        replace: bool,
+        upload_key: str,
+        upload_bytes: int,
+        memory_bytes: int,
+        request_id: str,
+    ) -> GraphRecord:
+        """A new graph and its build job (one transaction); with ``replace``, one that takes ``name`` over once
+        built. NameTaken, InvalidName, StorageFull: nothing was added."""
+        graph = self.metadata.create_graph(
+            graph_id,
+            options.to_json(),
+            name=name,
+            replace=replace,
+            upload_bytes=upload_bytes,
+            upload_key=upload_key,
+            build={"request_id": request_id},
+            build_memory_bytes=memory_bytes,
+        )
+        if replace and name is not None:
+            for stale in [e.id for e in list(self._graphs.values()) if e.graph.pending_name == name]:
+                self._forget(stale)  # an older replacement for the same name: superseded
+        entry = self._remember(graph)
+        return self._record(entry, [])
+
+    def settled(self, graph_id: str) -> Future[None]:
+        """Done once the graph is ready (and served here), failed, or deleted."""
+        entry = self._graphs.get(graph_id)
+        if entry is None:
+            done: Future[None] = Future()
+            done.set_result(None)
+            return done
+        return entry.settled
+
+    def building(self, job: Job) -> bool:
+        """A build of ``job``'s graph starts here; False when the graph is gone."""
         try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(record.to_json(), fh, indent=1)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, folder / RECORD_FILE)
-        except OSError:
-            _unlink(tmp)
+            graph = self.metadata.set_status(job.graph_id, GraphStatus.building)
+        except GraphNotFound:
+            self._forget(job.graph_id)
+            return False
+        entry = self._remember(graph)
+        entry.build = Progress("read")
+        return True
+
+    def progress(self, job: Job, phase: str, fraction: float) -> bool:
+        """A build's or a rebuild's progress; False when the graph is gone (the work stops)."""
+        entry = self._graphs.get(job.graph_id)
+        if entry is None or entry.deleted:
+            return False
+        if job.kind is JobKind.build:
+            entry.build = Progress(phase, fraction)
+        else:
+            entry.rebuild = Progress(phase, fraction)
+        return True
+
+    def build_failed(self, job: Job, error: dict[str, Any]) -> None:
+        """A build that failed for good: its graph is failed, saying why (the store does both at once), and its
+        upload is removed (a build is never tried again from it)."""
+        try:
+            self.metadata.fail_job(job, error, retry=False)
+        except LeaseLost:
+            return  # deleted meanwhile, or another server took the job over
+        self._refresh_row(job.graph_id)
+        entry = self._graphs.get(job.graph_id)
+        if entry is not None and entry.graph.upload_key is not None:
+            self._drop_upload(entry.graph.upload_key)
+
+    def _drop_upload(self, key: str) -> None:
+        try:
+            self.artifacts.delete_upload(key)
+        except StateError as exc:  # the orphan sweep removes it later
+            log.warning("upload %s left for the sweep: %s", key, exc.message)
+
+    def rebuild_failed(self, job: Job, error: dict[str, Any]) -> None:
+        """A rebuild that failed: tried again after a backoff while attempts remain (the record shows the error
+        and when), the graph served as it is meanwhile."""
+        entry = self._graphs.get(job.graph_id)
+        try:
+            ended = self.metadata.fail_job(job, error, retry=True)
+        except LeaseLost:
+            return
+        if entry is not None:
+            entry.rebuild = None
+            if ended.state is not JobState.queued:
+                entry.rebuild_asked_at = 0.0  # failed for good: the next update queues another one
+
+    def _refresh_row(self, graph_id: str) -> None:
+        try:
+            graph = self.metadata.get_graph(graph_id)
+        except GraphNotFound:
+            self._forget(graph_id)
+            return
+        if graph.id != graph_id:  # the id is now another graph's name
+            self._forget(graph_id)
+            return
+        entry = self._remember(graph)
+        if graph.status is not GraphStatus.building:
+            entry.build = None
+        if graph.status is GraphStatus.failed:
+            entry.settle()
+
+    def publish(
+        self,
+        job: Job,
+        folder: Path,
+        stats: dict[str, Any] | None,
+        backend: str,
+        base_version: int | None = None,
+    ) -> Graph | None:
+        """Serve the index a build or a rebuild left in ``folder``: stored as its version (create-only), loaded
+        (its checksums verified), published with ``job`` completed, then served with the journal rows past it.
+        None, and nothing stored, when the graph was deleted or the job is no longer this server's."""
+        graph_id = job.graph_id
+        number = _saved_version(folder)
+        known = self._graphs.get(graph_id)
+        upload_key = known.graph.upload_key if known is not None else None
+        manifest = self._store(graph_id, number, folder)
+        try:
+            with self._gate:
+                loaded = _load(self.artifacts.fetch(graph_id, number, verify=False), backend)
+            self.metadata.stage_version(
+                graph_id,
+                number,
+                artifact_key=artifact_key(graph_id, number),
+                checksum=manifest.checksum,
+                size_bytes=manifest.size_bytes,
+                base_version=base_version,
+            )
+            graph = self.metadata.publish_version(graph_id, number, stats=stats, job=job)
+        except (GraphNotFound, LeaseLost, VersionStateError, IndexFileError, ArtifactCorrupt) as exc:
+            # Refused for certain (a lost answer of a commit that may have happened is StoreUnavailable, and
+            # keeps the files): what was stored is removed.
+            log.info("graph %s: version %d not published: %s", graph_id, number, exc)
+            self._discard(graph_id, number)
+            if isinstance(exc, (GraphNotFound, LeaseLost)):
+                self._refresh_row(graph_id)
+                return None
             raise
+        log.info("graph %s: version %d published", graph_id, number)
+        if upload_key is not None:
+            self._drop_upload(upload_key)  # built: needed no more
+        entry = self._remember(graph)
+        self._serve(entry, loaded)
+        entry.build = entry.rebuild = None
+        entry.rebuild_asked_at = 0.0
+        entry.settle()
+        return graph
+
+    def _store(self, graph_id: str, number: int, folder: Path) -> Any:
+        """``folder`` stored as version ``number``. A version stored by an earlier attempt of this job that
+        crashed before its row was published is removed first."""
+        try:
+            return self.artifacts.publish(graph_id, number, folder, move=True)
+        except ArtifactExists:
+            try:
+                row = self.metadata.get_version(graph_id, number)
+            except VersionStateError:
+                row = None
+            if row is not None and row.status.value != "staged":
+                raise
+            log.info("graph %s: removing the unpublished version %d an earlier attempt left", graph_id, number)
+            self.artifacts.delete(graph_id, number)
+            return self.artifacts.publish(graph_id, number, folder, move=True)
+
+    def _discard(self, graph_id: str, number: int) -> None:
+        try:
+            self.artifacts.delete(graph_id, number)
+            self.metadata.forget_version(graph_id, number)
+        except StateError as exc:  # the sweep removes it later
+            log.warning("graph %s: version %d left for the sweep: %s", graph_id, number, exc.message)
+
+    # ---- serving versions --------------------------------------------------------------------------
+
+    def _serve(self, entry: _Entry, base: Version) -> None:
+        """``base`` (a published version, just loaded) with the journal rows past it, as the graph's current
+        version; under the graph's lock, so that no update comes between."""
+        with entry.lock:
+            if entry.deleted:
+                return
+            entry.version = self._replayed(entry, base)
+            entry.loading = None
+            entry.load_error = None
+
+    def _replayed(self, entry: _Entry, version: Version, through: int | None = None) -> Version:
+        """``version`` with the graph's journal rows past it (up to ``through``) applied, a page at a time; while
+        the graph loads, its progress says how far."""
+        first = version.number
+        total = max(entry.graph.head_version - first, 0)
+        while True:
+            rows = self.metadata.read_updates(entry.id, version.number, through, limit=JOURNAL_PAGE)
+            if not rows:
+                return version
+            report = functools.partial(_report_journal, entry, version.number - first, total)
+            with self._gate:
+                version = apply_journal(version, _rows(rows), len(rows), report)
+
+    def _refresh(self, entry: _Entry) -> None:
+        """Bring the graph's version in line with its row: its published version loaded when this server holds
+        another (outside the graph's lock: queries and updates go on meanwhile), then the journal rows past
+        it. A version that does not load marks the graph failed here (the store's row is left as it is)."""
+        for _ in range(3):
+            try:
+                graph = self.metadata.get_graph(entry.id)
+            except GraphNotFound:
+                self._forget(entry.id)
+                return
+            if graph.id != entry.id:
+                self._forget(entry.id)
+                return
+            self._remember(graph)
+            published = graph.published_version
+            if graph.status is not GraphStatus.ready or published is None:
+                entry.loading = None
+                if graph.status is GraphStatus.failed:
+                    entry.settle()
+                return
+            current = entry.version
+            try:
+                base = None
+                if current is None or current.labels.version != published:
+                    if entry.loading is not None or current is None:
+                        entry.loading = Progress("load")
+                    with self._gate:
+                        base = _load(self.artifacts.fetch(entry.id, published, verify=False), entry.options.backend)
+                with entry.lock:
+                    if entry.deleted:
+                        return
+                    latest = self.metadata.get_graph(entry.id)
+                    if latest.published_version != published:
+                        continue  # published again while it loaded
+                    entry.version = self._replayed(entry, base if base is not None else entry.version)  # type: ignore[arg-type]
+                    entry.loading = None
+                    entry.load_error = None
+                entry.settle()
+                return
+            except GraphNotFound:
+                self._forget(entry.id)
+                return
+            except ArtifactNotFound:
+                continue  # retired and removed meanwhile: the row names a newer one
+            except (IndexFileError, ArtifactCorrupt, JournalGap) as exc:
+                log.error("graph %s: version %s does not load: %s", entry.id, published, exc)
+                entry.loading = None
+                entry.load_error = dict(_DAMAGED)
+                entry.settle()
+                return
+        log.warning("graph %s: its version kept changing while it loaded; the next change loads it", entry.id)
+        entry.loading = None
+
+    def sync(self, graph_id: str) -> None:
+        """What another server wrote for a graph, here: created, renamed, published, updated or deleted."""
+        entry = self._graphs.get(graph_id)
+        if entry is None:
+            try:
+                graph = self.metadata.get_graph(graph_id)
+            except GraphNotFound:
+                return
+            if graph.id != graph_id:
+                return
+            entry = self._remember(graph)
+        self._refresh(entry)
+
+    def current_number(self, graph_id: str) -> int | None:
+        """The version this server answers for (None: none loaded), for the change feed's follower."""
+        entry = self._graphs.get(graph_id)
+        return entry.version.number if entry is not None and entry.version is not None else None
+
+    # ---- edge updates ------------------------------------------------------------------------------
+
+    def update(self, ref: str, add: list[Any], remove: list[Any]) -> dict[str, Any]:
+        """Plan the update against the current version, journal it, apply it: the answer once journaled.
+        Anything refused (bad input, a full disk, a deletion that came first) changes nothing."""
+        entry = self._entry(ref)
+        payload = encode(add, remove)
+        with entry.lock:
+            for attempt in range(_UPDATE_TRIES):
+                if entry.deleted:
+                    raise GraphNotFound(ref)
+                current = self.ready_version(entry.id)
+                with self._gate:
+                    plan = current.plan_update(add, remove)
+                try:
+                    number = self.metadata.append_update(entry.id, current.number, payload)
+                except VersionConflict:
+                    if attempt == _UPDATE_TRIES - 1:
+                        raise
+                    self._refresh(entry)  # another server's updates (or a new version) came first
+                    continue
+                except GraphNotFound:
+                    self._forget(entry.id)
+                    raise
+                break
+            with self._gate:
+                updated = current.apply(plan)
+            assert updated.number == number, (updated.number, number)
+            entry.version = updated
+        result = updated.last_update
+        assert result is not None
+        return {
+            "version": result.version,
+            "added": result.added,
+            "removed": result.removed,
+            "new_nodes": result.new_nodes,
+            "pending_updates": updated.number - updated.labels.version,
+        }
+
+    def rebuild_if_pending(self, ref: str) -> bool:
+        """Queue a rebuild of a graph (by id or name) with journaled updates past its published version, unless
+        one is queued or running already (the store returns that one); True when one is queued now."""
+        try:
+            entry = self._entry(ref)
+        except GraphNotFound:
+            return False
+        graph_id = entry.id
+        if entry.version is None:
+            return False
+        version = entry.version
+        if version.number == version.labels.version:
+            return False
+        now = time.monotonic()
+        if entry.rebuild_asked_at and now - entry.rebuild_asked_at < _REBUILD_RECHECK_S:
+            return False
+        entry.rebuild_asked_at = now
+        edges = version.stats.edges + version.pending.added_edges
+        memory = sizing.build_bytes(entry.options.format or "edgelist", 0, version.num_nodes, edges)
+        try:
+            self.metadata.enqueue_job(graph_id, JobKind.rebuild, {}, memory_bytes=memory)
+        except GraphNotFound:
+            self._forget(graph_id)
+            return False
+        except StateError as exc:  # a full disk: the next update asks again
+            entry.rebuild_asked_at = 0.0
+            log.warning("graph %s: cannot queue a rebuild now: %s", graph_id, exc.message)
+            return False
+        return True
+
+    def rebuild_source(self, job: Job) -> tuple[int, int] | None:
+        """(the published version, the last journaled one) of ``job``'s graph: what its rebuild folds; None
+        when the graph is gone."""
+        try:
+            graph = self.metadata.get_graph(job.graph_id)
+        except GraphNotFound:
+            return None
+        if graph.id != job.graph_id or graph.published_version is None:
+            return None
+        return graph.published_version, graph.head_version
+
+    def journal(self, graph_id: str, after: int, through: int) -> Iterator[Row]:
+        """The journal rows (after, through], a page at a time."""
+        while after < through:
+            rows = self.metadata.read_updates(graph_id, after, through, limit=JOURNAL_PAGE)
+            if not rows:
+                return
+            yield from _rows(rows)
+            after = rows[-1].version
+
+    def rebuild_done(self, job: Job) -> None:
+        """A rebuild found nothing to fold in."""
+        with contextlib.suppress(LeaseLost):
+            self.metadata.complete_job(job)
+        entry = self._graphs.get(job.graph_id)
+        if entry is not None:
+            entry.rebuild = None
+            entry.rebuild_asked_at = 0.0
+
+    # ---- deletion ----------------------------------------------------------------------------------
+
+    def delete(self, ref: str) -> None:
+        """Delete a graph (and any replacement pending for its name): one transaction, then gone from memory.
+        GraphNotFound when there is none; ReadOnlyStorage or StorageFull, and nothing deleted, when the store
+        refuses the write."""
+        graph = self.metadata.delete_graph(ref)
+        self._forget(graph.id)
+        for pending in [e.id for e in list(self._graphs.values()) if e.graph.pending_name == graph.name]:
+            self._forget(pending)
+
+
+_SHOWN_JOBS = (JobState.queued, JobState.running, JobState.failed)
+
+
+def _created(entry: _Entry) -> tuple[float, str]:
+    return entry.graph.created_at, entry.id
+
+
+def _report_journal(entry: _Entry, before: int, total: int, done: int, _: int) -> None:
+    if entry.loading is not None:
+        entry.loading = Progress("journal", (before + done) / max(total, before + done, 1))
+
+
+def _rows(rows: list[Any]) -> Iterator[Row]:
+    return ((row.version, row.payload) for row in rows)
 
 
 def _load(path: Path, backend: str) -> Version:
-    """A graph's saved version; a graph built on the CPU on request stays there, otherwise the GPU searches
-    when there is one."""
+    """A stored version; a graph built on the CPU on request stays there, otherwise the GPU searches when there
+    is one. Its checksums are verified (IndexFileError)."""
     return load_version(path, backend=resolve_backend("cpu" if backend == "cpu" else "auto"))
 
 
-def _unlink(path: Path) -> None:
-    """Remove a file if it can be; what cannot (read-only disk) start-up removes later."""
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as exc:
-        log.warning("cannot remove %s: %s", path, exc)
+def _saved_version(folder: Path) -> int:
+    """The version an index folder holds (what its build saved it as)."""
+    _, meta = read_index_dir(folder, mmap=True, verify=False)
+    return int(meta.get("version", 1))
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        _unlink(path)
+def describe_error(kind: str, message: str, line: int | None = None) -> dict[str, Any]:
+    """A failed build's error as its record keeps it."""
+    error: dict[str, Any] = {"type": kind, "message": truncate(message)}
+    if line is not None:
+        error["line"] = line
+    return error

@@ -60,7 +60,20 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="interface to bind")
     port: int = Field(8000, ge=0, le=65535, description="TCP port")
-    data_dir: Path = Field(Path("data"), description="uploads and index files")
+    data_dir: Path = Field(Path("data"), description="the metadata database, uploads and index versions")
+    database_url: str | None = Field(
+        None,
+        description="metadata database: postgresql://USER:PASSWORD@HOST:PORT/DB to share the state between servers "
+        "(default: SQLite, grail.db in the data dir, one server)",
+    )
+    store: str | None = Field(
+        None,
+        description="where uploads and index versions live: s3://BUCKET/PREFIX (endpoint and credentials from the "
+        "AWS_* variables) or file:///PATH (default: the data dir)",
+    )
+    version_grace_s: float = Field(
+        60.0, ge=0, description="seconds a replaced index version is kept before its files are removed"
+    )
     backend: BackendName = Field(DEFAULT_BACKEND, description="default build backend")
     max_upload_mb: int = Field(0, ge=1, description="largest accepted request body, MiB")
     max_graph_mb: int = Field(0, ge=1, description="largest graph text after gzip decompression, MiB")
@@ -104,11 +117,16 @@ class Settings(BaseSettings):
             values.setdefault(name, value)
         return values
 
-    @field_validator("api_keys_file", mode="before")
+    @field_validator("api_keys_file", "database_url", "store", mode="before")
     @classmethod
     def _no_file(cls, value: Any) -> Any:
-        # An empty variable (compose's "${GRAIL_API_KEYS_FILE:-}") means no keys file, not the current folder.
+        # An empty variable (compose's "${GRAIL_API_KEYS_FILE:-}") means none given, not the current folder.
         return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def embedded(self) -> bool:
+        """Whether the metadata store is the embedded SQLite (one server per data dir), not a shared database."""
+        return not (self.database_url or "").startswith(("postgresql://", "postgres://"))
 
     @field_validator("backend", "log_level", "log_format", mode="before")
     @classmethod

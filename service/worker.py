@@ -7,7 +7,9 @@ cache (``NUMBA_CACHE_DIR``, inherited) keeps a new one warm, and it builds a sma
 it says it is ready. The process runs at a lower priority than the server (queries first), decompresses the
 upload as a stream into its staging folder with the size cap enforced on the way, reads and indexes it under
 a data-size limit (``RLIMIT_DATA``: an allocation past it is a MemoryError, not the machine's OOM killer), and
-saves the index into the staging folder; the server moves it into place and writes every record.
+saves the index into the staging folder; the server publishes it as a version (service.registry). A rebuild
+loads the published version, applies the journal rows the server wrote into the staging folder, and builds new
+labels of the result. Failure messages name no file of the server.
 
 Messages, over a pipe: the server sends a ``BuildJob``; the worker answers ``("progress", phase, fraction)``
 any number of times, then ``("result", ("done", stats) or ("failed", kind, message, line), retiring)``; a
@@ -30,7 +32,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -63,12 +65,12 @@ _PR_SET_PDEATHSIG = 1
 
 @dataclass(frozen=True)
 class RebuildSource:
-    """A rebuild after edge updates: the served index's folder and its journal (service.updates), whose updates
-    up to ``through_version`` (None: every one journaled when it starts) the new index folds in."""
+    """A rebuild after edge updates: the published version's folder and the journal rows past it (a file of
+    ``service.updates.write_rows``, ``updates`` rows), which the new index folds in."""
 
     index: Path
     journal: Path
-    through_version: int | None = None
+    updates: int
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,6 @@ class BuildJob:
     (``rebuild``); the index is saved in ``staging``."""
 
     graph_id: str
-    name: str
     staging: Path
     options: UploadOptions
     memory_bytes: int  # the most this build may allocate, beyond the worker's idle size
@@ -86,6 +87,12 @@ class BuildJob:
     request_id: str
     upload: Path | None = None
     rebuild: RebuildSource | None = None
+
+    def with_upload(self, upload: Path) -> BuildJob:
+        return replace(self, upload=upload)
+
+    def with_rebuild(self, rebuild: RebuildSource) -> BuildJob:
+        return replace(self, rebuild=rebuild)
 
 
 @dataclass(frozen=True)
@@ -192,7 +199,6 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
     job.staging.mkdir(parents=True, exist_ok=True)
     options = job.options
     try:
-        progress("read", 0.0)
         if job.rebuild is not None:
             labels = _rebuilt(job, job.rebuild, progress)
             progress("save", 1.0)
@@ -202,6 +208,7 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
             )
             return ("done", labels.stats.to_dict())
         assert job.upload is not None
+        progress("read", 0.0)
         upload_path = job.upload
         text = _plain_text(job, upload_path)
         try:
@@ -234,16 +241,17 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
     except ServiceError as exc:
         return ("failed", exc.kind, exc.detail, None)
     except GrailError as exc:
-        log.warning("graph %s (%r): build failed: %s", job.graph_id, job.name, exc)
-        return ("failed", exc.kind, getattr(exc, "message", None) or str(exc), getattr(exc, "line", None))
+        log.warning("graph %s: build failed: %s", job.graph_id, exc)
+        message = getattr(exc, "message", None) or str(exc)
+        return ("failed", exc.kind, _without_paths(message, job), getattr(exc, "line", None))
     except OSError as exc:
         kind, message = _disk_failure(exc, job.staging)
-        log.warning("graph %s (%r): build failed: %s", job.graph_id, job.name, exc)
+        log.warning("graph %s: build failed: %s", job.graph_id, exc)
         return ("failed", kind, message, None)
     except MemoryError:
         raise
     except Exception as exc:  # a bug: the server records it as ours (500), with the traceback in the log
-        log.exception("graph %s (%r): build failed", job.graph_id, job.name)
+        log.exception("graph %s: build failed", job.graph_id)
         return (
             "failed",
             BUILD_CRASHED.name,
@@ -253,9 +261,8 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
     stats = labels.stats.to_dict()
     phases = stats.get("phase_seconds") or {}
     log.info(
-        "graph %s (%r): built in %.3f s: %d nodes, %d edges, %d components, backend %s; phases %s",
+        "graph %s: built in %.3f s: %d nodes, %d edges, %d components, backend %s; phases %s",
         job.graph_id,
-        job.name,
         time.perf_counter() - started,
         stats.get("nodes", -1),
         stats.get("edges", -1),
@@ -267,14 +274,25 @@ def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, 
 
 
 def _rebuilt(job: BuildJob, source: RebuildSource, progress: Callable[[str, float], None]) -> Any:
-    """New labels of a graph with its edge updates up to ``source.through_version`` folded in."""
+    """New labels of a graph with its journaled updates folded in (their application reported as the
+    ``journal`` phase)."""
     from grail_core.version import load_version
 
-    from .updates import Journal, replay
+    from .updates import apply_journal, read_rows
 
     version = load_version(source.index, mmap=True, verify=False)
-    version = replay(version, Journal(source.journal), through=source.through_version)
+    version = apply_journal(
+        version, read_rows(source.journal), source.updates, lambda done, total: progress("journal", done / total)
+    )
     return version.rebuilt_labels(backend=job.options.backend, progress=progress)
+
+
+def _without_paths(message: str, job: BuildJob) -> str:
+    """A failure's message as a client may read it: the server's files named by what they hold."""
+    for path, what in ((job.upload, "the upload"), (job.staging, "the build's folder")):
+        if path is not None:
+            message = message.replace(str(path), what).replace(str(path.resolve()), what)
+    return message
 
 
 def _plain_text(job: BuildJob, upload: Path) -> Path:
@@ -373,8 +391,9 @@ class BuildWorker:
         on_progress: Callable[[str, float], bool],
     ) -> BuildOutcome | None:
         """Build ``job``; None when ``on_progress`` says stop (the graph was deleted, or its record could not be
-        written: the worker is killed). A worker whose memory passes the job's limit (a backstop to its own
-        data limit) is killed too."""
+        written: the worker is killed) or when ``stop`` was called meanwhile (the server is shutting down: the
+        build is dropped, not failed). A worker whose memory passes the job's limit (a backstop to its own data
+        limit) is killed too."""
         self.start()
         assert self._process is not None and self._conn is not None
         process, conn = self._process, self._conn
@@ -384,7 +403,7 @@ class BuildWorker:
             while True:
                 if not conn.poll(_POLL_SECONDS):
                     if not process.is_alive():
-                        return self._died(job)
+                        return self._died(process, job)
                     if _status("RssAnon", process.pid or 0) > idle_rss + job.memory_bytes:
                         self.stop()
                         return BuildOutcome(kind=OUT_OF_MEMORY.name, message=_out_of_memory(job))
@@ -402,12 +421,14 @@ class BuildWorker:
                     return BuildOutcome(stats=result[1])
                 return BuildOutcome(kind=result[1], message=result[2], line=result[3])
         except (EOFError, OSError):
-            return self._died(job)
+            return self._died(process, job)
 
-    def _died(self, job: BuildJob) -> BuildOutcome:
-        assert self._process is not None
-        self._process.join(timeout=5)
-        code = self._process.exitcode
+    def _died(self, process: multiprocessing.process.BaseProcess, job: BuildJob) -> BuildOutcome | None:
+        if self._process is not process:  # stopped from outside this build: the server is shutting down
+            log.info("build worker %s stopped while building graph %s", self.name, job.graph_id)
+            return None
+        process.join(timeout=5)
+        code = process.exitcode
         self.stop()
         if code == -signal.SIGKILL:  # the kernel's OOM killer, most likely
             return BuildOutcome(kind=OUT_OF_MEMORY.name, message=_out_of_memory(job) + "; the system killed it")

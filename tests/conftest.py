@@ -1,8 +1,10 @@
-"""Shared fixtures: where the real GRAIL datasets live (skipped cleanly when absent)."""
+"""Shared fixtures: where the real GRAIL datasets live (skipped cleanly when absent); a real PostgreSQL server
+(tests/postgres_server.py), one per session, started by the first test that needs it."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,21 @@ def datasets() -> Path:
     if not folder.is_dir():
         pytest.skip(f"datasets folder {folder} is absent (set GRAIL_DATASETS)")
     return folder
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[object]:
+    """A throwaway PostgreSQL server for the session. When none can start, the tests that need it fail (CI must
+    not pass without them), unless GRAIL_TEST_SKIP_POSTGRES=1 says this machine has none."""
+    from tests.postgres_server import SKIP_VARIABLE, PostgresServer
+
+    try:
+        server = PostgresServer().start()
+    except (RuntimeError, OSError, KeyError) as exc:
+        if os.environ.get(SKIP_VARIABLE) == "1":
+            pytest.skip(f"no PostgreSQL server ({SKIP_VARIABLE}=1): {exc}")
+        pytest.fail(f"no PostgreSQL server could start for the tests: {exc}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()

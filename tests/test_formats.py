@@ -343,6 +343,30 @@ def test_table_rules(tmp_path) -> None:
     assert edges_of(read_graph(tmp_path / "uint64.parquet")) == {(str(2**64 - 1), "1"), ("1", "2")}
 
 
+@pytest.mark.parametrize("format", ["arrow", "parquet"])
+def test_corrupt_table_bytes_are_the_uploads_fault(format: str) -> None:
+    table = pa.table({"s": list(range(1000)), "t": list(range(1, 1001))})
+    out = io.BytesIO()
+    if format == "arrow":
+        with pa.ipc.new_stream(out, table.schema) as writer:
+            writer.write_table(table)
+    else:
+        pq.write_table(table, out)
+    whole = out.getvalue()
+    # Garbage, and the real bytes overwritten at every offset: a format error each time, never another exception.
+    samples = [b"_\x18\xf2\x85\x80\xb0\xc3\xaf}\xf2\xb9\x9a\xb7\xf3\x93\xb5\xab\x11d"]
+    samples += [whole[:at] + b"\xff\xff\xff\xff\x00\x00\x00\x80" + whole[at + 8 :] for at in range(0, 400, 4)]
+    refused = 0
+    for data in samples:
+        try:
+            graph = read_graph(data, format)
+        except GraphFormatError:
+            refused += 1
+        else:
+            assert graph.num_nodes >= 1
+    assert refused >= len(samples) // 2
+
+
 def test_reading_options_are_checked() -> None:
     # Given with a format that does not take them: refused.
     with pytest.raises(InvalidParameterError, match="source_column"):

@@ -44,9 +44,10 @@ def _arrow(source: InputSource) -> tuple[Any, Any]:
     import pyarrow.ipc as ipc
 
     data = source.arrow_input()
+    # pyarrow reports malformed IPC bytes as OSError as well as ArrowException.
     try:
         reader = ipc.open_file(data)
-    except pa.ArrowException:
+    except (pa.ArrowException, OSError):
         pass
     else:
 
@@ -58,7 +59,7 @@ def _arrow(source: InputSource) -> tuple[Any, Any]:
     try:
         data.seek(0)
         stream = ipc.open_stream(data)
-    except pa.ArrowException:
+    except (pa.ArrowException, OSError):
         pass
     else:
 
@@ -92,7 +93,7 @@ def read_arrow_columns(
             raise GraphFormatError(f"the table has several columns named {duplicated.pop()!r}")
     sink = EdgeSink(max_name_bytes)
     row = 0
-    for batch in batches([names[source], names[target]]):
+    for batch in _checked(batches([names[source], names[target]]), format):
         for role, column in zip(("source", "target"), batch.columns, strict=True):
             if column.null_count:
                 first = row + int(np.flatnonzero(np.asarray(column.is_null()))[0])
@@ -103,6 +104,21 @@ def read_arrow_columns(
     if row == 0:
         raise GraphFormatError("empty graph: the table has no rows")
     return sink.finish(format)
+
+
+def _checked(batches: Iterator[Any], format: str) -> Iterator[Any]:
+    """The batches, a corrupt one reported as the upload's fault (pyarrow raises OSError for bad bytes)."""
+    import pyarrow as pa
+
+    iterator = iter(batches)
+    while True:
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as error:
+            raise GraphFormatError(f"the {format} data is corrupt: {error}") from None
+        yield batch
 
 
 def read_table(

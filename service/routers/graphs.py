@@ -1,13 +1,16 @@
-"""Upload, list, inspect and delete graphs. Uploads stream to disk; the index builds in the background."""
+"""Upload, list, inspect and delete graphs. Uploads stream to the artifact store; the index builds in the
+background (service.jobs); a graph is reached by its id or its name."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
+import secrets
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import Path as FastApiPath
 from fastapi.responses import JSONResponse
 
 from grail_core.backends import resolve_backend
@@ -15,7 +18,7 @@ from grail_core.errors import GraphFormatError, InvalidParameterError
 from grail_core.formats import FORMAT_TABLE, ReadOptions
 from grail_core.labels import MAX_DIMS
 
-from ..bodies import declared_length, stream_to_file
+from ..bodies import declared_length, stream_to
 from ..conventions import accepts_json, known_query
 from ..deps import ServiceState, get_state
 from ..errors import (
@@ -29,10 +32,14 @@ from ..errors import (
     status_for_kind,
 )
 from ..formats import format_for
-from ..jobs import estimate_upload
-from ..models import Backend, ErrorOut, GraphFormat, GraphList, GraphOut, GraphStatusName
+from ..jobs import UploadHead, estimate_upload
+from ..logs import current_request_id
+from ..models import Backend, ErrorOut, GraphFormat, GraphList, GraphOut, GraphRef, GraphStatusName
 from ..options import UploadOptions
-from ..registry import GraphRecord, GraphStatus
+from ..registry import GraphRecord
+from ..state import ArtifactStore
+from ..state.errors import GraphNotFound, NameTaken, StateError
+from ..state.metadata import MAX_NAME_CHARS, NAME_PATTERN, GraphStatus, check_name
 
 __all__ = ["router"]
 
@@ -91,31 +98,39 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 READ_PARAMETERS = ("format", "header", "source_column", "target_column")
 
 
-@router.post(
-    "",
-    status_code=202,
-    response_model=GraphOut,
-    summary="Upload a graph and build its index",
-    responses={
-        201: {"model": GraphOut, "description": "with wait=true: the index is ready"},
-        400: {"model": ErrorOut, "description": "the client went away before the body was complete"},
-        413: {"model": ErrorOut, "description": "body over the size limit, or a graph needing more build memory"},
-        415: {"model": ErrorOut, "description": "format unknown or refused (DOT, GEXF) from Content-Type"},
-        422: {
-            "model": ErrorOut,
-            "description": "bad parameter, an option the format does not take, or (wait=true) a malformed graph, "
-            "with its line",
-        },
-        500: {"model": ErrorOut, "description": "(wait=true) the build failed on the server's side"},
-        503: {"model": ErrorOut, "description": "too many uploads or builds at once (Retry-After), read-only disk"},
-        507: {"model": ErrorOut, "description": "the disk is full, or (wait=true) the build ran out of memory"},
+_UPLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
+    201: {"model": GraphOut, "description": "with wait=true: the index is ready"},
+    400: {"model": ErrorOut, "description": "the client went away before the body was complete"},
+    409: {"model": ErrorOut, "description": "the name is taken by another graph (PUT /graphs/{name} replaces it)"},
+    413: {"model": ErrorOut, "description": "body over the size limit, or a graph needing more build memory"},
+    415: {"model": ErrorOut, "description": "format unknown or refused (DOT, GEXF) from Content-Type"},
+    422: {
+        "model": ErrorOut,
+        "description": "bad parameter or name, an option the format does not take, or (wait=true) a malformed "
+        "graph, with its line",
     },
-    openapi_extra={"requestBody": {"required": True, "content": _UPLOAD_BODIES}},
-)
-async def upload_graph(
-    request: Request,
-    state: Annotated[ServiceState, Depends(get_state)],
-    name: Annotated[str | None, Query(max_length=200, description="label for people; defaults to the id")] = None,
+    500: {"model": ErrorOut, "description": "(wait=true) the build failed on the server's side"},
+    503: {"model": ErrorOut, "description": "too many uploads or builds at once (Retry-After), read-only disk"},
+    507: {"model": ErrorOut, "description": "the disk is full, or (wait=true) the build ran out of memory"},
+}
+_UPLOAD_BODY = {"requestBody": {"required": True, "content": _UPLOAD_BODIES}}
+
+
+@dataclass(frozen=True)
+class _UploadParams:
+    """The query parameters every upload takes (POST /graphs and PUT /graphs/{name})."""
+
+    format: GraphFormat | None
+    dims: int
+    seed: int
+    backend: Backend | None
+    wait: bool
+    source_column: str | None
+    target_column: str | None
+    header: bool | None
+
+
+def _upload_params(
     format: Annotated[GraphFormat | None, Query(description="overrides the Content-Type")] = None,
     dims: Annotated[int, Query(ge=1, le=MAX_DIMS, description="GRAIL label dimensions")] = 2,
     seed: Annotated[int, Query(ge=0, lt=2**63, description="seed of the random child orders")] = 0,
@@ -126,80 +141,166 @@ async def upload_graph(
     header: Annotated[
         bool | None, Query(description="edge lists: whether the first row names the columns (default: recognised)")
     ] = None,
+) -> _UploadParams:
+    return _UploadParams(format, dims, seed, backend, wait, source_column, target_column, header)
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=GraphOut,
+    summary="Upload a graph and build its index",
+    responses=_UPLOAD_RESPONSES,
+    openapi_extra=_UPLOAD_BODY,
+)
+async def upload_graph(
+    request: Request,
+    state: Annotated[ServiceState, Depends(get_state)],
+    params: Annotated[_UploadParams, Depends(_upload_params)],
+    name: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_NAME_CHARS,
+            pattern=NAME_PATTERN,
+            description="a name unique on this server (letters, digits, '.', '_', '-'): the graph's routes take it "
+            "as well as the id; defaults to the id",
+        ),
+    ] = None,
+) -> Response:
+    if name is not None:
+        check_name(name)
+        if state.registry.holds_name(name):
+            raise NameTaken(name)
+    return await _upload(request, state, params, name, replace=False)
+
+
+@router.put(
+    "/{graph_id}",
+    status_code=202,
+    response_model=GraphOut,
+    summary="Upload a graph under a name, replacing the graph that holds it once the new index is ready",
+    description="Queries by the name answer from the graph that holds it until the new one is built; then the "
+    "name moves to the new graph (its own id, in the answer) and the old one is deleted, in one step. A build "
+    "that fails leaves the old graph in place. The name is created if no graph holds it.",
+    responses=_UPLOAD_RESPONSES,
+    openapi_extra=_UPLOAD_BODY,
+)
+async def replace_graph(
+    request: Request,
+    state: Annotated[ServiceState, Depends(get_state)],
+    params: Annotated[_UploadParams, Depends(_upload_params)],
+    graph_id: Annotated[
+        str,
+        FastApiPath(
+            max_length=MAX_NAME_CHARS, pattern=NAME_PATTERN, description="the name the new graph takes (not an id)"
+        ),
+    ],
+) -> Response:
+    return await _upload(request, state, params, check_name(graph_id), replace=True)
+
+
+async def _upload(
+    request: Request, state: ServiceState, params: _UploadParams, name: str | None, *, replace: bool
 ) -> Response:
     accepts_json(request.headers.get("accept"))
-    read = ReadOptions(format, header, source_column, target_column)
+    read = ReadOptions(params.format, params.header, params.source_column, params.target_column)
     # Options that an explicit format does not take are refused before the upload is read; with the format
     # told by the Content-Type or the content, they apply where it takes them (as the document says).
     try:
         read.check()
     except InvalidParameterError as error:
         raise ServiceError(INVALID_PARAMETER, str(error)) from None
-    graph_format = format_for(format, request.headers.get("content-type"), request.headers.get("content-encoding"))
-    options = UploadOptions(read.as_format(graph_format), dims, seed, backend or state.settings.backend)
+    graph_format = format_for(
+        params.format, request.headers.get("content-type"), request.headers.get("content-encoding")
+    )
+    options = UploadOptions(
+        read.as_format(graph_format), params.dims, params.seed, params.backend or state.settings.backend
+    )
     # The core's own check, run before the upload so that a bad backend costs no transfer.
     resolve_backend(options.backend)
     settings = state.settings
     limit = settings.max_upload_bytes
     declared_length(request, limit)
-    state.runner.admit()
+    await asyncio.to_thread(state.runner.admit)
+    registry, artifacts = state.registry, state.registry.artifacts
     with state.admission.upload():
-        graph_id, path = await asyncio.to_thread(state.registry.new_upload_file)
+        graph_id = secrets.token_hex(6)
+        head = UploadHead()
+        upload = await stream_to(request, limit, lambda blocks: artifacts.put_upload(graph_id, blocks), head)
         try:
-            size = await stream_to_file(request, path, limit)
-            if size == 0:
+            if upload.size == 0:
                 raise ServiceError(EMPTY_BODY, "the request body is empty; send the graph file as the body")
             if graph_format == "json" or _media(request) == "application/json":
-                await asyncio.to_thread(_check_json_object, path)
+                _check_json_object(bytes(head.head))
             if await request.is_disconnected():
                 # The connection broke after the body (e.g. bytes past its Content-Length): no one would hear of it.
                 raise ServiceError(CLIENT_DISCONNECT, "the connection broke before the upload was answered")
-            estimate = await asyncio.to_thread(estimate_upload, path, graph_format)
+            estimate = estimate_upload(head, graph_format)
             state.runner.check(estimate)
-            record = await asyncio.to_thread(state.registry.add, graph_id, name or graph_id, options, size)
+            record = await asyncio.to_thread(
+                registry.add,
+                graph_id,
+                options,
+                name=name,
+                replace=replace,
+                upload_key=upload.key,
+                upload_bytes=upload.size,
+                memory_bytes=estimate.bytes,
+                request_id=current_request_id(),
+            )
         except BaseException:
-            path.unlink(missing_ok=True)
+            await asyncio.to_thread(_forget_upload, artifacts, graph_id)
             raise
         if await request.is_disconnected():  # it broke while the upload was registered: take it back
-            await asyncio.to_thread(state.registry.delete, graph_id)
+            await asyncio.to_thread(registry.delete, graph_id)
             raise ServiceError(CLIENT_DISCONNECT, "the connection broke before the upload was answered")
-    state.metrics.uploaded(size)
+    state.runner.wake()
+    state.metrics.uploaded(upload.size)
     log.info(
-        "graph %s (%r): uploaded %d bytes, format %s, dims %d, seed %d, backend %s; build needs about %d MiB",
+        "graph %s (%s%s): uploaded %d bytes, format %s, dims %d, seed %d, backend %s; build needs about %d MiB",
         graph_id,
-        record.name,
-        size,
+        "replacing " if replace else "",
+        name or "no name",
+        upload.size,
         graph_format or "guessed",
-        dims,
-        seed,
+        params.dims,
+        params.seed,
         options.backend,
         estimate.bytes >> 20,
     )
-    future = state.runner.submit(record, estimate.bytes)
     headers = {"Location": f"/graphs/{graph_id}"}
-    if not wait:
+    if not params.wait:
         return JSONResponse(GraphOut.from_record(record).model_dump(mode="json"), status_code=202, headers=headers)
-    final = await asyncio.wrap_future(future)
-    if final is None:
+    await asyncio.wrap_future(registry.settled(graph_id))
+    try:
+        final = await asyncio.to_thread(registry.record, graph_id)
+    except GraphNotFound:
         return response_for(ServiceError(GRAPH_NOT_FOUND, f"graph {graph_id!r} was deleted while it was building"))
-    return _final_response(final, headers, state.registry.live(graph_id))
+    return _final_response(final, headers)
+
+
+def _forget_upload(artifacts: ArtifactStore, key: str) -> None:
+    """An upload no graph will refer to, removed (the orphan sweep's work, done at once where it can be)."""
+    try:
+        artifacts.delete_upload(key)
+    except StateError as exc:
+        log.warning("upload %s left for the orphan sweep: %s", key, exc.message)
 
 
 def _media(request: Request) -> str:
     return (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
 
 
-def _check_json_object(path: Path) -> None:
+def _check_json_object(head: bytes) -> None:
     """A JSON graph is an object: anything else is refused now, not after a queued build (gzip is left to it)."""
-    with open(path, "rb") as fh:
-        head = fh.read(4096).lstrip()
+    head = head[:4096].lstrip()
     if head and head[:1] != b"{" and head[:2] != b"\x1f\x8b":
         raise GraphFormatError('a JSON graph is an object: {"edges": [[u, v], ...]}')
 
 
-def _final_response(record: GraphRecord, headers: dict[str, str], live: dict[str, Any]) -> Response:
-    body = GraphOut.from_record(record, live).model_dump(mode="json")
-    if record.status is GraphStatus.ready:
+def _final_response(record: GraphRecord, headers: dict[str, str]) -> Response:
+    body = GraphOut.from_record(record).model_dump(mode="json")
+    if record.status == GraphStatus.ready.value:
         return JSONResponse(body, status_code=201, headers=headers)
     error = record.error or {}
     kind = str(error.get("type", "BuildError"))
@@ -218,27 +319,29 @@ async def list_graphs(
     ] = None,
 ) -> GraphList:
     accepts_json(request.headers.get("accept"))
-    records = state.registry.records()
+    records = await asyncio.to_thread(state.registry.records)
     if status is not None:
-        records = [r for r in records if r.status.value in status]
-    return GraphList(graphs=[GraphOut.from_record(r, state.registry.live(r.id)) for r in records])
+        records = [r for r in records if r.status in status]
+    return GraphList(graphs=[GraphOut.from_record(r) for r in records])
 
 
 @router.get(
     "/{graph_id}", response_model=GraphOut, responses=_ERRORS, summary="A graph's record: status, progress, stats"
 )
-async def get_graph(graph_id: str, request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> GraphOut:
+async def get_graph(
+    graph_id: GraphRef, request: Request, state: Annotated[ServiceState, Depends(get_state)]
+) -> GraphOut:
     accepts_json(request.headers.get("accept"))
-    return GraphOut.from_record(state.registry.get(graph_id), state.registry.live(graph_id))
+    return GraphOut.from_record(await asyncio.to_thread(state.registry.record, graph_id))
 
 
 @router.delete(
     "/{graph_id}",
     status_code=204,
     responses={**_ERRORS, 503: {"model": ErrorOut, "description": "the data directory is read-only: nothing removed"}},
-    summary="Forget a graph and remove its files",
+    summary="Delete a graph (its files are removed after a grace period)",
 )
-async def delete_graph(graph_id: str, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
+async def delete_graph(graph_id: GraphRef, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
     await asyncio.to_thread(state.registry.delete, graph_id)
     log.info("graph %s: deleted", graph_id)
     return Response(status_code=204)

@@ -32,7 +32,8 @@ async def health(request: Request, state: Annotated[ServiceState, Depends(get_st
 @router.get(
     "/ready",
     response_model=ReadyOut,
-    summary="Readiness: 200 once the query kernels are compiled and the graphs on disk loaded, 503 before",
+    summary="Readiness: 200 once the query kernels are compiled and every graph loaded, 503 before (saying what "
+    "is still loading)",
     responses={503: {"model": ReadyOut, "description": "still compiling (or the warm-up failed: see error)"}},
 )
 async def ready(state: Annotated[ServiceState, Depends(get_state)]) -> JSONResponse:
@@ -43,6 +44,7 @@ async def ready(state: Annotated[ServiceState, Depends(get_state)]) -> JSONRespo
         kernels_seconds=readiness.kernels_seconds,
         threading_layer=readiness.threading_layer,
         graphs_loaded=readiness.graphs_loaded,
+        loading=state.registry.loading(),
         error=readiness.error,
     )
     return JSONResponse(body.model_dump(mode="json"), status_code=200 if readiness.ready else 503)

@@ -20,7 +20,17 @@ from ..codecs import BINARY, answer_type, batch_memory, decode_pairs, encode_ans
 from ..conventions import accepts_json, check_query, known_query
 from ..deps import ServiceState, get_state
 from ..errors import BAD_PARAMETERS, NOT_ACCEPTABLE, PROBLEM_JSON, ServiceError, truncate
-from ..models import UNKNOWN_POLICIES, BatchOut, ErrorOut, PairOut, PairsIn, PairsOut, UnknownPolicy
+from ..models import (
+    GRAPH_REF_DESCRIPTION,
+    UNKNOWN_POLICIES,
+    BatchOut,
+    ErrorOut,
+    GraphRef,
+    PairOut,
+    PairsIn,
+    PairsOut,
+    UnknownPolicy,
+)
 from ..wire import json_answers, media_type
 
 __all__ = [
@@ -104,7 +114,13 @@ REACHABLE_OPENAPI: dict[str, Any] = {
         "--max-get-pairs; POST /graphs/{graph_id}/queries takes any number). Not both.",
         "operationId": "reachable",
         "parameters": [
-            {"name": "graph_id", "in": "path", "required": True, "schema": {"type": "string"}},
+            {
+                "name": "graph_id",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string"},
+                "description": GRAPH_REF_DESCRIPTION,
+            },
             {
                 "name": "pair",
                 "in": "query",
@@ -278,7 +294,7 @@ _TEXT_PAIRS = rf"^{_WS}*({_NAME_TEXT}{_WS}+{_NAME_TEXT}({_WS}+{_NAME_TEXT}{_WS}+
     },
 )
 async def query_batch(
-    graph_id: str,
+    graph_id: GraphRef,
     request: Request,
     state: Annotated[ServiceState, Depends(get_state)],
     unknown: Annotated[UnknownPolicy, Query(description=_UNKNOWN_DESCRIPTION)] = "error",

@@ -21,7 +21,7 @@ from grail_core.version import Listing, Version
 
 from ..conventions import known_query
 from ..deps import ServiceState, get_state
-from ..models import ErrorOut, ListingOut, PathOut
+from ..models import ErrorOut, GraphRef, ListingOut, PathOut
 from .queries import VERSION_HEADER, as_uploaded, versioned_json
 
 __all__ = ["router", "LISTING_SLICE"]
@@ -50,7 +50,7 @@ def _dumps(value: Any) -> str:
     summary="A path from source to target through the graph (null when target is unreachable)",
 )
 async def path(
-    graph_id: str,
+    graph_id: GraphRef,
     state: Annotated[ServiceState, Depends(get_state)],
     source: Annotated[str, Query(description="node name as uploaded")],
     target: Annotated[str, Query(description="node name as uploaded")],
@@ -76,7 +76,7 @@ def _listing(kind: str) -> Any:
     relation = "that the node reaches" if forward else "that reach the node"
 
     async def listing(
-        graph_id: str,
+        graph_id: GraphRef,
         state: Annotated[ServiceState, Depends(get_state)],
         node: Annotated[str, Query(description="node name as uploaded")],
         offset: Annotated[int, Query(ge=0, description="skip this many nodes of the listing")] = 0,

@@ -1,4 +1,5 @@
-"""Edge updates of a ready graph: journaled durably, applied in order, exact for every query after the answer."""
+"""Edge updates of a ready graph: journaled durably (a row of the metadata store), applied in order, exact for
+every query after the answer (service.registry.GraphRegistry.update)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pydantic import ValidationError
 from ..bodies import read_bytes
 from ..conventions import known_query
 from ..deps import ServiceState, get_state
-from ..errors import INVALID_PARAMETER, STORAGE_ERROR, ServiceError, storage_error
-from ..models import EdgesIn, EdgesOut, ErrorOut
+from ..errors import INVALID_PARAMETER, ServiceError
+from ..models import EdgesIn, EdgesOut, ErrorOut, GraphRef
 from .queries import versioned_json
 
 __all__ = ["router"]
@@ -24,11 +25,16 @@ router = APIRouter(prefix="/graphs/{graph_id}", tags=["updates"], dependencies=[
     "/edges",
     response_model=EdgesOut,
     responses={
-        404: {"model": ErrorOut, "description": "unknown graph, or an unknown node in remove"},
+        404: {
+            "model": ErrorOut,
+            "description": "unknown graph (or one deleted before the update was journaled), or an unknown node in "
+            "remove",
+        },
         409: {
             "model": ErrorOut,
-            "description": "the graph is not ready yet, or the update cannot apply to it (UpdateConflictError: a "
-            "name its nodes cannot have, an edge both added and removed)",
+            "description": "the graph is not ready yet, still loading after a start (GraphLoading, with "
+            "Retry-After), another server's update came first (VersionConflict), or the update cannot apply to it "
+            "(UpdateConflictError: a name its nodes cannot have, an edge both added and removed)",
         },
         422: {
             "model": ErrorOut,
@@ -43,9 +49,11 @@ router = APIRouter(prefix="/graphs/{graph_id}", tags=["updates"], dependencies=[
         "requestBody": {"required": True, "content": {"application/json": {"schema": EdgesIn.model_json_schema()}}}
     },
 )
-async def update_edges(graph_id: str, request: Request, state: Annotated[ServiceState, Depends(get_state)]) -> Response:
+async def update_edges(
+    graph_id: GraphRef, request: Request, state: Annotated[ServiceState, Depends(get_state)]
+) -> Response:
     registry = state.registry
-    journal = registry.journal(graph_id)
+    registry.ready_version(graph_id)  # 404 or 409 before the body is read
     # Read and checked here, not by FastAPI: a body that is not JSON is a 422 with the reason, like every body.
     raw = await read_bytes(request, state.settings.max_upload_bytes)
     try:
@@ -59,30 +67,10 @@ async def update_edges(graph_id: str, request: Request, state: Annotated[Service
     remove = [list(edge) for edge in body.remove]
 
     def run() -> dict[str, Any]:
-        # Plan (checks, nothing changes), journal, apply: one update at a time per graph, in order.
-        with journal.lock:
-            current = registry.ready_version(graph_id)  # after the lock: a rebuild may have swapped it meanwhile
-            with state.core_gate:
-                plan = current.plan_update(add, remove)
-            try:
-                journal.append(plan.version + 1, add, remove)
-            except OSError as exc:
-                raise storage_error(exc, "journaling the update") or ServiceError(
-                    STORAGE_ERROR, f"the update could not be journaled: {exc}"
-                ) from None
-            with state.core_gate:
-                updated = current.apply(plan)
-            registry.advance(graph_id, updated)
-            result = updated.last_update
-            assert result is not None
-            return {
-                "version": result.version,
-                "added": result.added,
-                "removed": result.removed,
-                "new_nodes": result.new_nodes,
-                "pending_updates": updated.pending.updates,
-            }
+        answer = registry.update(graph_id, add, remove)
+        if registry.rebuild_if_pending(graph_id):
+            state.runner.wake()
+        return answer
 
     answer = await anyio.to_thread.run_sync(run)
-    state.runner.rebuild_if_pending(graph_id)
     return versioned_json(answer, answer["version"])

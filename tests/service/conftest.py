@@ -10,8 +10,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -57,10 +58,32 @@ def big_files(files: GraphFiles) -> GraphFiles:
     return files
 
 
+def wait_until(condition: Callable[[], Any], timeout: float = 60.0, interval: float = 0.02) -> Any:
+    """Poll ``condition`` until it returns something true, and return it; AssertionError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not met within {timeout} s")
+        time.sleep(interval)
+
+
+def stored_uploads(data_dir: Path) -> list[str]:
+    """The uploads the data directory's artifact store holds (whole or being written)."""
+    folder = data_dir / "uploads"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+# The build workers every server starts (the small lane's and the first of the main lane's).
+_FIRST_WORKERS = (b"grail-build-small", b"grail-build-main0")
 
 
 class Server:
@@ -78,8 +101,11 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 90.0) -> Server:
+    def start(self, timeout: float = 90.0, workers: bool = True) -> Server:
+        """Until /health answers and (``workers``) the build workers say they are ready: their warm-up takes
+        seconds, minutes on a busy machine, which a test's timeout would otherwise pay for at its first upload."""
         self.port = free_port()
+        log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         command = [
             sys.executable,
             "-m",
@@ -102,11 +128,22 @@ class Server:
                 raise RuntimeError(f"grail-serve exited with {self.proc.returncode}:\n{self.log()}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
-                    return self
+                    break
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError(f"grail-serve did not answer /health within {timeout} s:\n{self.log()}")
+        else:
+            raise RuntimeError(f"grail-serve did not answer /health within {timeout} s:\n{self.log()}")
+        deadline = time.monotonic() + 600
+        while workers and not self._workers_ready(log_start):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the build workers did not start:\n{self._log_since(log_start)[-3000:]!r}")
+            time.sleep(0.1)
+        return self
+
+    def _workers_ready(self, log_start: int) -> bool:
+        log = self._log_since(log_start)
+        return all(b"build worker %s ready" % lane in log for lane in _FIRST_WORKERS)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -154,11 +191,16 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def _log_since(self, offset: int) -> bytes:
+        return self.log_path.read_bytes()[offset:] if self.log_path.exists() else b""
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("grail-server")
-    srv = Server(root / "data", root / "server.log", "--max-upload-mb", "12", "--max-graph-mb", "24").start()
+    srv = Server(
+        root / "data", root / "server.log", "--max-upload-mb", "12", "--max-graph-mb", "24", "--version-grace-s", "1"
+    ).start()
     yield srv
     srv.stop()
 
@@ -172,6 +214,6 @@ def client(server: Server) -> Iterator[GrailClient]:
 @pytest.fixture()
 def fresh_server(tmp_path: Path) -> Iterator[Server]:
     """A server of its own, for tests that restart or kill it."""
-    srv = Server(tmp_path / "data", tmp_path / "server.log")
+    srv = Server(tmp_path / "data", tmp_path / "server.log", "--version-grace-s", "1")
     yield srv
     srv.stop()

@@ -35,7 +35,7 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def test_keys_and_scopes(keyed: Server) -> None:
-    with httpx.Client(base_url=keyed.url) as anonymous:
+    with httpx.Client(base_url=keyed.url, timeout=60) as anonymous:
         assert anonymous.get("/health").status_code == 200  # liveness stays open
         assert anonymous.get("/ready").status_code in (200, 503)  # so does readiness, for load balancers' checks
         for method, path in (("GET", "/graphs"), ("POST", "/graphs"), ("GET", "/metrics"), ("GET", "/openapi.json")):
@@ -59,7 +59,7 @@ def test_keys_and_scopes(keyed: Server) -> None:
 
 def test_origins_and_cors(keyed: Server) -> None:
     auth = {"Authorization": f"Bearer {WRITE_KEY}"}
-    with httpx.Client(base_url=keyed.url, headers=auth) as http:
+    with httpx.Client(base_url=keyed.url, headers=auth, timeout=60) as http:
         evil = http.post(
             "/graphs", content=b"0 1\n", headers={"Origin": "http://evil.example", "Content-Type": "text/plain"}
         )
@@ -78,7 +78,7 @@ def test_origins_and_cors(keyed: Server) -> None:
 def test_no_cors_and_foreign_writes_refused_by_default(server: Server) -> None:
     """The test server without keys (loopback): no CORS headers; a browser's cross-origin write is refused, the
     server's own pages (/docs, same origin on loopback) may write."""
-    with httpx.Client(base_url=server.url) as http:
+    with httpx.Client(base_url=server.url, timeout=60) as http:
         evil = http.post(
             "/graphs", content=b"0 1\n", headers={"Origin": "http://evil.example", "Content-Type": "text/plain"}
         )

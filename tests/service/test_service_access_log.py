@@ -19,7 +19,8 @@ def test_access_log_is_off_by_default_and_on_when_asked(tmp_path: Path) -> None:
     loud = Server(tmp_path / "loud", tmp_path / "loud.log", "--access-log").start()
     try:
         for server in (quiet, loud):
-            assert httpx.get(f"{server.url}/graphs/nope", headers={"X-Request-ID": "probe-1"}).status_code == 404
+            probe = httpx.get(f"{server.url}/graphs/nope", headers={"X-Request-ID": "probe-1"}, timeout=60)
+            assert probe.status_code == 404
     finally:
         quiet.stop()
         loud.stop()
@@ -30,7 +31,7 @@ def test_access_log_is_off_by_default_and_on_when_asked(tmp_path: Path) -> None:
 
 
 def test_build_phase_metrics_keep_phases_and_their_parts_apart() -> None:
-    metrics = Metrics(dict)
+    metrics = Metrics()
     phases = {"condense": 1.0, "labels": 2.0, "labels.orders": 0.5, "labels.intervals": 1.25, "hubs": 0.25}
     metrics.build_finished("ready", 3.5, phases)
     text = metrics.render().decode()

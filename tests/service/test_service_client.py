@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -63,6 +64,16 @@ def test_every_error_kind_has_its_exception() -> None:
     assert exceptions.error_class("SomethingNew", 409) is exceptions.ConflictError
     assert exceptions.error_class("SomethingNew", 418) is exceptions.BadRequestError
     assert exceptions.error_class("SomethingNew", 502) is exceptions.ServerError
+
+
+def test_a_409_that_says_when_is_retried_others_are_not() -> None:
+    """GraphLoading (a graph loading after the server's start) is a 409 with Retry-After: a request safe to
+    repeat comes back then; GraphNotReady (a graph building) says no time and is not retried."""
+    retry = Retry()
+    assert retry.wait(1, httpx.Response(409, headers={"Retry-After": "1"})) == 1.0
+    assert retry.wait(1, httpx.Response(409)) is None
+    assert retry.wait(1, httpx.Response(404, headers={"Retry-After": "1"})) is None
+    assert retry.wait(retry.attempts, httpx.Response(409, headers={"Retry-After": "1"})) is None
 
 
 class Busy:

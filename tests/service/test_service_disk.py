@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from .conftest import GraphFiles, Server
+from service.state import open_artifacts
+
+from .conftest import GraphFiles, Server, stored_uploads, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -59,7 +60,7 @@ def test_full_disk(small_disk: Path, tmp_path: Path, files: GraphFiles) -> None:
             response = http.post("/graphs", content=b"0 1\n" * (1 << 18), headers={"Content-Type": "text/plain"})
             assert response.status_code == 507, response.text
             assert response.json()["error"] == "DiskFull" and "disk is full" in response.json()["detail"]
-            assert not list((server.data_dir / "uploads").iterdir())
+            assert not stored_uploads(server.data_dir)
 
             # The upload fits, its index does not: the build fails as DiskFull, never stuck in building.
             filler.unlink()
@@ -77,46 +78,117 @@ def test_full_disk(small_disk: Path, tmp_path: Path, files: GraphFiles) -> None:
         server.stop()
 
 
-def test_read_only_disk(small_disk: Path, tmp_path: Path) -> None:
-    server = Server(small_disk / "data", tmp_path / "server.log").start()
+def test_read_only_store(small_disk: Path, tmp_path: Path) -> None:
+    """The artifact store's disk turns read-only (the metadata database, which holds its files open for writing,
+    lives elsewhere): uploads are refused with 503 and Retry-After, queries go on, a deletion is recorded at
+    once and its files go once the disk is writable again."""
+    store = small_disk / "store"
+    server = Server(
+        tmp_path / "data", tmp_path / "server.log", "--store", f"file://{store}", "--version-grace-s", "0.5"
+    )
+    server.start()
     try:
         with httpx.Client(base_url=server.url, timeout=60) as http:
             graph_id = http.post("/graphs?wait=true", content=b"0 1\n1 2\n").json()["id"]
+            assert (store / "graphs" / graph_id / "v1").is_dir()
             assert subprocess.run(["mount", "-o", "remount,ro", str(small_disk)]).returncode == 0
             try:
-                response = http.delete(f"/graphs/{graph_id}")
-                assert response.status_code == 503 and response.json()["error"] == "ReadOnlyStorage", response.text
-                assert http.get(f"/graphs/{graph_id}").status_code == 200  # still there, whole
-                assert http.get(f"/graphs/{graph_id}/reachable", params={"source": 0, "target": 2}).json()["reachable"]
                 upload = http.post("/graphs", content=b"0 1\n")
-                assert upload.status_code == 503 and upload.headers["retry-after"]
+                assert upload.status_code == 503 and upload.headers["retry-after"], upload.text
+                assert upload.json()["error"] == "ReadOnlyStorage"
+                assert http.get(f"/graphs/{graph_id}/reachable", params={"source": 0, "target": 2}).json()["reachable"]
+                assert http.delete(f"/graphs/{graph_id}").status_code == 204
+                assert http.get(f"/graphs/{graph_id}").status_code == 404
+                wait_until(lambda: "read-only" in server.log())  # the sweep tried, and will again
+                assert (store / "graphs" / graph_id / "v1").is_dir()
             finally:
                 subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
-            assert http.delete(f"/graphs/{graph_id}").status_code == 204
-            assert http.get(f"/graphs/{graph_id}").status_code == 404
+            wait_until(lambda: not (store / "graphs" / graph_id).exists())
     finally:
         server.stop()
 
 
 def test_start_up_removes_what_crashes_leave(fresh_server: Server, files: GraphFiles) -> None:
+    """What a server killed at any moment can leave: a publish or an upload cut short (hidden folders), a
+    build's staging folder, a whole version or upload stored before the row that would refer to it, and the
+    trash of the JSON-record layout. The next start removes each (it holds the data directory's lock: no
+    other process can be writing them); the graphs stay as they were."""
     server = fresh_server.start()
     with server.client() as client:
         graph_id = client.upload(files.path("cyclic.gra"), wait=True)["id"]
     server.stop()
     data = server.data_dir
+    version = data / "graphs" / graph_id / "v1"
     leftovers = [
-        data / "uploads" / "0123456789ab",
-        data / "graphs" / graph_id / ".record.json.tmp",
-        data / "staging" / "feedbeef0000" / "decompressed",
+        data / "graphs" / graph_id / f".v2.tmp-{'0' * 32}" / "manifest.json",
+        data / "uploads" / f".feedbeef0000.tmp-{'1' * 32}" / "data",
+        data / "staging" / "feedbeef0000-7-1" / "decompressed",
         data / "trash" / "0000deadbeef.1234" / "record.json",
-        data / "graphs" / "abcdefabcdef" / "index" / "manifest.json",
     ]
     for path in leftovers:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x")
+    artifacts = open_artifacts(None, data)
+    artifacts.publish(graph_id, 9, version)  # a rebuild's version stored, its row never written
+    artifacts.put_upload("abcdefabcdef", [b"0 1\n"])  # an upload whose graph was never added
     server.start()
-    time.sleep(0.2)
     assert not any(path.exists() for path in leftovers)
-    assert not (data / "graphs" / "abcdefabcdef").exists()
+    assert not (data / "trash").exists()
+    assert artifacts.versions(graph_id) == [1] and stored_uploads(data) == []
     with server.client() as client:
-        assert client.get(graph_id)["status"] == "ready"
+        assert client.wait_until_ready(graph_id)["status"] == "ready"
+
+
+def test_updates_on_a_full_disk_change_nothing_and_survive_a_sigkill(small_disk: Path, tmp_path: Path) -> None:
+    """Edge updates while the disk (the metadata database's and the index versions') fills: each is answered
+    200 once journaled or 507 with a message, a refused one changes nothing (the version and the answers stay
+    those of the acknowledged ones), the graph stays ready through the failing rebuilds, updates go on once
+    there is space again, and after a SIGKILL every acknowledged update is there."""
+    server = Server(small_disk / "data", tmp_path / "server.log").start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            graph_id = http.post("/graphs?wait=true", content=b"c0 c0\n").json()["id"]
+            version = 1
+
+            def update() -> httpx.Response:
+                nonlocal version
+                reply = http.post(f"/graphs/{graph_id}/edges", json={"add": [[f"c{version - 1}", f"c{version}"]]})
+                if reply.status_code == 200:
+                    version += 1
+                    assert reply.json()["version"] == version
+                return reply
+
+            def holds(k: int, http: httpx.Client = http) -> bool:
+                params = {"source": "c0", "target": f"c{k}", "unknown": "false"}
+                reply = http.get(f"/graphs/{graph_id}/reachable", params=params)
+                assert reply.status_code == 200 and int(reply.headers["grail-graph-version"]) == version
+                return bool(reply.json()["reachable"])
+
+            filler = _fill(small_disk, 32 << 10)
+            refused = 0
+            for _ in range(400):
+                reply = update()
+                if reply.status_code == 200:
+                    continue
+                assert reply.status_code == 507, reply.text
+                assert reply.json()["error"] == "DiskFull" and "disk is full" in reply.json()["detail"]
+                refused += 1
+                assert http.get(f"/graphs/{graph_id}").json()["version"] == version  # nothing changed
+                assert holds(version - 1) and not holds(version)
+                if refused == 5:
+                    break
+            assert refused == 5, "the disk never filled"
+            assert http.get(f"/graphs/{graph_id}").json()["status"] == "ready"
+
+            filler.unlink()
+            for _ in range(3):
+                assert update().status_code == 200
+            assert holds(version - 1) and not holds(version)
+        server.kill()
+        server.start()
+        with server.client() as client:
+            record = client.wait_until_ready(graph_id, timeout=120)
+            assert record["version"] == version
+            assert holds(version - 1, client.http) and not holds(version, client.http)
+    finally:
+        server.stop()

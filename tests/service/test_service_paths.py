@@ -300,7 +300,7 @@ def test_nothing_is_lost_to_a_sigkill(server: Server) -> None:
     server.kill()  # maybe while a rebuild runs: the journal holds every answered update
     server.start()
     with server.client() as client:
-        record = client.wait_until_ready(graph_id, timeout=60)
+        record = client.wait_until_ready(graph_id, timeout=180)  # a hang guard: a restart may rebuild
         assert record["version"] == version
         check_exact(client.http, graph_id, edges, version)
         assert wait_for_rebuild(client, graph_id)["version"] == version
@@ -319,25 +319,37 @@ def test_an_update_landing_inside_a_request_changes_nothing_it_answers(tmp_path:
     from service.options import UploadOptions
     from service.registry import GraphRegistry
     from service.routers import reach
+    from service.state import open_artifacts, open_metadata
 
-    registry = GraphRegistry(tmp_path / "data")
-    registry.recover()
-    graph_id, _ = registry.new_upload_file()
-    ReachabilityIndex.from_bytes(b"a b\nc c\n", backend="cpu").save(registry.staging_path(graph_id) / "index")
-    registry.add(graph_id, "race", UploadOptions(), 8)
-    assert registry.publish(graph_id, registry.staging_path(graph_id) / "index") is not None
+    metadata, artifacts = open_metadata(None, tmp_path / "data"), open_artifacts(None, tmp_path / "data")
+    registry = GraphRegistry(metadata, artifacts)
+    registry.start()
+    graph_id = "aaaaaaaaaaaa"
+    edges = b"a b\nc c\n"
+    artifacts.put_upload(graph_id, [edges])
+    registry.add(
+        graph_id,
+        UploadOptions(backend="cpu"),
+        name="race",
+        replace=False,
+        upload_key=graph_id,
+        upload_bytes=len(edges),
+        memory_bytes=0,
+        request_id="-",
+    )
+    job = metadata.claim_job("test", 600)
+    assert job is not None
+    ReachabilityIndex.from_bytes(edges, backend="cpu").save(tmp_path / "built")
+    assert registry.publish(job, tmp_path / "built", None, "cpu") is not None
     state = SimpleNamespace(registry=registry, core_gate=contextlib.nullcontext())
     updating = threading.local()
 
     def update() -> None:
-        journal = registry.journal(graph_id)
-        with journal.lock:
-            current = registry.ready_version(graph_id)
-            edge = [["b", "c"]]
-            body = {"add": edge, "remove": []} if current.number % 2 else {"add": [], "remove": edge}
-            plan = current.plan_update(**body)
-            journal.append(plan.version + 1, body["add"], body["remove"])
-            registry.advance(graph_id, current.apply(plan))
+        edge = [["b", "c"]]
+        if registry.ready_version(graph_id).number % 2:
+            registry.update(graph_id, add=edge, remove=[])
+        else:
+            registry.update(graph_id, add=[], remove=edge)
 
     def hook(frame: Any, event: str, arg: Any) -> None:
         # A return from grail_core into a route's code: the graph moves on right there.
@@ -373,6 +385,7 @@ def test_an_update_landing_inside_a_request_changes_nothing_it_answers(tmp_path:
         sys.setprofile(None)
         threading.setprofile(None)  # type: ignore[arg-type]
     assert registry.ready_version(graph_id).number > 9  # the adversary struck inside every request
+    metadata.close()
     wrong = [(kind, version) for kind, version, holds in found if holds != (version % 2 == 0)]
     assert not wrong, f"answers that do not hold for the version in their header: {wrong}"
     assert {version % 2 for _, version, _ in found} == {0, 1}
