@@ -39,7 +39,7 @@ def walk_size(n_dag: int, num_nodes: int) -> int:
     return 2 * (n_dag + num_nodes)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _verdict_of(h, p, comp, u, v):
     if u == v:
         return YES

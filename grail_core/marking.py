@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _edge_at(edge, f):
     return f if edge.size == 0 else edge[f]
 
@@ -82,7 +82,7 @@ def close_groups(nodes, count, groups, source_bits, table, links, entry_group, c
                 closure[g] |= leaving
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def own_bits(nodes, bits, c):
     """The bits that node c holds by itself (it is a hub, or a witness edge's end): ``bits[i]`` where
     ``nodes[i] == c``."""

@@ -116,46 +116,46 @@ class Pending(NamedTuple):
     closure_yes: np.ndarray  # (GROUPS,) uint64
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def table_key(kind, i):
     return (np.int64(kind) << _KIND_SHIFT) | np.int64(i)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def bit_set(bits, i):
     return bits.size > 0 and (bits[i >> 6] >> np.uint64(i & 63)) & np.uint64(1) != 0
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _in_effect(p, kind, i):
     stamp = lookup(p.table, table_key(kind, i))
     return 0 < stamp <= p.seq
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def edge_removed(p, e):
     """Whether base edge e (forward CSR position) is removed in this version."""
     return bit_set(p.removed_bits, e) and _in_effect(p, REMOVED_EDGE, e)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def dag_edge_dead(p, e):
     """Whether DAG edge e (forward DAG CSR position) has every base edge under it removed."""
     return bit_set(p.dead_bits, e) and _in_effect(p, DEAD_DAG_EDGE, e)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def comp_broken(p, c):
     """Whether component c may have split: its members are searched one by one."""
     return bit_set(p.broken_bits, c) and _in_effect(p, BROKEN_COMP, c)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def entry_alive(p, i):
     return p.born[i] <= p.seq and (p.died[i] == 0 or p.died[i] > p.seq)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def first_entry(p, kind, i):
     """The newest entry of list ``kind`` for DAG node or node i, or EMPTY (alive or not: see entry_alive)."""
     if kind == OUT_OF_COMP and not bit_set(p.source_bits, i):
@@ -167,12 +167,12 @@ def first_entry(p, kind, i):
     return lookup(p.table, table_key(kind, i))
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def next_entry(p, kind, i):
     return p.links[i, kind - OUT_OF_COMP]
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _through(closure, up, down):
     """Whether some group of ``up`` leads, by ``closure``, to some group of ``down``."""
     if down == 0:
@@ -184,17 +184,17 @@ def _through(closure, up, down):
     return False
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _up_no(p, node, c):
     return p.masks[c, UP_NO] if c >= 0 else p.new_masks[node - p.n_base, NEW_UP_NO]
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _down_no(p, node, c):
     return p.masks[c, DOWN_NO] if c >= 0 else p.new_masks[node - p.n_base, NEW_DOWN_NO]
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def verdict(p, s, cs, t, ct, base):
     """'Node s reaches node t' (s != t) in this version: NO, YES, UNDECIDED (a search on the updated graph
     decides) or BASE (the labels' graph's answer holds). ``cs``/``ct``: their DAG nodes, -1 for a node that

@@ -26,7 +26,7 @@ def new_table(capacity: int = _MIN_CAPACITY) -> np.ndarray:
     return np.full((size, 2), EMPTY, dtype=np.int64)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _home(key, mask):
     # splitmix64's finalizer: keys that differ in any bit land apart.
     z = np.uint64(key)
@@ -35,7 +35,7 @@ def _home(key, mask):
     return np.int64((z ^ (z >> np.uint64(31))) & np.uint64(mask))
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def lookup(table, key):
     """The value of ``key``, or EMPTY."""
     mask = table.shape[0] - 1

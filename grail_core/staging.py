@@ -107,12 +107,12 @@ class Log(NamedTuple):
     links: np.ndarray
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _set(bits, i):
     bits[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _fresh_marks(sh, which):
     """Two fresh marks for scratch stamp ``which`` (cleared when the int32 marks run out)."""
     if sh.marks[which] > np.iinfo(np.int32).max - 4:
@@ -181,7 +181,7 @@ def _cut(fw, bw, sh, below, above):
     )
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _mark_from(fw, bw, sh, column, bits, start, cut):
     """``marking.mark`` of ``bits`` from DAG node ``start``, downwards for the columns of what reaches a node
     (even ones), upwards for the others."""
@@ -215,7 +215,7 @@ def _mark_from(fw, bw, sh, column, bits, start, cut):
     )
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def group_of(comp, n_base, n_dag, x, y):
     """An added edge's group: the topological rank of its source's DAG node (of its target's when the
     source was added by updates) scaled to GROUPS."""
@@ -225,14 +225,14 @@ def group_of(comp, n_base, n_dag, x, y):
     return comp[node] * GROUPS // max(n_dag, 1)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _mark_removal(fw, bw, sh, cx, cy, n_dag):
     bits = np.uint64(1) << np.uint64(cy * GROUPS // max(n_dag, 1))
     _mark_from(fw, bw, sh, RM_UP, bits, cx, False)
     _mark_from(fw, bw, sh, RM_DOWN, bits, cy, False)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
     """Remove base edge x -> y; returns 1 when the graph had it."""
     e = find_edge(fw.indptr, fw.indices, x, y)
@@ -294,14 +294,14 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
     return 1
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _push(table, sh, links, i, column, kind, node):
     key = table_key(kind, node)
     links[i, column] = lookup(table, key)
     sh.counters[TABLE_USED] += store(table, key, i)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _link(table, sh, log, comp, n_base, i):
     """Entry i at the head of its four lists (its DAG nodes' lists only for nodes of the labels' graph)."""
     x, y = log.src[i], log.dst[i]
@@ -317,7 +317,7 @@ def _link(table, sh, log, comp, n_base, i):
         _set(sh.target_bits, comp[y])
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _add(fw, bw, h, sh, table, live, log, new_masks, x, y, stamp, n_base, n_dag):
     """Add edge x -> y as a log entry; returns 1 when the graph did not have it."""
     code = (np.int64(x) << 32) | np.int64(y)
@@ -417,7 +417,7 @@ def closures(sh, died, seq, closure_no, closure_yes):
     _close(closure_yes)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _close(rows):
     for k in range(rows.size):
         bit = np.uint64(1) << np.uint64(k)

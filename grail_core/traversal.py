@@ -66,12 +66,12 @@ class Side(NamedTuple):
     mem: np.ndarray
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _entry_edge(side_edge, f):
     return f if side_edge.size == 0 else side_edge[f]
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _key(g, p, y):
     """(key, DAG node or -1) of node y."""
     n_dag = g.dag_indptr.size - 1
@@ -83,7 +83,7 @@ def _key(g, p, y):
     return n_dag + y, -1
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _other_end(p, i, forward):
     return p.dst[i] if forward else p.src[i]
 
@@ -91,7 +91,7 @@ def _other_end(p, i, forward):
 # ---- walks over keys: listings, and reachability searched from both ends ---------------------------------
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _visit(p, h, key, node, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward):
     """Visit ``key`` (node ``node`` for a node key, DAG node ``c`` or -1); returns (tail, reached).
 
@@ -117,7 +117,7 @@ def _visit(p, h, key, node, c, stamp, mine, theirs, queue, tail, test, s, cs, t,
     return tail + 1, False
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _expand(g, p, h, x, forward, stamp, mine, theirs, queue, tail, test, s, cs, t, ct):
     """Visit every key that key x leads to in the version's graph (``g``: that direction's view)."""
     n_dag = g.dag_indptr.size - 1
@@ -267,12 +267,12 @@ def count_keys(keys, count, n_dag, mem_indptr):
 # ---- shortest witness paths over nodes -----------------------------------------------------------------
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _dag_of(fw, p, y):
     return fw.comp[y] if y < p.n_base else -1
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _ruled_out(h, p, s, cs, t, ct):
     """Whether node s (DAG node cs, -1 for an added node) cannot reach node t on the version's graph."""
     if s == t:
@@ -283,7 +283,7 @@ def _ruled_out(h, p, s, cs, t, ct):
     return verdict(p, s, cs, t, ct, base) == NO
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _step(x, y, parent, depth, stamp, seen, queue, tail):
     stamp[y] = seen
     parent[y] = x
