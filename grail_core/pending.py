@@ -31,10 +31,10 @@ A pair whose ends are nodes that updates added reads ``new_masks`` (the groups o
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, typeof, types
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .probing import EMPTY, lookup
@@ -116,46 +116,76 @@ class Pending(NamedTuple):
     closure_yes: np.ndarray  # (GROUPS,) uint64
 
 
-@njit(nogil=True)
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+# The one numba type of every version's ``Pending`` (ints, read-only C arrays): the tests below are compiled
+# once each for it, with int64 ids, whatever integer types their callers pass.
+PENDING_TYPE = typeof(
+    Pending(
+        0,
+        0,
+        0,
+        *(_read_only(np.zeros((0, n), dtype=np.uint64)) for n in (MASK_COLUMNS, 2)),
+        *(_read_only(np.zeros(0, dtype=np.uint64)) for _ in range(5)),
+        _read_only(np.zeros((1, 2), dtype=np.int64)),
+        *(_read_only(np.zeros(0, dtype=np.int64)) for _ in range(4)),
+        _read_only(np.zeros((0, 4), dtype=np.int64)),
+        *(_read_only(np.zeros(GROUPS, dtype=np.uint64)) for _ in range(2)),
+    )
+)
+_BITS = types.Array(types.uint64, 1, "C")
+_READ_ONLY_BITS = types.Array(types.uint64, 1, "C", readonly=True)
+_I64 = types.int64
+
+
+def _tested(*signatures: object) -> Any:
+    """Compiled eagerly for ``signatures`` alone (kept in numba's disk cache)."""
+    return njit(list(signatures), nogil=True, cache=True)
+
+
+@_tested(_I64(_I64, _I64))
 def table_key(kind, i):
     return (np.int64(kind) << _KIND_SHIFT) | np.int64(i)
 
 
-@njit(nogil=True)
+@_tested(types.boolean(_READ_ONLY_BITS, _I64), types.boolean(_BITS, _I64))
 def bit_set(bits, i):
     return bits.size > 0 and (bits[i >> 6] >> np.uint64(i & 63)) & np.uint64(1) != 0
 
 
-@njit(nogil=True)
+@_tested(types.boolean(PENDING_TYPE, _I64, _I64))
 def _in_effect(p, kind, i):
     stamp = lookup(p.table, table_key(kind, i))
     return 0 < stamp <= p.seq
 
 
-@njit(nogil=True)
+@_tested(types.boolean(PENDING_TYPE, _I64))
 def edge_removed(p, e):
     """Whether base edge e (forward CSR position) is removed in this version."""
     return bit_set(p.removed_bits, e) and _in_effect(p, REMOVED_EDGE, e)
 
 
-@njit(nogil=True)
+@_tested(types.boolean(PENDING_TYPE, _I64))
 def dag_edge_dead(p, e):
     """Whether DAG edge e (forward DAG CSR position) has every base edge under it removed."""
     return bit_set(p.dead_bits, e) and _in_effect(p, DEAD_DAG_EDGE, e)
 
 
-@njit(nogil=True)
+@_tested(types.boolean(PENDING_TYPE, _I64))
 def comp_broken(p, c):
     """Whether component c may have split: its members are searched one by one."""
     return bit_set(p.broken_bits, c) and _in_effect(p, BROKEN_COMP, c)
 
 
-@njit(nogil=True)
+@_tested(types.boolean(PENDING_TYPE, _I64))
 def entry_alive(p, i):
     return p.born[i] <= p.seq and (p.died[i] == 0 or p.died[i] > p.seq)
 
 
-@njit(nogil=True)
+@_tested(_I64(PENDING_TYPE, _I64, _I64))
 def first_entry(p, kind, i):
     """The newest entry of list ``kind`` for DAG node or node i, or EMPTY (alive or not: see entry_alive)."""
     if kind == OUT_OF_COMP and not bit_set(p.source_bits, i):
@@ -167,12 +197,12 @@ def first_entry(p, kind, i):
     return lookup(p.table, table_key(kind, i))
 
 
-@njit(nogil=True)
+@_tested(_I64(PENDING_TYPE, _I64, _I64))
 def next_entry(p, kind, i):
     return p.links[i, kind - OUT_OF_COMP]
 
 
-@njit(nogil=True)
+@_tested(types.boolean(_READ_ONLY_BITS, types.uint64, types.uint64))
 def _through(closure, up, down):
     """Whether some group of ``up`` leads, by ``closure``, to some group of ``down``."""
     if down == 0:
@@ -184,17 +214,17 @@ def _through(closure, up, down):
     return False
 
 
-@njit(nogil=True)
+@_tested(types.uint64(PENDING_TYPE, _I64, _I64))
 def _up_no(p, node, c):
     return p.masks[c, UP_NO] if c >= 0 else p.new_masks[node - p.n_base, NEW_UP_NO]
 
 
-@njit(nogil=True)
+@_tested(types.uint64(PENDING_TYPE, _I64, _I64))
 def _down_no(p, node, c):
     return p.masks[c, DOWN_NO] if c >= 0 else p.new_masks[node - p.n_base, NEW_DOWN_NO]
 
 
-@njit(nogil=True)
+@_tested(types.int8(PENDING_TYPE, _I64, _I64, _I64, _I64, types.int8))
 def verdict(p, s, cs, t, ct, base):
     """'Node s reaches node t' (s != t) in this version: NO, YES, UNDECIDED (a search on the updated graph
     decides) or BASE (the labels' graph's answer holds). ``cs``/``ct``: their DAG nodes, -1 for a node that

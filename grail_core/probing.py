@@ -10,12 +10,17 @@ one keep it, whole and unchanged from then on.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 __all__ = ["EMPTY", "new_table", "lookup", "store", "grown", "needs_room"]
 
 EMPTY = -1  # the key of a free slot, and what ``lookup`` answers for a key the table does not hold
 _MIN_CAPACITY = 64
+
+# One compiled form each, whatever integer types the callers pass: tables are written by the writer and read
+# (read-only views) by the versions.
+_TABLE = types.Array(types.int64, 2, "C")
+_READ_ONLY_TABLE = types.Array(types.int64, 2, "C", readonly=True)
 
 
 def new_table(capacity: int = _MIN_CAPACITY) -> np.ndarray:
@@ -26,7 +31,7 @@ def new_table(capacity: int = _MIN_CAPACITY) -> np.ndarray:
     return np.full((size, 2), EMPTY, dtype=np.int64)
 
 
-@njit(nogil=True)
+@njit(types.int64(types.int64, types.int64), nogil=True, cache=True)
 def _home(key, mask):
     # splitmix64's finalizer: keys that differ in any bit land apart.
     z = np.uint64(key)
@@ -35,7 +40,11 @@ def _home(key, mask):
     return np.int64((z ^ (z >> np.uint64(31))) & np.uint64(mask))
 
 
-@njit(nogil=True)
+@njit(
+    [types.int64(_READ_ONLY_TABLE, types.int64), types.int64(_TABLE, types.int64)],
+    nogil=True,
+    cache=True,
+)
 def lookup(table, key):
     """The value of ``key``, or EMPTY."""
     mask = table.shape[0] - 1
@@ -49,7 +58,7 @@ def lookup(table, key):
         i = (i + 1) & mask
 
 
-@njit(nogil=True, cache=True)
+@njit(types.int64(_TABLE, types.int64, types.int64), nogil=True, cache=True)
 def store(table, key, value):
     """Set ``key`` to ``value``; returns 1 when the key is new (the caller keeps the table at most half full)."""
     mask = table.shape[0] - 1

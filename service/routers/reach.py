@@ -9,13 +9,15 @@ answers from the version it takes when it starts, names and header included.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import logging
+from collections.abc import AsyncIterable, Iterable, Iterator
 from typing import Annotated, Any
 
 import anyio
 import numpy as np
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
+from starlette.types import Message, Send
 
 from grail_core.version import Listing, Version
 
@@ -24,7 +26,9 @@ from ..deps import ServiceState, get_state
 from ..models import ErrorOut, GraphRef, ListingOut, PathOut
 from .queries import VERSION_HEADER, as_uploaded, versioned_json
 
-__all__ = ["router", "LISTING_SLICE"]
+__all__ = ["router", "LISTING_SLICE", "TimedStream"]
+
+log = logging.getLogger("grail.service.reach")
 
 router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"], dependencies=[Depends(known_query)])
 
@@ -37,6 +41,27 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorOut, "description": "bad parameters"},
     424: {"model": ErrorOut, "description": "the graph's build failed"},
 }
+
+
+class TimedStream(StreamingResponse):
+    """A streamed answer that gives up on a client that has not read for ``send_timeout`` seconds: the
+    stream stops (its listing is freed) and the server closes the connection."""
+
+    def __init__(self, content: Iterable[bytes] | AsyncIterable[bytes], send_timeout: float, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.send_timeout = send_timeout
+
+    async def stream_response(self, send: Send) -> None:
+        async def timed(message: Message) -> None:
+            with anyio.fail_after(self.send_timeout):
+                await send(message)
+
+        try:
+            await super().stream_response(timed)
+        except TimeoutError:
+            log.warning(
+                "a streamed answer stopped: the client read nothing for %g s (--send-timeout)", self.send_timeout
+            )
 
 
 def _dumps(value: Any) -> str:
@@ -76,6 +101,7 @@ def _listing(kind: str) -> Any:
     relation = "that the node reaches" if forward else "that reach the node"
 
     async def listing(
+        request: Request,
         graph_id: GraphRef,
         state: Annotated[ServiceState, Depends(get_state)],
         node: Annotated[str, Query(description="node name as uploaded")],
@@ -84,6 +110,9 @@ def _listing(kind: str) -> Any:
         count: Annotated[bool, Query(description="only the count, no listing")] = False,
     ) -> Response:
         version = state.registry.ready_version(graph_id)
+        if request.method == "HEAD":  # the node is checked (404), nothing is listed
+            version.node_id(node)
+            return Response(media_type="application/json", headers={VERSION_HEADER: str(version.number)})
         if count:
 
             def counted() -> Any:
@@ -103,7 +132,12 @@ def _listing(kind: str) -> Any:
         head = {"node": as_uploaded(version, node), "count": listed.count, "offset": offset}
         pages = listed.pages(offset, limit, LISTING_SLICE)
         chunks = _stream(version, pages, _dumps(head)[:-1] + ',"nodes":[')
-        return StreamingResponse(chunks, media_type="application/json", headers={VERSION_HEADER: str(version.number)})
+        return TimedStream(
+            chunks,
+            state.settings.send_timeout,
+            media_type="application/json",
+            headers={VERSION_HEADER: str(version.number)},
+        )
 
     listing.__name__ = kind
     listing.__doc__ = (
@@ -134,3 +168,5 @@ for _kind in ("descendants", "ancestors"):
         responses=_ERRORS,
         summary=f"The {_kind} of a node, streamed (?count=true: the count alone)",
     )
+    # HEAD checks the graph and the node and lists nothing (left out of the schema: it has no body).
+    router.add_api_route(f"/{_kind}", _listing(_kind), methods=["HEAD"], include_in_schema=False)
