@@ -123,17 +123,29 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 
 # The one numba type of every version's ``Pending`` (ints, read-only C arrays): the tests below are compiled
 # once each for it, with int64 ids, whatever integer types their callers pass.
+_IDS = _read_only(np.zeros(0, dtype=np.int64))
+_WORDS = _read_only(np.zeros(0, dtype=np.uint64))
+_CLOSURE = _read_only(np.zeros(GROUPS, dtype=np.uint64))
 PENDING_TYPE = typeof(
     Pending(
-        0,
-        0,
-        0,
-        *(_read_only(np.zeros((0, n), dtype=np.uint64)) for n in (MASK_COLUMNS, 2)),
-        *(_read_only(np.zeros(0, dtype=np.uint64)) for _ in range(5)),
-        _read_only(np.zeros((1, 2), dtype=np.int64)),
-        *(_read_only(np.zeros(0, dtype=np.int64)) for _ in range(4)),
-        _read_only(np.zeros((0, 4), dtype=np.int64)),
-        *(_read_only(np.zeros(GROUPS, dtype=np.uint64)) for _ in range(2)),
+        seq=0,
+        n_base=0,
+        flags=0,
+        masks=_read_only(np.zeros((0, MASK_COLUMNS), dtype=np.uint64)),
+        new_masks=_read_only(np.zeros((0, 2), dtype=np.uint64)),
+        removed_bits=_WORDS,
+        dead_bits=_WORDS,
+        broken_bits=_WORDS,
+        source_bits=_WORDS,
+        target_bits=_WORDS,
+        table=_read_only(np.zeros((1, 2), dtype=np.int64)),
+        src=_IDS,
+        dst=_IDS,
+        born=_IDS,
+        died=_IDS,
+        links=_read_only(np.zeros((0, 4), dtype=np.int64)),
+        closure_no=_CLOSURE,
+        closure_yes=_CLOSURE,
     )
 )
 _BITS = types.Array(types.uint64, 1, "C")
