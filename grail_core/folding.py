@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from .errors import InvalidParameterError, UnknownNodeError
+from .errors import InvalidParameterError, UnknownNodeError, UpdateConflictError
 from .names import NodeNames
 from .traversal import find_edge
 from .views import GraphViews
@@ -91,7 +91,8 @@ def _positions(indptr, indices, n_base, codes):
 
 
 def _update_error(error: InvalidParameterError, which: int, total: int) -> InvalidParameterError:
-    return InvalidParameterError(f"update {which + 1} of {total}: {error}")
+    """The error of one update of a journal, naming it (of the same class)."""
+    return type(error)(f"update {which + 1} of {total}: {error}")
 
 
 def fold(names: NodeNames, views: GraphViews, updates: list[tuple[Any, Any]], max_name_bytes: int) -> Folded:
@@ -123,7 +124,7 @@ def fold(names: NodeNames, views: GraphViews, updates: list[tuple[Any, Any]], ma
         key = names.key_of(add_names[i])
         if key is None:
             kind = "integers" if names.are_integers else "strings"
-            refused = InvalidParameterError(f"{add_names[i]!r} cannot name a node of this graph: its names are {kind}")
+            refused = UpdateConflictError(f"{add_names[i]!r} cannot name a node of this graph: its names are {kind}")
             raise _update_error(refused, int(add_update[i // 2]), total)
         j = new_ids.get(key)
         if j is None:
@@ -134,7 +135,7 @@ def fold(names: NodeNames, views: GraphViews, updates: list[tuple[Any, Any]], ma
     if new_keys and not names.are_integers:
         NodeNames.of(new_keys, False, max_name_bytes)  # the upload's rules for string names
     if n_base + len(new_keys) > MAX_NODES:
-        raise InvalidParameterError(f"a graph with updates holds at most {MAX_NODES} nodes")
+        raise UpdateConflictError(f"a graph with updates holds at most {MAX_NODES} nodes")
     for i in np.flatnonzero(remove_ids < 0).tolist():
         key = names.key_of(remove_names[i])
         j = new_ids.get(key, -1) if key is not None else -1
@@ -179,9 +180,7 @@ def _operations(
     if clash.any():
         at = int(np.argmax(clash))
         u, v = int(code[at] >> SHIFT), int(code[at] & LOW)
-        error = InvalidParameterError(
-            f"edge [{names_of(u)!r}, {names_of(v)!r}] is both added and removed in one update"
-        )
+        error = UpdateConflictError(f"edge [{names_of(u)!r}, {names_of(v)!r}] is both added and removed in one update")
         raise _update_error(error, int(order[at] // 2), total)
     keep = np.concatenate([np.ones(min(1, code.size), dtype=np.bool_), ~same])
     return code[keep], order[keep]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidParameterError, UnknownNodeError
+from .errors import InvalidParameterError, UnknownNodeError, UpdateConflictError
 from .folding import LOW, MAX_NODES, SHIFT, distinct_edges, edge_codes, edge_pairs, edge_positions, fold
 from .marking import sweep
 from .names import MAX_NAME_BYTES, NodeNames
@@ -273,8 +273,9 @@ class Overlay:
     # ---- planning --------------------------------------------------------------------------------------
 
     def plan(self, add: Any = None, remove: Any = None) -> UpdatePlan:
-        """Resolve an update's names against the latest version: InvalidParameterError for a malformed edge,
-        a name this graph's nodes cannot have (``add``), or an edge both added and removed; UnknownNodeError
+        """Resolve an update's names against the latest version: InvalidParameterError for a malformed edge;
+        UpdateConflictError for a name this graph's nodes cannot have (``add``), an edge both added and removed
+        or too many nodes; UnknownNodeError
         for a node ``remove`` names that the graph does not have."""
         add_names, remove_names = edge_pairs(add, "add"), edge_pairs(remove, "remove")
         size = self.latest.num_nodes
@@ -285,7 +286,7 @@ class Overlay:
             key = self.names.key_of(add_names[i])
             if key is None:
                 kind = "integers" if self.names.are_integers else "strings"
-                raise InvalidParameterError(f"{add_names[i]!r} cannot name a node of this graph: its names are {kind}")
+                raise UpdateConflictError(f"{add_names[i]!r} cannot name a node of this graph: its names are {kind}")
             if key not in fresh:
                 fresh[key] = size + len(new_names)
                 new_names.append(key)
@@ -300,11 +301,11 @@ class Overlay:
             both = np.intersect1d(edge_codes(add_edges), edge_codes(remove_edges))
             if both.size:
                 u, v = int(both[0] >> SHIFT), int(both[0] & LOW)
-                raise InvalidParameterError(
+                raise UpdateConflictError(
                     f"edge [{self.name_of(u)!r}, {self.name_of(v)!r}] is both added and removed in one update"
                 )
         if size + len(new_names) > MAX_NODES:
-            raise InvalidParameterError(f"a graph with updates holds at most {MAX_NODES} nodes")
+            raise UpdateConflictError(f"a graph with updates holds at most {MAX_NODES} nodes")
         return UpdatePlan(self.latest.version, add_edges, remove_edges, tuple(new_names))
 
     def _ids(self, names: list[Any]) -> np.ndarray:
