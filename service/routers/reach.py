@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import anyio
 import numpy as np
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import StreamingResponse
 from starlette.types import Message, Send
 
@@ -101,7 +101,6 @@ def _listing(kind: str) -> Any:
     relation = "that the node reaches" if forward else "that reach the node"
 
     async def listing(
-        request: Request,
         graph_id: GraphRef,
         state: Annotated[ServiceState, Depends(get_state)],
         node: Annotated[str, Query(description="node name as uploaded")],
@@ -110,9 +109,6 @@ def _listing(kind: str) -> Any:
         count: Annotated[bool, Query(description="only the count, no listing")] = False,
     ) -> Response:
         version = state.registry.ready_version(graph_id)
-        if request.method == "HEAD":  # the node is checked (404), nothing is listed
-            version.node_id(node)
-            return Response(media_type="application/json", headers={VERSION_HEADER: str(version.number)})
         if count:
 
             def counted() -> Any:
@@ -147,6 +143,17 @@ def _listing(kind: str) -> Any:
     return listing
 
 
+async def _listing_head(
+    graph_id: GraphRef,
+    state: Annotated[ServiceState, Depends(get_state)],
+    node: Annotated[str, Query(description="node name as uploaded")],
+) -> Response:
+    """HEAD of a listing: the graph and the node are checked (404), nothing is listed."""
+    version = state.registry.ready_version(graph_id)
+    version.node_id(node)
+    return Response(media_type="application/json", headers={VERSION_HEADER: str(version.number)})
+
+
 def _stream(version: Version, pages: Iterable[np.ndarray], head: str) -> Iterator[bytes]:
     """The listing's JSON: ``head``, the names of each page of ids, then the closing brackets (a sync
     iterator: Starlette runs each step in a worker thread, so a page is found and named as the client reads)."""
@@ -160,6 +167,8 @@ def _stream(version: Version, pages: Iterable[np.ndarray], head: str) -> Iterato
 
 
 for _kind in ("descendants", "ancestors"):
+    # HEAD checks the graph and the node and lists nothing (left out of the schema: it has no body).
+    router.add_api_route(f"/{_kind}", _listing_head, methods=["HEAD"], include_in_schema=False)
     router.add_api_route(
         f"/{_kind}",
         _listing(_kind),
@@ -168,5 +177,3 @@ for _kind in ("descendants", "ancestors"):
         responses=_ERRORS,
         summary=f"The {_kind} of a node, streamed (?count=true: the count alone)",
     )
-    # HEAD checks the graph and the node and lists nothing (left out of the schema: it has no body).
-    router.add_api_route(f"/{_kind}", _listing(_kind), methods=["HEAD"], include_in_schema=False)
