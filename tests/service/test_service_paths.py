@@ -345,7 +345,9 @@ def test_an_update_landing_inside_a_request_changes_nothing_it_answers(tmp_path:
     assert job is not None
     ReachabilityIndex.from_bytes(edges, backend="cpu").save(tmp_path / "built")
     assert registry.publish(job, tmp_path / "built", None, "cpu") is not None
-    state = SimpleNamespace(registry=registry, core_gate=contextlib.nullcontext())
+    state = SimpleNamespace(
+        registry=registry, core_gate=contextlib.nullcontext(), settings=SimpleNamespace(send_timeout=30.0)
+    )
     updating = threading.local()
 
     def update() -> None:
