@@ -22,17 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# The settings of the scale-out (issue 23) that service/settings.py does not have yet. Once it has them this
-# check fails, so that the name leaves this set and the settings' own fields are checked instead.
-PENDING_SETTINGS = {"GRAIL_ROLE"}
 POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 
 
-def known_settings(file: str, problems: list[str]) -> set[str]:
-    names = set(Path(file).read_text().split())
-    for name in sorted(PENDING_SETTINGS & names):
-        problems.append(f"{name} is a setting now: remove it from PENDING_SETTINGS in {Path(__file__).name}")
-    return names | PENDING_SETTINGS
+def known_settings(file: str) -> set[str]:
+    return set(Path(file).read_text().split())
 
 
 def check_environment(where: str, names: list[str], settings: set[str], problems: list[str]) -> None:
@@ -107,10 +101,10 @@ def main(argv: list[str]) -> int:
     problems: list[str] = []
     if len(argv) >= 4 and argv[1] == "kubernetes":
         versions = argv[2].split(",")
-        count = check_kubernetes(known_settings(argv[0], problems), versions, argv[3:], problems)
+        count = check_kubernetes(known_settings(argv[0]), versions, argv[3:], problems)
         what = f"{count} Kubernetes objects (schemas of {', '.join(versions)}, strict)"
     elif len(argv) >= 3 and argv[1] == "compose":
-        count = check_compose(known_settings(argv[0], problems), argv[2:], problems)
+        count = check_compose(known_settings(argv[0]), argv[2:], problems)
         what = f"{count} compose services"
     else:
         print(__doc__, file=sys.stderr)

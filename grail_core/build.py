@@ -33,6 +33,7 @@ from .condensation import Condensation, quotient_graph, renumber
 from .errors import BackendUnavailableError
 from .graph import Digraph, build_csr
 from .labeling import dimension_seeds, label_all, make_child_orders, with_virtual_root
+from .parallel import numba_threads
 from .query import QueryArrays
 from .scc import finish_components, strongly_connected_components
 from .supportive import choose_hubs, hub_reach_masks
@@ -300,17 +301,6 @@ def _by_node(labels: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-@contextmanager
-def _threads(count: int) -> Iterator[None]:
-    """numba's thread count for the calling thread only (it is thread-local), restored afterwards."""
-    previous = numba.get_num_threads()
-    numba.set_num_threads(min(count, previous))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)
-
-
 def build_index_arrays(
     num_nodes: int,
     src: np.ndarray,
@@ -351,7 +341,7 @@ def build_index_arrays(
     def predict(phase: str, seconds: dict[str, float]) -> None:
         work.predict(phase, {key: value for key, value in seconds.items() if key in backends_shown})
 
-    with _threads(1 if m + n < SERIAL_BUILD_ELEMENTS else numba.get_num_threads()):
+    with numba_threads(1 if m + n < SERIAL_BUILD_ELEMENTS else numba.get_num_threads()):
         predict("graph", model.graph())
         with work.phase("graph"):
             with work.part("csr"):

@@ -58,6 +58,7 @@ from numba import njit, parallel_chunksize, prange
 
 from .byteops import HIGH_BITS, load_word, parse_decimal, prefetch, utf8_size
 from .errors import GraphFormatError, IndexFileError, UnknownNodeError
+from .parallel import numba_threads
 
 __all__ = [
     "MAX_NAME_BYTES",
@@ -532,9 +533,11 @@ def _hashes(data, offsets, seed):
 # ---- Python side ----------------------------------------------------------------------------------
 
 
-def _balanced(kernel: Callable[..., Any], *args: Any) -> Any:
-    """Run a block kernel with its blocks handed to the threads one at a time (see _BLOCK)."""
-    with parallel_chunksize(1):
+def _balanced(kernel: Callable[..., Any], count: int, *args: Any) -> Any:
+    """Run a block kernel over ``count`` items with its blocks handed to the threads one at a time (see
+    _BLOCK), on no more threads than blocks: one block runs on the calling thread alone, since on a loaded
+    machine waiting for the pool's threads to be scheduled costs far more than a block's work."""
+    with parallel_chunksize(1), numba_threads((count + _BLOCK - 1) // _BLOCK):
         return kernel(*args)
 
 
@@ -630,11 +633,11 @@ def _utf8_of_unicode(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     width = flat.dtype.itemsize // 4
     codes = flat.view(np.uint32).reshape(flat.size, width) if width else np.zeros((flat.size, 1), np.uint32)
     sizes = np.empty(flat.size, dtype=np.int64)
-    _balanced(_ucs4_utf8_sizes, codes, sizes)
+    _balanced(_ucs4_utf8_sizes, codes.shape[0], codes, sizes)
     offsets = np.zeros(flat.size + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
-    _balanced(_ucs4_to_utf8, codes, offsets, data)
+    _balanced(_ucs4_to_utf8, codes.shape[0], codes, offsets, data)
     return data, offsets
 
 
@@ -808,9 +811,11 @@ class NodeNames:
             return np.where((keys >= 0) & (keys < self.size), keys, _EMPTY), False
         ids = np.empty(keys.size, dtype=np.int64)
         if self.kind == "int":
-            missing = _balanced(_lookup_ints, self.slots, self.seed, keys, ids)
+            missing = _balanced(_lookup_ints, keys.size, self.slots, self.seed, keys, ids)
         else:
-            missing = _balanced(_lookup_ints_as_text, self.slots, self.seed, self.data, self.offsets, keys, ids)
+            missing = _balanced(
+                _lookup_ints_as_text, keys.size, self.slots, self.seed, self.data, self.offsets, keys, ids
+            )
         if outside is not None:
             ids[outside] = _EMPTY
         return ids, missing == 0 and outside is None
@@ -820,11 +825,13 @@ class NodeNames:
         data, starts, ends = tokens._arrays()
         ids = np.empty(starts.size, dtype=np.int64)
         if self.kind == "range":
-            missing = _balanced(_range_decimal_tokens, self.size, data, starts, ends, ids)
+            missing = _balanced(_range_decimal_tokens, starts.size, self.size, data, starts, ends, ids)
         elif self.kind == "int":
-            missing = _balanced(_lookup_decimal_tokens, self.slots, self.seed, data, starts, ends, ids)
+            missing = _balanced(_lookup_decimal_tokens, starts.size, self.slots, self.seed, data, starts, ends, ids)
         else:
-            missing = _balanced(_lookup_tokens, self.slots, self.seed, self.data, self.offsets, data, starts, ends, ids)
+            missing = _balanced(
+                _lookup_tokens, starts.size, self.slots, self.seed, self.data, self.offsets, data, starts, ends, ids
+            )
         return ids, missing == 0
 
     def _lookup_objects(self, values: list[Any]) -> np.ndarray:
@@ -968,7 +975,7 @@ class NodeNames:
             _fill_table(keys, seed, True, slots)
             return cls(size, "int", seed, slots, keys=keys)
         data, offsets = _utf8_of_unicode(np.asarray(array))
-        _fill_table(_balanced(_hashes, data, offsets, seed), seed, False, slots)
+        _fill_table(_balanced(_hashes, offsets.size - 1, data, offsets, seed), seed, False, slots)
         return cls(size, "str", seed, slots, data=data, offsets=offsets)
 
 

@@ -14,6 +14,9 @@ appended at the tail (through a per-thread buffer and one atomic per buffer).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numba
 import numpy as np
 from numba import njit, prange, types
@@ -32,6 +35,7 @@ __all__ = [
     "exclusive_scan",
     "flagged",
     "key_cursors",
+    "numba_threads",
     "queue_flush",
     "queue_push",
     "stable_order",
@@ -92,6 +96,18 @@ def atomic_cas(typingctx, array, index, expected, value):
         return builder.extract_value(pair, 0)
 
     return array.dtype(array, index, expected, value), codegen
+
+
+@contextmanager
+def numba_threads(count: int) -> Iterator[None]:
+    """At most ``count`` of numba's threads for the parallel loops the calling thread starts (the setting is
+    thread-local), restored afterwards."""
+    previous = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(count, previous)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
 
 
 def chunk_count(items: int) -> int:

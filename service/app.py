@@ -24,6 +24,7 @@ from .access import OPEN_PATHS, AccessMiddleware, load_keys
 from .conventions import MethodsMiddleware
 from .deps import ServiceState
 from .errors import PROBLEM_JSON, install_error_handlers
+from .freshness import MinVersionMiddleware
 from .guards import Admission, BodyGuard
 from .housekeeping import Follower, Housekeeping
 from .jobs import BuildRunner
@@ -67,6 +68,7 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
     opens them first, to refuse a data directory another server holds in one line). At start-up every graph is
     listed at once and /health answers; each ready graph loads its version and journal in the background."""
     settings = settings or Settings.from_env()
+    role = settings.role_spec
     metrics = Metrics()
     keys = load_keys(settings.api_keys_file)  # AccessKeysError (a bad keys file) stops the start here
 
@@ -76,15 +78,17 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
         default_backend = resolve_backend(settings.backend)
         opened = stores if stores is not None else await asyncio.to_thread(open_stores, settings)
         gate = CoreGate()
-        registry = GraphRegistry(opened.metadata, opened.artifacts, gate)
+        registry = GraphRegistry(opened.metadata, opened.artifacts, gate, serving=role.serves)
         metrics.count_graphs(registry.count_by_status)
         to_load = await asyncio.to_thread(registry.start)
         readiness = Readiness(graphs_loaded=not to_load)
         # In the background: /health answers at once; requests that need a kernel meanwhile wait at the gate
         # (seconds on a cold numba cache, well under one on a warm one); /ready says when it is done.
         start_warm_up(lambda: warm_up(settings.backend), gate, readiness, then=warm_up_beyond)
+        # An API replica keeps the runner for its admission checks and wakes, and starts no lane: builders claim.
         runner = BuildRunner(registry, opened.metadata, opened.artifacts, metrics, settings, opened.server_id)
-        runner.start()
+        if role.builds:
+            runner.start()
         loader = GraphLoader(registry, runner, readiness)
         loader.start(to_load)
         housekeeping = Housekeeping(opened, settings.version_grace_s)
@@ -98,8 +102,9 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
             settings, registry, runner, metrics, default_backend, gpu, gate, readiness, admission
         )
         log.info(
-            "grail service up: data dir %s, default backend %s (%s), gpu %s; %d graphs to load; compiling the "
-            "query kernels",
+            "grail service up (role %s): data dir %s, default backend %s (%s), gpu %s; %d graphs to load; "
+            "compiling the query kernels",
+            role.name,
             settings.data_dir,
             settings.backend,
             default_backend,
@@ -125,17 +130,20 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    app.include_router(graphs.router)
-    app.include_router(queries.router)
-    app.include_router(reach.router)
-    app.include_router(updates.router)
-    # First in the list: the router tries routes in order, and each FastAPI router it passes costs time.
-    app.router.routes.insert(
-        0, Route(queries.REACHABLE_PATH, queries.reachable, methods=["GET"], include_in_schema=False)
-    )
+    if role.serves:  # a builder answers /health, /ready and /metrics only
+        app.include_router(graphs.router)
+        app.include_router(queries.router)
+        app.include_router(reach.router)
+        app.include_router(updates.router)
+        # First in the list: the router tries routes in order, and each FastAPI router it passes costs time.
+        app.router.routes.insert(
+            0, Route(queries.REACHABLE_PATH, queries.reachable, methods=["GET"], include_in_schema=False)
+        )
     app.include_router(health.router)
     app.include_router(problems.router)
     # Innermost first: each add_middleware wraps the ones before it.
+    if role.serves:
+        app.add_middleware(MinVersionMiddleware, timeout_s=settings.min_version_timeout_s)
     app.add_middleware(MethodsMiddleware, router=app.router)
     app.add_middleware(BodyGuard, large_body_bytes=settings.max_upload_bytes, body_timeout=settings.body_timeout)
     app.add_middleware(AccessMiddleware, keys=keys, origins=settings.cors_origin_list)
@@ -153,7 +161,8 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
-            schema["paths"][queries.REACHABLE_PATH] = queries.REACHABLE_OPENAPI
+            if role.serves:
+                schema["paths"][queries.REACHABLE_PATH] = queries.REACHABLE_OPENAPI
             _document(schema, bool(keys), _backends())
             app.openapi_schema = schema
         return app.openapi_schema
@@ -190,6 +199,8 @@ def _document(schema: dict[str, Any], keys: bool, backends: list[str]) -> None:
                     response["content"] = _PROBLEM
     for unused in ("HTTPValidationError", "ValidationError"):
         schema.get("components", {}).get("schemas", {}).pop(unused, None)
+    if "/graphs" not in schema["paths"]:  # a builder's
+        return
     upload = schema["paths"]["/graphs"]["post"]
     given = {p["name"]: p for p in upload["parameters"] if p["name"] in graphs.READ_PARAMETERS}
     upload["parameters"] = [p for p in upload["parameters"] if p["name"] not in given]

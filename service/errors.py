@@ -138,6 +138,9 @@ INVALID_NAME = _kind("InvalidName", 422, "Graph names are letters, digits, '.', 
 VERSION_CONFLICT = _kind("VersionConflict", 409, "Another server's update came first", retry_after=1)
 UPLOAD_TOO_LARGE = _kind("UploadTooLarge", 413, "The upload is over the server's limit")
 STORE_UNAVAILABLE = _kind("StoreUnavailable", 503, "The database or the object store cannot be reached", retry_after=5)
+VERSION_NOT_HERE = _kind(
+    "VersionNotHere", 503, "This server does not hold the version asked for (min_version) yet", retry_after=1
+)
 REQUEST_TIMEOUT = _kind("RequestTimeout", 408, "The headers took too long to arrive")
 BODY_TIMEOUT = _kind("BodyTimeout", 408, "The body took too long to arrive")
 PAYLOAD_TOO_LARGE = _kind("PayloadTooLarge", 413, "The body is over this route's limit")

@@ -6,7 +6,8 @@
   the rows of jobs that ended long ago.
 - ``Follower`` (shared metadata stores only): what other servers write, followed through the change feed
   (PostgreSQL's LISTEN/NOTIFY, with polling behind it): each graph named by a change is brought in line with
-  the store (``GraphRegistry.sync``), and a queued job wakes the build lanes.
+  the store (``GraphRegistry.sync``; not in a builder, which serves none), and a queued job wakes the build
+  lanes (not in an API replica, which builds none: its lanes never start).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class Follower:
         for change in changes:
             if change.kind is ChangeKind.job:
                 self._runner.wake()
-            if change.graph_id is None:
+            if change.graph_id is None or not self._registry.serving:  # a builder serves no version
                 continue
             if change.kind is ChangeKind.journal:
                 current = self._registry.current_number(change.graph_id)

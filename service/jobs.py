@@ -11,7 +11,7 @@ small lane only while it is busy), each reserving its share of the lane (or its 
 starts. A build that allocates past its
 reservation fails (507) without touching the others or the server.
 
-A claimed job is leased to this server (``LEASE_S``, renewed by a heartbeat while it runs): a server that dies
+A claimed job is leased to this server (``--job-lease-s``, renewed by a heartbeat while it runs): a server that dies
 loses its jobs to the next claim once their leases expire, and every write that ends a job presents its fencing
 token, so that a job taken over is never published twice. A lane claims when it is free, woken at once by this
 server's uploads and updates and every ``POLL_S`` otherwise (jobs queued elsewhere, retries coming due).
@@ -55,12 +55,11 @@ from .state.metadata import Job, JobKind, JobState
 from .updates import write_rows
 from .worker import BuildJob, BuildOutcome, BuildWorker, RebuildSource
 
-__all__ = ["BuildRunner", "estimate_upload", "SMALL_LANE_BYTES", "LEASE_S", "POLL_S", "UploadHead"]
+__all__ = ["BuildRunner", "estimate_upload", "SMALL_LANE_BYTES", "POLL_S", "UploadHead"]
 
 log = logging.getLogger("grail.service.build")
 
 SMALL_LANE_BYTES = 256 << 20
-LEASE_S = 30.0
 POLL_S = 1.0
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -119,6 +118,7 @@ class BuildRunner:
         self._metrics = metrics
         self._settings = settings
         self.owner = owner
+        self._lease_s = settings.job_lease_s
         self.staging_dir = settings.data_dir / "staging"
         budget = settings.max_build_memory_bytes
         self.small_lane_bytes = min(SMALL_LANE_BYTES, budget // 4)
@@ -187,7 +187,8 @@ class BuildRunner:
         for worker in self._workers:
             worker.stop()
         for thread in self._threads:
-            thread.join(timeout=10)
+            if thread.ident is not None:  # an API replica never starts its lanes
+                thread.join(timeout=10)
         try:
             released = self._metadata.release_jobs(self.owner)
         except StateError as exc:  # their leases expire instead
@@ -251,7 +252,9 @@ class BuildRunner:
                 least = self.small_lane_bytes + 1 if self._small_lane_free else None
             if limit is not None:
                 try:
-                    job = self._metadata.claim_job(self.owner, LEASE_S, max_memory_bytes=limit, min_memory_bytes=least)
+                    job = self._metadata.claim_job(
+                        self.owner, self._lease_s, max_memory_bytes=limit, min_memory_bytes=least
+                    )
                 except StateError as exc:
                     log.warning("cannot claim jobs now: %s", exc.message)
             if job is not None:
@@ -272,12 +275,12 @@ class BuildRunner:
         this server stalled) stops its job."""
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._stopping, LEASE_S / 3)
+                self._cond.wait_for(lambda: self._stopping, self._lease_s / 3)
                 if self._stopping:
                     return
             for job in list(self._running.values()):
                 try:
-                    self._running[job.id] = self._metadata.heartbeat_job(job, LEASE_S)
+                    self._running[job.id] = self._metadata.heartbeat_job(job, self._lease_s)
                 except LeaseLost:
                     log.info("graph %s: its %s job is no longer this server's; stopping it", job.graph_id, job.kind)
                     self._lost.add(job.id)

@@ -123,16 +123,20 @@ class GraphRecord:
 
 
 class GraphRegistry:
-    """See the module doc. ``gate``: held around every call into grail_core (service.warmup.CoreGate)."""
+    """See the module doc. ``gate``: held around every call into grail_core (service.warmup.CoreGate).
+    ``serving``: False in a builder (service.roles), which publishes versions and serves none: what it builds is
+    loaded once, to check it, and not kept."""
 
     def __init__(
         self,
         metadata: MetadataStore,
         artifacts: ArtifactStore,
         gate: AbstractContextManager[Any] | None = None,
+        serving: bool = True,
     ) -> None:
         self.metadata = metadata
         self.artifacts = artifacts
+        self.serving = serving
         self._gate = gate if gate is not None else contextlib.nullcontext()
         self._graphs: dict[str, _Entry] = {}  # by id
         self._names: dict[str, str] = {}  # name -> id, for graphs that hold their name
@@ -150,13 +154,15 @@ class GraphRegistry:
             raise GraphNotFound(ref)
         return entry
 
-    def _remember(self, graph: Graph) -> _Entry:
-        """The entry of a live graph, made or refreshed from its row; its name indexed. A graph that held the
-        name here is gone (names are unique among live graphs: a replacement's publish deleted it)."""
+    def _remember(self, graph: Graph, fresh: _Entry | None = None) -> _Entry:
+        """The entry of a live graph, made (``fresh`` when given) or refreshed from its row; its name indexed. A
+        graph that held the name here is gone (names are unique among live graphs: a replacement's publish
+        deleted it). A ready row is remembered only once its entry holds a version: the name, and the id's
+        record saying ready, come with something to answer from."""
         with self._lock:
             entry = self._graphs.get(graph.id)
             if entry is None:
-                entry = self._graphs[graph.id] = _Entry(graph)
+                entry = self._graphs[graph.id] = fresh if fresh is not None else _Entry(graph)
             else:
                 if self._names.get(entry.graph.name) == graph.id and entry.graph.name != graph.name:
                     del self._names[entry.graph.name]
@@ -185,6 +191,8 @@ class GraphRegistry:
         to_load = []
         for graph in self.metadata.list_graphs():
             entry = self._remember(graph)
+            if not self.serving:
+                continue
             if graph.status is GraphStatus.ready and graph.published_version is not None:
                 entry.loading = Progress("queued")
                 to_load.append(graph.id)
@@ -450,8 +458,9 @@ class GraphRegistry:
         log.info("graph %s: version %d published", graph_id, number)
         if upload_key is not None:
             self._drop_upload(upload_key)  # built: needed no more
-        entry = self._remember(graph)
+        entry = self._graphs.get(graph_id) or _Entry(graph)
         self._serve(entry, loaded)
+        entry = self._remember(graph, entry)
         entry.build = entry.rebuild = None
         entry.rebuild_asked_at = 0.0
         entry.settle()
@@ -486,7 +495,7 @@ class GraphRegistry:
         """``base`` (a published version, just loaded) with the journal rows past it, as the graph's current
         version; under the graph's lock, so that no update comes between."""
         with entry.lock:
-            if entry.deleted:
+            if entry.deleted or not self.serving:
                 return
             entry.version = self._replayed(entry, base)
             entry.loading = None
@@ -518,9 +527,9 @@ class GraphRegistry:
             if graph.id != entry.id:
                 self._forget(entry.id)
                 return
-            self._remember(graph)
             published = graph.published_version
             if graph.status is not GraphStatus.ready or published is None:
+                self._remember(graph, entry)
                 entry.loading = None
                 if graph.status is GraphStatus.failed:
                     entry.settle()
@@ -542,6 +551,9 @@ class GraphRegistry:
                     entry.version = self._replayed(entry, base if base is not None else entry.version)  # type: ignore[arg-type]
                     entry.loading = None
                     entry.load_error = None
+                    if base is not None:  # another server's rebuild is published: the next update may ask again
+                        entry.rebuild_asked_at = 0.0
+                self._remember(latest, entry)
                 entry.settle()
                 return
             except GraphNotFound:
@@ -553,6 +565,7 @@ class GraphRegistry:
                 log.error("graph %s: version %s does not load: %s", entry.id, published, exc)
                 entry.loading = None
                 entry.load_error = dict(_DAMAGED)
+                self._remember(graph, entry)
                 entry.settle()
                 return
         log.warning("graph %s: its version kept changing while it loaded; the next change loads it", entry.id)
@@ -568,8 +581,17 @@ class GraphRegistry:
                 return
             if graph.id != graph_id:
                 return
-            entry = self._remember(graph)
+            entry = _Entry(graph)  # remembered by ``_refresh``, once it answers if it is ready
         self._refresh(entry)
+
+    def held_number(self, ref: str) -> int | None:
+        """The version this server answers a graph (by id or name) from; None when it knows no such graph or
+        has none loaded."""
+        try:
+            version = self._entry(ref).version
+        except GraphNotFound:
+            return None
+        return version.number if version is not None else None
 
     def current_number(self, graph_id: str) -> int | None:
         """The version this server answers for (None: none loaded), for the change feed's follower."""
@@ -623,17 +645,22 @@ class GraphRegistry:
         except GraphNotFound:
             return False
         graph_id = entry.id
-        if entry.version is None:
-            return False
         version = entry.version
-        if version.number == version.labels.version:
+        if version is None:
+            if self.serving or entry.graph.pending_updates == 0:
+                return False
+            # A builder holds no version: the row it published says what is left to fold in.
+            edges = int((entry.graph.stats or {}).get("edges", 0)) + entry.graph.pending_updates
+        elif version.number == version.labels.version:
             return False
+        else:
+            edges = version.stats.edges + version.pending.added_edges
         now = time.monotonic()
         if entry.rebuild_asked_at and now - entry.rebuild_asked_at < _REBUILD_RECHECK_S:
             return False
         entry.rebuild_asked_at = now
-        edges = version.stats.edges + version.pending.added_edges
-        memory = sizing.build_bytes(entry.options.format or "edgelist", 0, version.num_nodes, edges)
+        num_nodes = version.num_nodes if version is not None else int((entry.graph.stats or {}).get("nodes", 0))
+        memory = sizing.build_bytes(entry.options.format or "edgelist", 0, num_nodes, edges)
         try:
             self.metadata.enqueue_job(graph_id, JobKind.rebuild, {}, memory_bytes=memory)
         except GraphNotFound:

@@ -21,6 +21,7 @@ from grail_core.backend_names import DEFAULT_BACKEND, BackendName
 from grail_core.names import MAX_NAME_BYTES
 
 from .machine import memory_bytes, open_files_limit
+from .roles import ROLES, Role, RoleName
 
 __all__ = ["Settings", "SettingsError", "ENV_PREFIX", "ENV_FILE", "machine_defaults"]
 
@@ -58,6 +59,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=ENV_FILE, extra="ignore", frozen=True)
 
+    role: RoleName = Field(
+        "all",
+        description="what this process does: all (serve and build, one process), api (serve; builds elsewhere) or "
+        "builder (build jobs; /health and /ready only); api and builder need a PostgreSQL --database-url",
+    )
     host: str = Field("127.0.0.1", description="interface to bind")
     port: int = Field(8000, ge=0, le=65535, description="TCP port")
     data_dir: Path = Field(Path("data"), description="the metadata database, uploads and index versions")
@@ -70,6 +76,12 @@ class Settings(BaseSettings):
         None,
         description="where uploads and index versions live: s3://BUCKET/PREFIX (endpoint and credentials from the "
         "AWS_* variables) or file:///PATH (default: the data dir)",
+    )
+    min_version_timeout_s: float = Field(
+        5.0, ge=0, description="seconds a read with min_version waits for that version (503 with Retry-After after)"
+    )
+    job_lease_s: float = Field(
+        30.0, gt=0, description="seconds a claimed build job stays this server's without a heartbeat"
     )
     version_grace_s: float = Field(
         60.0, ge=0, description="seconds a replaced index version is kept before its files are removed"
@@ -89,6 +101,9 @@ class Settings(BaseSettings):
     header_timeout: float = Field(10.0, gt=0, description="seconds a client may take to send its headers (408)")
     body_timeout: float = Field(
         30.0, gt=0, description="seconds a body may pause, and after which it must average 1 KiB/s (408)"
+    )
+    send_timeout: float = Field(
+        30.0, gt=0, description="seconds a streamed answer waits for a client that does not read (closed beyond)"
     )
     api_keys_file: Path | None = Field(None, description="file of 'KEY SCOPE' lines (read or write): keys required")
     allow_anonymous: bool = Field(False, description="serve a non-loopback --host without access keys")
@@ -123,6 +138,21 @@ class Settings(BaseSettings):
         # An empty variable (compose's "${GRAIL_API_KEYS_FILE:-}") means none given, not the current folder.
         return None if isinstance(value, str) and not value.strip() else value
 
+    @model_validator(mode="after")
+    def _role_needs_shared_state(self) -> Settings:
+        role = ROLES[self.role]
+        if role.needs_shared_database and self.embedded:
+            raise ValueError(
+                f"--role {self.role} shares the state with other processes, which needs a PostgreSQL "
+                "--database-url (SQLite in the data directory has one owner); use --role all for one process"
+            )
+        return self
+
+    @field_validator("role", mode="before")
+    @classmethod
+    def _role(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
     @property
     def embedded(self) -> bool:
         """Whether the metadata store is the embedded SQLite (one server per data dir), not a shared database."""
@@ -132,6 +162,11 @@ class Settings(BaseSettings):
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @property
+    def role_spec(self) -> Role:
+        """What this process does (service.roles)."""
+        return ROLES[self.role]
 
     @property
     def max_upload_bytes(self) -> int:
@@ -197,7 +232,10 @@ def _validated(flags: dict[str, Any]) -> Settings:
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            name = str(error["loc"][0]) if error["loc"] else ""
+            if not error["loc"]:  # a rule over several settings: its message names them
+                problems.append(str(error["msg"]).removeprefix("Value error, "))
+                continue
+            name = str(error["loc"][0])
             problems.append(f"{_origin(name, flags)}: {error['msg']} (got {error['input']!r})")
         raise SettingsError("; ".join(problems)) from None
 

@@ -68,7 +68,7 @@ def open_stores(settings: Settings) -> Stores:
             server_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
             metadata.register_server(
                 server_id,
-                role="all",
+                role=settings.role,
                 host=socket.gethostname(),
                 pid=os.getpid(),
                 port=settings.port,

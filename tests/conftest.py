@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # The test servers keep numba's compiled kernels where grail-serve does; this process uses the same folder (set
 # before numba is first imported), so that a fresh clone compiles each kernel once, not once here and once there.
 os.environ.setdefault("NUMBA_CACHE_DIR", str(numba_cache_dir()))
+if "numba.core.config" in sys.modules:  # a plugin imported numba first: it reads its settings again
+    sys.modules["numba.core.config"].reload_config()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -111,18 +111,22 @@ class PostgresServer:
         self._tool("initdb", "-D", str(self.data), "-U", _USER, "--auth=trust", "-E", "UTF8", "--no-instructions")
         for _attempt in range(5):  # a port found free can be taken before the server binds it
             self.port = _free_port()
-            options = (
-                f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories='' -c max_connections=200"
-            )
             try:
-                self._tool(
-                    "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60", "start"
-                )
+                self.resume()
                 return self
             except RuntimeError:
                 if "could not bind" not in (self.log.read_text() if self.log.exists() else ""):
                     raise
         raise RuntimeError("PostgreSQL found no free port")
+
+    def pause(self) -> None:
+        """Stop the server (fast: the connections are cut) and keep its data for ``resume``."""
+        self._tool("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
+
+    def resume(self) -> None:
+        """Start a paused server again, on its port."""
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories='' -c max_connections=200"
+        self._tool("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60", "start")
 
     def stop(self) -> None:
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):

@@ -3,12 +3,14 @@ unknown names, growth across chunks, the files, and the edge cases (NUL, empty, 
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grail_core import GraphFormatError, IndexFileError, UnknownNodeError
+from grail_core import names as module
 from grail_core.names import NameInterner, NameTokens, NodeNames, intern_integers, intern_strings, utf8_error
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -302,3 +304,23 @@ def test_decimal_text_matches_python_int(text: str, size: int) -> None:
                 table.lookup(tokens)
             with pytest.raises(UnknownNodeError):
                 table.lookup_one(text)
+
+
+def test_a_lookup_uses_no_more_threads_than_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lookup of a few names (one per update or request) runs on the calling thread alone: on a loaded
+    machine, waiting for numba's pool to be scheduled costs far more than the lookup."""
+    table = NodeNames.from_sorted_array(5000, np.array([f"n{i}" for i in range(5000)]))
+    threads_seen: list[int] = []
+    kernel = module._lookup_tokens
+
+    def spy(*args: object) -> int:
+        threads_seen.append(numba.get_num_threads())
+        return kernel(*args)
+
+    monkeypatch.setattr(module, "_lookup_tokens", spy)
+    few = ["n3", "n4999"]
+    many = [f"n{i}" for i in range(module._BLOCK + 1)]
+    assert list(table.lookup_list(few)) == [table.lookup_one(name) for name in few]
+    assert table.lookup_list(many).size == len(many)
+    assert threads_seen == [1, min(2, numba.get_num_threads())]
+    assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS

@@ -63,6 +63,10 @@ __all__ = [
     "Append",
 ]
 
+# A build's claims at most: one whose server died (its lease ran out) is taken over by another server, up to this
+# many times; a build that fails is failed for good at once (service.jobs: bad input fails the same every time).
+BUILD_CLAIMS = 3
+
 T = TypeVar("T")
 
 # The most edge updates one transaction commits together (a bound on a transaction's length, not a target).
@@ -366,7 +370,7 @@ class SqlMetadataStore(ABC):
             assert row is not None
             self._record_change(tx, ChangeKind.graph, graph_id)
             if build is not None:
-                self._insert_job(tx, graph_id, JobKind.build, build, None, 1, build_memory_bytes)
+                self._insert_job(tx, graph_id, JobKind.build, build, None, BUILD_CLAIMS, build_memory_bytes)
             return _graph(row)
 
         try:
