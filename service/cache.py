@@ -7,8 +7,8 @@ requests that hold it finish on it, the files it maps stay in place). A graph in
 until ``release``) is never dropped, nor is the most recently used one: a graph larger than the whole bound is
 served alone. Requests for a graph that is loading wait on that one load.
 
-``LoadOnUseMiddleware`` loads the graph of every request below ``/graphs/{id-or-name}/`` before the route runs, in
-a thread (the event loop goes on), and keeps it until the response is sent.
+``LoadOnUseMiddleware`` loads the graph of every request on ``/graphs/{id-or-name}`` and below (but its deletion)
+before the route runs, in a thread (the event loop goes on), and keeps it until the response is sent.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -27,12 +28,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = ["CacheStats", "LoadOnUseMiddleware", "VersionCache", "memory_bytes"]
 
-# /graphs/{ref}/ and below: the routes that read a version (the record and deletion at /graphs/{ref} do not).
-_GRAPH_SUBPATH = re.compile(r"^/graphs/([^/]+)/")
+# /graphs/{ref} and below: the graph's record (its version) and the routes that read one; not its deletion.
+_GRAPH_PATH = re.compile(r"^/graphs/([^/]+)(/?)")
 # How deep ``memory_bytes`` follows attributes, and the longest list or dict it looks into (arrays are held in
 # a few levels of small objects; long Python containers hold no arrays of a version).
 _DEPTH = 8
 _LONGEST_CONTAINER = 256
+# A graph's version is measured again at the end of a request at most this often (queries build some of its
+# structures on first use; a measure walks the whole version, too slow for every request).
+MEASURE_EVERY_S = 1.0
 
 
 class CacheStats(NamedTuple):
@@ -51,6 +55,7 @@ class VersionCache:
         self.limit_bytes = limit_bytes
         self._drop = drop
         self._sizes: OrderedDict[str, int] = OrderedDict()  # least recently used first
+        self._measured: dict[str, float] = {}  # when each graph's size was last measured (time.monotonic)
         self._held = 0
         self._pins: dict[str, int] = {}
         self._loads: dict[str, Future[None]] = {}
@@ -65,24 +70,44 @@ class VersionCache:
         with self._lock:
             return CacheStats(self.limit_bytes, self._held, len(self._sizes), self._loaded, self._evicted)
 
-    def install(self, key: str, nbytes: int, put: Callable[[], None]) -> None:
-        """``put`` (which sets the graph's version) and its size, at once: no drop comes between. The graph
-        becomes the most recently used; others go while the bound is exceeded."""
+    def install(self, key: str, nbytes: int | None, put: Callable[[], None]) -> None:
+        """``put`` (which sets the graph's version) and its size, at once: no drop comes between (``nbytes``
+        None: the size it had, for an update of a version held). The graph becomes the most recently used;
+        others go while the bound is exceeded."""
         with self._lock:
             put()
-            self._held += nbytes - self._sizes.pop(key, 0)
+            before = self._sizes.pop(key, 0)
+            if nbytes is None:
+                nbytes = before
+            else:
+                self._measured[key] = time.monotonic()
+            self._held += nbytes - before
             self._sizes[key] = nbytes
             self._evict()
+
+    def measure_due(self, key: str) -> bool:
+        """Whether the graph's size is to be measured again now (``release`` with its bytes)."""
+        return key in self._sizes and time.monotonic() - self._measured.get(key, 0.0) >= MEASURE_EVERY_S
 
     def discard(self, key: str) -> None:
         """A graph deleted, or its version no longer held: its bytes are free."""
         with self._lock:
             self._held -= self._sizes.pop(key, 0)
+            self._measured.pop(key, None)
 
     def used(self, key: str) -> None:
         with self._lock:
             if key in self._sizes:
                 self._sizes.move_to_end(key)
+
+    def acquire_held(self, key: str) -> bool:
+        """``acquire`` without a load: True, and the graph kept until ``release``, when it is held."""
+        with self._lock:
+            if key not in self._sizes:
+                return False
+            self._pins[key] = self._pins.get(key, 0) + 1
+            self._sizes.move_to_end(key)
+            return True
 
     def acquire(self, key: str, load: Callable[[], None]) -> None:
         """Keep the graph until ``release``; ``load`` it first unless it is held (one load at a time per graph:
@@ -121,6 +146,7 @@ class VersionCache:
             if nbytes is not None and key in self._sizes:
                 self._held += nbytes - self._sizes[key]
                 self._sizes[key] = nbytes
+                self._measured[key] = time.monotonic()
             left = self._pins[key] - 1
             if left:
                 self._pins[key] = left
@@ -139,6 +165,7 @@ class VersionCache:
             if key in self._pins:
                 continue
             self._held -= self._sizes.pop(key)
+            self._measured.pop(key, None)
             self._evicted += 1
             self._drop(key)
 
@@ -190,12 +217,14 @@ class LoadOnUseMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        match = _GRAPH_SUBPATH.match(scope["path"]) if scope["type"] == "http" else None
-        if match is None:
+        match = _GRAPH_PATH.match(scope["path"]) if scope["type"] == "http" else None
+        if match is None or (scope["method"] == "DELETE" and scope["path"] == match.group(0)):
             await self.app(scope, receive, send)
             return
         registry = scope["app"].state.grail.registry
-        held = await asyncio.to_thread(registry.acquire, match.group(1))
+        held = registry.acquire_held(match.group(1))  # no thread hop for a graph held already
+        if held is None:
+            held = await asyncio.to_thread(registry.acquire, match.group(1))
         try:
             await self.app(scope, receive, send)
         finally:

@@ -200,7 +200,10 @@ class GraphRegistry:
         if self.cache is None:
             entry.version = version
             return
-        self.cache.install(entry.id, memory_bytes(version), functools.partial(setattr, entry, "version", version))
+        held = entry.version
+        # An update shares its labels with the version it updates: its size is measured again later (``release``).
+        nbytes = None if held is not None and held.labels is version.labels else memory_bytes(version)
+        self.cache.install(entry.id, nbytes, functools.partial(setattr, entry, "version", version))
 
     def _drop(self, graph_id: str) -> None:
         """The cache's eviction: the graph's version forgotten (requests that hold it finish on it); it loads
@@ -238,13 +241,26 @@ class GraphRegistry:
             return None
         return entry.id
 
+    def acquire_held(self, ref: str) -> str | None:
+        """``acquire`` of a graph the cache holds (no load: no thread needed); None otherwise."""
+        if self.cache is None:
+            return None
+        entry = self._graphs.get(ref)
+        if entry is None:
+            graph_id = self._names.get(ref)
+            entry = self._graphs.get(graph_id) if graph_id is not None else None
+        if entry is None or not self.cache.acquire_held(entry.id):
+            return None
+        return entry.id
+
     def release(self, graph_id: str) -> None:
-        """A request done with the graph ``acquire`` kept; its version measured again."""
+        """A request done with the graph ``acquire`` kept; its version measured again from time to time."""
         if self.cache is None:
             return
         entry = self._graphs.get(graph_id)
         version = entry.version if entry is not None else None
-        self.cache.release(graph_id, memory_bytes(version) if version is not None else None)
+        due = version is not None and self.cache.measure_due(graph_id)
+        self.cache.release(graph_id, memory_bytes(version) if due and version is not None else None)
 
     def _load_on_use(self, entry: _Entry) -> None:
         if not self._loads_on_use(entry):

@@ -82,9 +82,9 @@ class Settings(BaseSettings):
     )
     replica_cache_mb: int = Field(
         4096,
-        ge=1,
+        ge=0,
         description="MiB of loaded index versions an api replica keeps (least recently used out; a graph is loaded "
-        "on its first use)",
+        "on its first use; 0: only the graph used last)",
     )
     job_lease_s: float = Field(
         30.0, gt=0, description="seconds a claimed build job stays this server's without a heartbeat"

@@ -76,6 +76,11 @@ def test_a_graph_in_use_is_not_dropped_until_released() -> None:
     cache.acquire("b", lambda: None)  # held: not loaded again
     cache.release("b")
     assert held.keys == {"b"} and cache.stats().loads == 1
+    assert cache.acquire_held("b") and not cache.acquire_held("a")
+    cache.install("c", 60, held.put("c"))
+    assert held.keys == {"b", "c"}, "b is in use"
+    cache.release("b", nbytes=30)  # measured again as its request ends: now within the bound
+    assert held.keys == {"b", "c"} and cache.stats().held_bytes == 90
 
 
 def test_concurrent_requests_wait_on_one_load() -> None:
@@ -173,7 +178,10 @@ def _published(tmp_path: Path) -> dict[str, str]:
     return ids
 
 
-def test_a_replica_with_a_tiny_bound_answers_every_graph_exactly(tmp_path: Path) -> None:
+def test_a_replica_with_a_tiny_bound_answers_every_graph_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("service.cache.MEASURE_EVERY_S", 0.0)  # measured again at the end of every request
     ids = _published(tmp_path)
     metadata, artifacts = open_metadata(None, tmp_path / "data"), open_artifacts(None, tmp_path / "data")
     registry = GraphRegistry(metadata, artifacts, cache_bytes=1)  # smaller than any graph: one at a time
