@@ -18,6 +18,12 @@ CUDA_EXTRA ?= cu12
 GPU := $(wildcard /dev/nvidiactl)
 SERVE_REQUIREMENTS := $(if $(GPU),".[cuda]" "numba-cuda[$(CUDA_EXTRA)]",.)
 PIP_INSTALL := $(PY) -m pip install -q --constraint $(LOCK)
+# The test, development and benchmark tools are installed with uv (the lock's version, installed by pip first):
+# several times faster than pip on a fresh machine. uv reads its own settings (UV_INDEX_URL, ...), not pip's.
+UV := $(VENV)/bin/uv
+UV_INSTALL := $(UV) pip install --python $(PY) --quiet --system-certs --constraint $(LOCK)
+# The test suite's processes (pytest-xdist): a test module runs whole on one of them, with its server.
+TEST_WORKERS ?= 2
 
 .PHONY: help serve test test-gpu lint docs bench lock
 
@@ -33,8 +39,12 @@ $(VENV)/.installed-serve: pyproject.toml $(LOCK) | $(PY)
 	$(PIP_INSTALL) -e $(SERVE_REQUIREMENTS)
 	touch $@
 
-$(VENV)/.installed-%: pyproject.toml $(LOCK) | $(PY)
-	$(PIP_INSTALL) -e ".[$*]"
+$(UV): $(LOCK) | $(PY)
+	$(PIP_INSTALL) uv
+	touch $@
+
+$(VENV)/.installed-%: pyproject.toml $(LOCK) | $(UV)
+	$(UV_INSTALL) -e ".[$*]"
 	touch $@
 
 serve: $(VENV)/.installed-serve
@@ -42,7 +52,7 @@ serve: $(VENV)/.installed-serve
 	$(VENV)/bin/grail-serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q --durations=15 -m "not gpu" --ignore=tests/kernels tests
+	$(PY) -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadfile -m "not gpu" --ignore=tests/kernels tests
 	if [ -d tests/kernels ]; then NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q -m "not gpu" tests/kernels; fi
 
 # On a machine with a CUDA GPU: the same suites, then the GPU-only tests on the real device. Each is its own

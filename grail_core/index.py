@@ -26,7 +26,16 @@ from .readers.objects import graph_from_networkx, graph_from_pandas, graph_from_
 from .scheduler import Scheduler
 from .stats import IndexStats, QueryStats
 from .supportive import HUB_BITS
-from .version import PairAnswer, PendingUpdates, ReachCount, UpdatePlan, UpdateResult, Version, load_version
+from .version import (
+    Listing,
+    PairAnswer,
+    PendingUpdates,
+    ReachCount,
+    UpdatePlan,
+    UpdateResult,
+    Version,
+    load_version,
+)
 
 __all__ = [
     "ReachabilityIndex",
@@ -34,6 +43,7 @@ __all__ = [
     "ProgressCallback",
     "PairAnswer",
     "ReachCount",
+    "Listing",
     "PendingUpdates",
     "UpdatePlan",
     "UpdateResult",
@@ -305,6 +315,11 @@ class ReachabilityIndex:
         """``ancestors`` as sorted internal ids (int64)."""
         return self._current.ancestor_ids(node)
 
+    def listing(self, node: Any, forward: bool = True) -> Listing:
+        """The descendants (``forward``) or ancestors of ``node``, counted and read page by page
+        (``Version.listing``)."""
+        return self._current.listing(node, forward)
+
     def count_descendants(self, node: Any) -> ReachCount:
         """How many nodes ``node`` reaches, itself excepted (``Version.count_descendants``)."""
         return self._current.count_descendants(node)
@@ -346,6 +361,19 @@ class ReachabilityIndex:
         what changed); self loops add their node and nothing else."""
         with self._updates:
             return self.stage_update(self.plan_update(add, remove), publish)
+
+    def update_many(self, updates: Any, publish: bool = True) -> UpdateResult:
+        """Apply updates (``(add, remove)`` each) in order as one version (``Version.folded``: a journal folded
+        at once into the labels' version, in linear time)."""
+        with self._updates:
+            staged = self._latest.folded(updates)
+            if staged is self._latest:
+                return UpdateResult(staged.number, 0, 0, 0)
+            self._latest = self._staged[staged.number] = staged
+            if publish:
+                self._publish(staged.number)
+            assert staged.last_update is not None
+            return staged.last_update
 
     def add_edges(self, edges: Any) -> UpdateResult:
         """``update(add=edges)``."""

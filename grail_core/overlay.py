@@ -1,20 +1,14 @@
-"""Edge updates over a built index, answered exactly at once: the index proves what it still can.
+"""Edge updates over a built index, exact at once: the state every version shares, and each version's handle.
 
-Added edges only add reachability and removed ones only remove it. So a pair's base answer stands unless
-the source reaches (by the base graph) the source of a removed edge whose target reaches the pair's target,
-or likewise an added edge. Each update marks, once, every DAG node that reaches an updated edge's source and
-every one its target reaches (``grail_core.traversal``: bits per DAG node, never cleared before a rebuild,
-so that the marking of any number of updates passes each node and edge once); a batch flags its pairs from
-two bytes each and searches only the flagged ones, on the updated graph (``traversal.walk``): a label that
-proves 'no' still rules a node out unless it reaches an added edge, a label that proves 'yes' ends the search
-where no removed edge lies on a base path to the target. An edge removed inside a strongly connected
-component may have broken it: the search then goes through that component node by node.
+``Overlay`` keeps one index's updates: ``plan`` resolves an update's names (nothing changes), ``stage``
+applies it as the next version, ``stage_many`` folds a journal of updates into one version in time linear
+in the graph and the journal. Every fact an update records carries its update count (``grail_core.pending``),
+so a ``Snapshot`` (one version: that count and views of the shared arrays) stays exact while later updates
+are staged, and costs nothing in the number of updates pending. An update costs its own size (one numba
+call: ``grail_core.staging``) plus marks that pass each DAG node once per mask bit over all updates.
 
-Versions: each update makes a new, immutable ``Snapshot`` (the version's sorted arrays of removed and added
-edges; the marks and 'maybe removed' bit sets are shared and only ever grow, which is safe for older
-versions). Queries read one snapshot from start to end. Updates are planned (names resolved, nothing
-changed) and then staged in order under the owner's lock; a staged version may be published later (when
-the service has made it durable).
+Updates are planned and staged in order under the owner's lock; a staged version may be published later
+(when the service has made it durable).
 """
 
 from __future__ import annotations
@@ -26,29 +20,49 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidParameterError, UnknownNodeError, UpdateConflictError
+from .folding import LOW, MAX_NODES, SHIFT, distinct_edges, edge_codes, edge_pairs, edge_positions, fold
+from .marking import sweep
 from .names import MAX_NAME_BYTES, NodeNames
-from .traversal import (
-    DOWN_ADDED,
-    DOWN_REMOVED,
-    MAYBE_BROKEN,
-    UP_ADDED,
-    UP_REMOVED,
-    Added,
-    Delta,
-    edges_between,
-    find_edge,
-    mark_reachable,
+from .pending import (
+    BWD_YES,
+    DOWN_NO,
+    DOWN_YES,
+    FWD_YES,
+    GROUPS,
+    HAS_ADDED,
+    HAS_REMOVED,
+    MASK_COLUMNS,
+    REMOVED_EDGE,
+    RM_DOWN,
+    RM_UP,
+    UP_NO,
+    UP_YES,
+    Pending,
+)
+from .probing import EMPTY, grown, needs_room, new_table
+from .query import HotArrays
+from .staging import (
+    ENTRIES,
+    LIVE,
+    LIVE_USED,
+    REMOVED_BACK,
+    REMOVED_EVER,
+    TABLE_USED,
+    Log,
+    Shared,
+    closures,
+    fold_additions,
+    fold_closure,
+    fold_removals,
+    stage_edges,
+    stamps_in_effect,
 )
 from .views import GraphViews, frozen
 
-__all__ = ["Overlay", "Snapshot", "UpdatePlan", "UpdateResult", "MAX_NODES"]
+__all__ = ["Overlay", "Snapshot", "UpdatePlan", "UpdateResult", "AddedNames", "MAX_NODES", "edge_pairs", "no_pending"]
 
-# Added edges are kept as int64 codes (one node id in the high 32 bits, the other in the low ones).
-MAX_NODES = 2**31 - 1
-_SHIFT = np.int64(32)
-_LOW = np.int64(0xFFFFFFFF)
-_NO_IDS = frozen(np.zeros(0, dtype=np.int64))
-_NO_BITS = frozen(np.zeros(0, dtype=np.uint64))
+_INITIAL_LOG = 64
+_KEYS_PER_EDGE = 4  # table keys an update's edge may add (removal stamp, support, dead or broken; or 4 list heads)
 
 
 @dataclass(frozen=True)
@@ -74,92 +88,189 @@ class UpdateResult:
     new_nodes: int
 
 
+class AddedNames:
+    """The names of the nodes that updates added up to one version (ids 0..size-1 here, the graph's ids from
+    the labels' node count on): a view of the overlay's list, which only grows."""
+
+    def __init__(self, base: NodeNames, keys: list[int | str], ids: dict[int | str, int], size: int) -> None:
+        self._base = base
+        self._keys = keys
+        self._ids = ids
+        self.size = size
+        self._table: NodeNames | None = None
+
+    def find_one(self, name: Any) -> int:
+        key = self._base.key_of(name)
+        found = self._ids.get(key, -1) if key is not None else -1
+        return found if found < self.size else -1
+
+    def _table_of(self) -> NodeNames:
+        """A lookup table of these names for batches, made on the first that needs it (O(size), once a
+        version; the names were checked when they were added)."""
+        if self._table is None:
+            self._table = NodeNames.of(self._keys[: self.size], self._base.are_integers, 1 << 62)
+        return self._table
+
+    def find(self, names: Any) -> np.ndarray:
+        return self._table_of().find(names)
+
+    def find_list(self, names: list[Any]) -> np.ndarray:
+        return self._table_of().find_list(names)
+
+    def names_of(self, ids: Any) -> list[int | str]:
+        return [self._keys[i] for i in np.asarray(ids, dtype=np.int64).tolist()]
+
+    def names_array(self, ids: Any) -> np.ndarray:
+        names = self.names_of(ids)
+        if self._base.are_integers:
+            return np.array(names, dtype=np.int64)
+        return np.array(names, dtype=np.dtypes.StringDType())
+
+
 @dataclass(frozen=True, eq=False)
 class Snapshot:
-    """One version of the graph: the base index's and the updates since, as the searches read them."""
+    """One version of the graph: the labels' and the updates since, as the searches read them."""
 
     version: int
     base_version: int
-    num_nodes: int  # the base's nodes and those updates added
-    delta: Delta
-    forward: Added  # added edges by source
-    backward: Added  # added edges by target
-    extra: NodeNames | None  # names of the nodes updates added (ids from the base's node count on)
-    added_edges: int  # edges in the graph that the base does not have
-    removed_edges: int  # base edges no longer in the graph
-    updates: int  # updates since the base
+    n_base: int  # nodes of the labels' graph
+    num_nodes: int  # those and the nodes updates added
+    state: Pending
+    extra: AddedNames | None  # names of the nodes updates added
+    added_edges: int  # edges in the graph that the labels' graph does not have
+    removed_edges: int  # edges of the labels' graph no longer in the graph
+    updates: int  # updates since the labels
 
     @property
     def pending(self) -> bool:
-        """Whether the graph differs from the base index's."""
+        """Whether the graph differs from the labels' graph."""
         return bool(self.added_edges or self.removed_edges or self.extra is not None)
 
     @property
     def new_nodes(self) -> int:
-        return self.num_nodes - self.delta.n_base
+        return self.num_nodes - self.n_base
 
 
-def _added(codes: np.ndarray, comp_codes: np.ndarray) -> Added:
-    return Added(frozen(codes >> _SHIFT), frozen(codes & _LOW), frozen(comp_codes >> _SHIFT), frozen(comp_codes & _LOW))
+def no_pending(n_base: int) -> Pending:
+    """The labels' own graph, as the searches read a version: no update."""
+    ids = frozen(np.zeros(0, dtype=np.int64))
+    bits = frozen(np.zeros(0, dtype=np.uint64))
+    return Pending(
+        seq=0,
+        n_base=int(n_base),
+        flags=0,
+        masks=frozen(np.zeros((0, MASK_COLUMNS), dtype=np.uint64)),
+        new_masks=frozen(np.zeros((0, 2), dtype=np.uint64)),
+        removed_bits=bits,
+        dead_bits=bits,
+        broken_bits=bits,
+        source_bits=bits,
+        target_bits=bits,
+        table=frozen(np.full((1, 2), EMPTY, dtype=np.int64)),
+        src=ids,
+        dst=ids,
+        born=ids,
+        died=ids,
+        links=frozen(np.zeros((0, 4), dtype=np.int64)),
+        closure_no=frozen(np.zeros(GROUPS, dtype=np.uint64)),
+        closure_yes=frozen(np.zeros(GROUPS, dtype=np.uint64)),
+    )
 
 
-def _with(codes: np.ndarray, new: list[int], gone: list[int]) -> np.ndarray:
-    """Sorted ``codes`` with ``new`` in and ``gone`` out (each O(k) copies, never a resort of the whole)."""
-    if gone:
-        codes = np.delete(codes, np.searchsorted(codes, np.sort(np.array(gone, dtype=np.int64))))
-    if new:
-        added = np.sort(np.array(new, dtype=np.int64))
-        codes = np.insert(codes, np.searchsorted(codes, added), added)
-    return codes
+def _log(capacity: int) -> Log:
+    def zeros() -> np.ndarray:
+        return np.zeros(capacity, dtype=np.int64)
 
-
-def _set_bits(bits: np.ndarray, positions: Iterable[int]) -> None:
-    for p in positions:
-        bits[p >> 6] |= np.uint64(1) << np.uint64(p & 63)
-
-
-def _sorted_ids(values: Any) -> np.ndarray:
-    return frozen(np.sort(np.fromiter(values, dtype=np.int64, count=len(values)))) if values else _NO_IDS
-
-
-def edge_pairs(edges: Any, what: str) -> list[Any]:
-    """The names of (u, v) pairs, flat (u, v, u, v ...), from a list of pairs or an (k, 2) array."""
-    if edges is None:
-        return []
-    if isinstance(edges, np.ndarray):
-        if edges.size and (edges.ndim != 2 or edges.shape[1] != 2):
-            raise InvalidParameterError(f"{what}: edges must have shape (k, 2), got {edges.shape}")
-        return edges.reshape(-1).tolist()
-    flat: list[Any] = []
-    for edge in edges:
-        if not isinstance(edge, (list, tuple)) or len(edge) != 2:
-            raise InvalidParameterError(f"{what}: every edge is a pair [source, target], got {edge!r}")
-        flat.extend(edge)
-    return flat
+    return Log(zeros(), zeros(), zeros(), zeros(), zeros(), np.full((capacity, 4), EMPTY, dtype=np.int64))
 
 
 class Overlay:
-    """The latest state of one index's updates; ``plan`` and ``stage`` are called under the owner's lock."""
+    """The latest state of one index's updates; ``plan``, ``stage`` and ``stage_many`` are called under the
+    owner's lock."""
 
-    def __init__(self, views: GraphViews, names: NodeNames, version: int, max_name_bytes: int = MAX_NAME_BYTES):
+    def __init__(
+        self, views: GraphViews, hot: HotArrays, names: NodeNames, version: int, max_name_bytes: int = MAX_NAME_BYTES
+    ):
         self.views = views
+        self.hot = hot
         self.names = names
         self.max_name_bytes = max_name_bytes
         self.n_base = views.num_nodes
+        self.n_dag = views.num_dag_nodes
         self.base_version = version
-        self._added: set[tuple[int, int]] = set()
-        self._removed: set[int] = set()
-        self._support: dict[int, int] = {}  # DAG edge -> base edges under it still in the graph (once touched)
-        self._dead: set[int] = set()
-        self._broken: dict[int, int] = {}  # DAG node -> its inner edges removed
-        self._new_names: list[int | str] = []
+        self.seq = 0
+        self._new_keys: list[int | str] = []
         self._new_ids: dict[int | str, int] = {}
-        self._codes = [np.zeros(0, dtype=np.int64) for _ in range(4)]  # forward, forward by DAG node, backward, ...
-        self._maybe_removed = np.zeros(0, dtype=np.uint64)
-        self._maybe_dead = np.zeros(0, dtype=np.uint64)
-        self.latest = self._snapshot(version, 0, None)
+        self._shared: Shared | None = None
+        self.latest = Snapshot(version, version, self.n_base, self.n_base, no_pending(self.n_base), None, 0, 0, 0)
 
-    # ---- planning ----------------------------------------------------------------------------------------
+    # ---- the shared state, made on the first update ---------------------------------------------------
+
+    def _start(self) -> Shared:
+        """The shared arrays (``grail_core.pending``): masks from the labels' hubs, empty sets and log."""
+        if self._shared is not None:
+            return self._shared
+        views = self.views
+        arrays = views.arrays
+        n_dag = self.n_dag
+        masks = np.zeros((n_dag, MASK_COLUMNS), dtype=np.uint64)
+        fwd, bwd = np.asarray(arrays.fwd, dtype=np.uint64), np.asarray(arrays.bwd, dtype=np.uint64)
+        masks[:, FWD_YES], masks[:, BWD_YES] = fwd, bwd
+        hubs = np.flatnonzero(fwd & bwd)  # a hub is the one DAG node that both reaches and is reached by it
+        words = (n_dag + 63) // 64
+        # Components of one node need no check of what an inner removal left.
+        nodes = views.num_nodes if views.num_nodes > n_dag else 0
+        self._shared = Shared(
+            masks=masks,
+            removed_bits=np.zeros((views.num_edges + 63) // 64, dtype=np.uint64),
+            dead_bits=np.zeros((int(arrays.out_indices.size) + 63) // 64, dtype=np.uint64),
+            broken_bits=np.zeros(words, dtype=np.uint64),
+            source_bits=np.zeros(words, dtype=np.uint64),
+            target_bits=np.zeros(words, dtype=np.uint64),
+            closure_no=np.zeros(GROUPS, dtype=np.uint64),
+            hub_nodes=hubs.astype(np.int64),
+            hub_bits=(fwd & bwd)[hubs],
+            witness_src=np.zeros(GROUPS, dtype=np.int64),
+            witness_dst=np.zeros(GROUPS, dtype=np.int64),
+            witness_entry=np.zeros(GROUPS, dtype=np.int64),
+            counters=np.zeros(8, dtype=np.int64),
+            marks=np.zeros(2, dtype=np.int64),
+            queued=np.zeros(n_dag, dtype=np.int32),
+            queue=np.empty(max(n_dag, 1), dtype=np.int64),
+            node_stamp=np.zeros(nodes, dtype=np.int32),
+            node_queues=np.empty((2, nodes), dtype=np.int64),
+        )
+        self.log = _log(_INITIAL_LOG)
+        self.table = new_table()
+        self.live = new_table()  # edge code -> its log entry while the edge is in the graph (the writer's)
+        self.new_masks = np.zeros((16, 2), dtype=np.uint64)
+        self._views: dict[str, np.ndarray] = {}
+        return self._shared
+
+    def _room(self, adds: int, edges: int, new_nodes: int) -> None:
+        """Grow what an update of ``edges`` edges (``adds`` of them added) and ``new_nodes`` may fill. A new log
+        comes with a new table: a table names only entries of the log arrays it was published with. Versions
+        published before keep the arrays they read, which nothing writes any more."""
+        shared = self._start()
+        counters = shared.counters
+        count, used = int(counters[ENTRIES]), int(counters[TABLE_USED])
+        if count + adds > self.log.src.size:
+            log = _log(max(2 * self.log.src.size, count + adds))
+            for old, new in zip(self.log, log, strict=True):
+                new[:count] = old[:count]
+            self.log = log
+            self.table = grown(self.table, used, _KEYS_PER_EDGE * edges)
+        elif needs_room(self.table, used, _KEYS_PER_EDGE * edges):
+            self.table = grown(self.table, used, _KEYS_PER_EDGE * edges)
+        if needs_room(self.live, int(counters[LIVE_USED]), adds):
+            self.live = grown(self.live, int(counters[LIVE_USED]), adds)
+        needed = len(self._new_keys) + new_nodes
+        if needed > self.new_masks.shape[0]:
+            bigger = np.zeros((max(needed, 2 * self.new_masks.shape[0]), 2), dtype=np.uint64)
+            bigger[: self.new_masks.shape[0]] = self.new_masks
+            self.new_masks = bigger
+
+    # ---- planning --------------------------------------------------------------------------------------
 
     def plan(self, add: Any = None, remove: Any = None) -> UpdatePlan:
         """Resolve an update's names against the latest version: InvalidParameterError for a malformed edge;
@@ -185,11 +296,11 @@ class Overlay:
         remove_ids = self._ids(remove_names)
         if remove_ids.size and remove_ids.min() < 0:
             raise UnknownNodeError(remove_names[int(np.argmax(remove_ids < 0))])
-        add_edges, remove_edges = _edges(add_ids), _edges(remove_ids)
+        add_edges, remove_edges = distinct_edges(add_ids), distinct_edges(remove_ids)
         if add_edges.size and remove_edges.size:
-            both = np.intersect1d(_codes_of(add_edges), _codes_of(remove_edges))
+            both = np.intersect1d(edge_codes(add_edges), edge_codes(remove_edges))
             if both.size:
-                u, v = int(both[0] >> _SHIFT), int(both[0] & _LOW)
+                u, v = int(both[0] >> SHIFT), int(both[0] & LOW)
                 raise UpdateConflictError(
                     f"edge [{self.name_of(u)!r}, {self.name_of(v)!r}] is both added and removed in one update"
                 )
@@ -202,15 +313,16 @@ class Overlay:
         ids = self.names.find_list(names) if names else np.zeros(0, dtype=np.int64)
         if self._new_ids:
             for i in np.flatnonzero(ids < 0).tolist():
-                ids[i] = self._new_ids.get(self.names.key_of(names[i]), -1)  # type: ignore[arg-type]
+                found = self._new_ids.get(self.names.key_of(names[i]), -1)  # type: ignore[arg-type]
+                ids[i] = -1 if found < 0 else self.n_base + found
         return ids
 
     def name_of(self, node: int) -> int | str:
         if node < self.n_base:
             return self.names.names_of([node])[0]
-        return self._new_names[node - self.n_base]
+        return self._new_keys[node - self.n_base]
 
-    # ---- staging -----------------------------------------------------------------------------------------
+    # ---- staging ---------------------------------------------------------------------------------------
 
     def stage(self, plan: UpdatePlan, version: int | None = None) -> UpdateResult:
         """Apply a plan to the latest state: the next version (or ``version``, when restoring saved updates),
@@ -219,175 +331,207 @@ class Overlay:
             raise InvalidParameterError(
                 f"the update was planned against version {plan.version}; the graph is at {self.latest.version}"
             )
+        adds, removes = plan.add.shape[0], plan.remove.shape[0]
+        self._room(adds, adds + removes, len(plan.new_names))
+        shared = self._start()
         views = self.views
-        comp = views.comp
-        forward = views.forward()
-        marks = views.marks
-        starts: dict[int, list[int]] = {UP_REMOVED: [], DOWN_REMOVED: [], UP_ADDED: [], DOWN_ADDED: []}
-        gone_codes: list[int] = []
-        new_codes: list[int] = []
-        removed = added = 0
-        n_base = self.n_base
-        for x, y in plan.remove.tolist():
-            if (x, y) in self._added:
-                self._added.discard((x, y))
-                gone_codes.append(x << 32 | y)
-                removed += 1
-                continue
-            e = find_edge(forward.indptr, forward.indices, x, y) if x < n_base and y < n_base else -1
-            if e < 0 or e in self._removed:
-                continue
-            removed += 1
-            if not self._removed:
-                self._maybe_removed = np.zeros((views.num_edges + 63) // 64, dtype=np.uint64)
-            self._removed.add(e)
-            _set_bits(self._maybe_removed, (e,))
-            cx, cy = int(comp[x]), int(comp[y])
-            if cx == cy:
-                self._broken[cx] = self._broken.get(cx, 0) + 1
-                marks[cx] |= MAYBE_BROKEN
-            else:
-                self._lose_support(cx, cy)
-            starts[UP_REMOVED].append(cx)
-            starts[DOWN_REMOVED].append(cy)
-        for x, y in plan.add.tolist():
-            if x < n_base and y < n_base:
-                e = find_edge(forward.indptr, forward.indices, x, y)
-                if e >= 0:
-                    if e in self._removed:
-                        self._revive(e, int(comp[x]), int(comp[y]))
-                        added += 1
-                    continue
-            if (x, y) in self._added:
-                continue
-            self._added.add((x, y))
-            new_codes.append(x << 32 | y)
-            added += 1
-            if x < n_base:
-                starts[UP_ADDED].append(int(comp[x]))
-            if y < n_base:
-                starts[DOWN_ADDED].append(int(comp[y]))
-        if plan.new_names:
-            for key in plan.new_names:
-                self._new_ids[key] = n_base + len(self._new_names)
-                self._new_names.append(key)
-        self._mark(starts)
-        self._update_codes(new_codes, gone_codes)
-        next_version = self.latest.version + 1 if version is None else version
-        self.latest = self._snapshot(next_version, self.latest.updates + 1, self.latest.extra)
-        return UpdateResult(self.latest.version, added, removed, len(plan.new_names))
+        added, removed = stage_edges(
+            views.forward(),
+            views.backward(),
+            self.hot,
+            shared,
+            self.table,
+            self.live,
+            self.log,
+            self.new_masks,
+            plan.remove,
+            plan.add,
+            self.seq + 1,
+            self.n_dag,
+        )
+        self._name_nodes(plan.new_names)
+        self.seq += 1
+        self.latest = self._snapshot(self.latest.version + 1 if version is None else version)
+        return UpdateResult(self.latest.version, int(added), int(removed), len(plan.new_names))
 
-    def _lose_support(self, cx: int, cy: int) -> None:
-        """A base edge from DAG node cx to cy is gone: the DAG edge dies with the last one."""
-        forward = self.views.forward()
-        de = int(find_edge(forward.dag_indptr, forward.dag_indices, cx, cy))
-        if de in self._support:
-            self._support[de] -= 1
-        else:
-            under = edges_between(
-                forward.indptr, forward.indices, forward.comp, forward.mem_indptr, forward.mem, cx, cy
+    def _name_nodes(self, keys: Iterable[int | str]) -> None:
+        for key in keys:
+            self._new_ids[key] = len(self._new_keys)
+            self._new_keys.append(key)
+
+    # ---- a journal at once ------------------------------------------------------------------------------
+
+    def stage_many(self, updates: Iterable[tuple[Any, Any]], version: int | None = None) -> UpdateResult:
+        """Apply updates (``(add, remove)`` each, as ``plan`` takes them) in order as one version (the latest
+        plus their number, or ``version``): the graph and every answer as if each were staged in turn, in
+        time linear in the graph and the updates. Nothing changes when one is refused (the error names it).
+        On a state with updates already staged, they are staged one by one."""
+        updates = list(updates)
+        if not updates:
+            return UpdateResult(self.latest.version, 0, 0, 0)
+        if self._shared is not None:
+            return self._stage_each(updates, version)
+        folded = fold(self.names, self.views, updates, self.max_name_bytes)
+        count = folded.add_src.size
+        self._room(count, count + folded.removed_positions.size, len(folded.new_keys))
+        shared = self._start()
+        self._name_nodes(folded.new_keys)
+        views = self.views
+        forward, backward = views.forward(), views.backward()
+        stamp = len(updates)
+        fold_removals(forward, backward, shared, self.table, folded.removed_positions, stamp, self.n_dag)
+        self.log.src[:count], self.log.dst[:count] = folded.add_src, folded.add_dst
+        fold_additions(
+            forward, self.hot, shared, self.table, self.live, self.log, self.new_masks, count, stamp, self.n_dag
+        )
+        self._sweep(shared)
+        fold_closure(forward, shared, self.log, self.new_masks, count)
+        self.seq = stamp
+        self.latest = self._snapshot(self.latest.version + len(updates) if version is None else version)
+        return UpdateResult(self.latest.version, folded.added, folded.removed, len(folded.new_keys))
+
+    def _stage_each(self, updates: list[tuple[Any, Any]], version: int | None) -> UpdateResult:
+        added = removed = new_nodes = 0
+        for add, remove in updates:
+            step = self.stage(self.plan(add, remove))
+            added, removed, new_nodes = added + step.added, removed + step.removed, new_nodes + step.new_nodes
+        if version is not None:
+            self.latest = self._snapshot(version)
+        return UpdateResult(self.latest.version, added, removed, new_nodes)
+
+    def _sweep(self, shared: Shared) -> None:
+        """Every mask column from the bits its nodes hold by themselves, one pass over the DAG each: the YES
+        masks on the graph less the removed edges (no bit through a dead edge or a broken component)."""
+        views = self.views
+        children_indptr, children = views.dag_children()
+        parents = views.dag_parents()
+        none = np.zeros(0, dtype=np.int64)
+        masks = shared.masks
+        masks[:, FWD_YES] = 0
+        masks[:, BWD_YES] = 0
+        masks[shared.hub_nodes, FWD_YES] = shared.hub_bits
+        masks[shared.hub_nodes, BWD_YES] = shared.hub_bits
+        for column in (FWD_YES, DOWN_YES, DOWN_NO, RM_DOWN):
+            sweep(*parents, masks, column, column <= DOWN_YES, shared.dead_bits, shared.broken_bits, True)
+        for column in (BWD_YES, UP_YES, UP_NO, RM_UP):
+            sweep(
+                children_indptr,
+                children,
+                none,
+                masks,
+                column,
+                column <= UP_YES,
+                shared.dead_bits,
+                shared.broken_bits,
+                False,
             )
-            self._support[de] = sum(1 for e in under.tolist() if e not in self._removed)
-        if self._support[de] == 0:
-            if not self._dead:
-                self._maybe_dead = np.zeros((int(forward.dag_indices.size) + 63) // 64, dtype=np.uint64)
-            self._dead.add(de)
-            _set_bits(self._maybe_dead, (de,))
 
-    def _revive(self, e: int, cx: int, cy: int) -> None:
-        """A removed base edge is added back."""
-        self._removed.discard(e)
-        if cx == cy:
-            self._broken[cx] -= 1
-            if not self._broken[cx]:
-                del self._broken[cx]
-            return
-        forward = self.views.forward()
-        de = int(find_edge(forward.dag_indptr, forward.dag_indices, cx, cy))
-        self._support[de] += 1
-        self._dead.discard(de)
+    # ---- versions ---------------------------------------------------------------------------------------
 
-    def _mark(self, starts: dict[int, list[int]]) -> None:
-        views = self.views
-        for bit, nodes in starts.items():
-            if not nodes:
-                continue
-            indptr, indices = views.dag_parents()[:2] if bit in (UP_REMOVED, UP_ADDED) else views.dag_children()
-            queue = np.empty(views.num_dag_nodes, dtype=np.int64)
-            mark_reachable(indptr, indices, views.marks, np.uint8(bit), np.array(nodes, dtype=np.int64), queue)
-
-    def _update_codes(self, new: list[int], gone: list[int]) -> None:
-        comp = self.views.comp
-        n_base = self.n_base
-
-        def by_comp(codes: list[int], source_high: bool) -> list[int]:
-            out = []
-            for code in codes:
-                high, low = code >> 32, code & 0xFFFFFFFF
-                node, other = (high, low) if source_high else (low, high)
-                if node < n_base:
-                    out.append(int(comp[node]) << 32 | other)
-            return out
-
-        def swapped(codes: list[int]) -> list[int]:
-            return [(code & 0xFFFFFFFF) << 32 | code >> 32 for code in codes]
-
-        self._codes[0] = _with(self._codes[0], new, gone)
-        self._codes[1] = _with(self._codes[1], by_comp(new, True), by_comp(gone, True))
-        self._codes[2] = _with(self._codes[2], swapped(new), swapped(gone))
-        self._codes[3] = _with(self._codes[3], by_comp(swapped(new), True), by_comp(swapped(gone), True))
-
-    def _snapshot(self, version: int, updates: int, extra: NodeNames | None) -> Snapshot:
-        if self._new_names and (extra is None or extra.size != len(self._new_names)):
-            extra = NodeNames.of(self._new_names, self.names.are_integers, self.max_name_bytes)
-        delta = Delta(
-            self.n_base,
-            _sorted_ids(self._removed),
-            frozen(self._maybe_removed) if self._removed else _NO_BITS,
-            _sorted_ids(self._dead),
-            frozen(self._maybe_dead) if self._dead else _NO_BITS,
-            _sorted_ids(self._broken.keys()),
-            frozen(self.views.marks),
+    def _snapshot(self, version: int) -> Snapshot:
+        """The latest state as a version: views of the shared arrays and this version's closures."""
+        shared = self._start()
+        n_new = len(self._new_keys)
+        extra = AddedNames(self.names, self._new_keys, self._new_ids, n_new) if n_new else None
+        counters = shared.counters
+        closure_no = np.empty(GROUPS, dtype=np.uint64)
+        closure_yes = np.empty(GROUPS, dtype=np.uint64)
+        closures(shared, self.log.died, self.seq, closure_no, closure_yes)
+        view = self._frozen
+        flags = (HAS_ADDED if counters[ENTRIES] else 0) | (HAS_REMOVED if counters[REMOVED_EVER] else 0)
+        state = Pending(
+            seq=self.seq,
+            n_base=self.n_base,
+            flags=flags,
+            masks=view("masks", shared.masks),
+            new_masks=view("new_masks", self.new_masks),
+            removed_bits=view("removed_bits", shared.removed_bits),
+            dead_bits=view("dead_bits", shared.dead_bits),
+            broken_bits=view("broken_bits", shared.broken_bits),
+            source_bits=view("source_bits", shared.source_bits),
+            target_bits=view("target_bits", shared.target_bits),
+            table=view("table", self.table),
+            src=view("src", self.log.src),
+            dst=view("dst", self.log.dst),
+            born=view("born", self.log.born),
+            died=view("died", self.log.died),
+            links=view("links", self.log.links),
+            closure_no=frozen(closure_no),
+            closure_yes=frozen(closure_yes),
         )
+        back = int(counters[REMOVED_BACK])
+        added, removed = int(counters[LIVE]) - back, int(counters[REMOVED_EVER]) - back
         return Snapshot(
-            version=version,
-            base_version=self.base_version,
-            num_nodes=self.n_base + len(self._new_names),
-            delta=delta,
-            forward=_added(self._codes[0], self._codes[1]),
-            backward=_added(self._codes[2], self._codes[3]),
-            extra=extra,
-            added_edges=len(self._added),
-            removed_edges=len(self._removed),
-            updates=updates,
+            version, self.base_version, self.n_base, self.n_base + n_new, state, extra, added, removed, self.seq
         )
 
-    # ---- the graph as it is now --------------------------------------------------------------------------
+    def _frozen(self, name: str, array: np.ndarray) -> np.ndarray:
+        """A read-only view of a shared array, made once per array (they are written in place)."""
+        view = self._views.get(name)
+        if view is None or view.base is not array:
+            view = self._views[name] = frozen(array)
+        return view
+
+    # ---- the graph as it is now -------------------------------------------------------------------------
+
+    def removed_positions(self, snapshot: Snapshot) -> np.ndarray:
+        """Forward CSR positions of the labels' edges that a version does not have (sorted)."""
+        p = snapshot.state
+        if not p.flags & HAS_REMOVED:
+            return np.zeros(0, dtype=np.int64)
+        words = np.flatnonzero(p.removed_bits)
+        bits = np.unpackbits(np.asarray(p.removed_bits)[words].view(np.uint8), bitorder="little").reshape(-1, 64)
+        rows, columns = np.nonzero(bits)
+        positions = words[rows] * 64 + columns
+        in_effect = _in_effect(p, positions)
+        added_back = self._added_back(snapshot)
+        return np.setdiff1d(positions[in_effect], added_back, assume_unique=True)
+
+    def _added_back(self, snapshot: Snapshot) -> np.ndarray:
+        """Positions of the labels' edges that a version has as added edges (removed, then added back)."""
+        src, dst = self.added_pairs(snapshot, keep_back=True)
+        base = (src < self.n_base) & (dst < self.n_base)
+        forward = self.views.forward()
+        found = edge_positions(forward.indptr, forward.indices, src[base], dst[base])
+        return np.sort(found[found >= 0])
+
+    def added_pairs(self, snapshot: Snapshot, keep_back: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of the edges a version has that the labels' graph does not, in the order they came
+        (``keep_back``: the labels' edges added back after a removal, those only)."""
+        p = snapshot.state
+        if not p.flags & HAS_ADDED:
+            nothing = np.zeros(0, dtype=np.int64)
+            return nothing, nothing
+        # Entries past the latest count are unwritten; those a later update wrote were born after the version.
+        count = min(int(self._start().counters[ENTRIES]), p.src.size)
+        born, died = p.born[:count], p.died[:count]
+        alive = (born <= p.seq) & ((died == 0) | (died > p.seq))
+        src, dst = np.asarray(p.src[:count][alive]), np.asarray(p.dst[:count][alive])
+        forward = self.views.forward()
+        base = (src < self.n_base) & (dst < self.n_base)
+        back = np.zeros(src.size, dtype=np.bool_)
+        back[base] = edge_positions(forward.indptr, forward.indices, src[base], dst[base]) >= 0
+        keep = back if keep_back else ~back
+        return src[keep], dst[keep]
 
     def edges(self, snapshot: Snapshot) -> tuple[np.ndarray, np.ndarray]:
-        """(src, dst) of every edge of a version (for a rebuild): the base edges not removed, then the added."""
+        """(src, dst) of every edge of a version (for a rebuild), in linear time: the labels' edges it still
+        has, then the added ones."""
         views = self.views
         src = np.repeat(np.arange(views.num_nodes, dtype=np.int64), np.diff(views.out_indptr))
         dst = np.asarray(views.out_indices, dtype=np.int64)
-        if snapshot.delta.removed.size:
+        removed = self.removed_positions(snapshot)
+        if removed.size:
             keep = np.ones(src.size, dtype=np.bool_)
-            keep[snapshot.delta.removed] = False
+            keep[removed] = False
             src, dst = src[keep], dst[keep]
-        return np.concatenate([src, snapshot.forward.key]), np.concatenate([dst, snapshot.forward.other])
+        add_src, add_dst = self.added_pairs(snapshot)
+        return np.concatenate([src, add_src]), np.concatenate([dst, add_dst])
 
     def new_names(self, snapshot: Snapshot) -> Sequence[int | str]:
-        return self._new_names[: snapshot.new_nodes]
+        return self._new_keys[: snapshot.new_nodes]
 
 
-def _edges(ids: np.ndarray) -> np.ndarray:
-    """(k, 2) edges of flat ids, self loops dropped, each edge once (in order of first appearance)."""
-    edges = ids.reshape(-1, 2)
-    edges = edges[edges[:, 0] != edges[:, 1]]
-    if edges.shape[0] > 1:
-        _, first = np.unique(_codes_of(edges), return_index=True)
-        edges = edges[np.sort(first)]
-    return edges
-
-
-def _codes_of(edges: np.ndarray) -> np.ndarray:
-    return edges[:, 0].astype(np.int64) << _SHIFT | edges[:, 1].astype(np.int64)
+def _in_effect(p: Pending, positions: np.ndarray) -> np.ndarray:
+    """Whether each removal of ``positions`` (base edges ever removed) is in effect in version ``p``."""
+    return stamps_in_effect(p.table, REMOVED_EDGE, positions, p.seq)

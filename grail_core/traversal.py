@@ -1,19 +1,16 @@
-"""Searches that answer more than yes or no, over the index's graph and any pending edge updates.
+"""Searches over the index's graph as one version has it (its edge updates: ``grail_core.pending``).
 
-Three kinds, each a plain numba function over arrays (``Side``: the base graph in one direction; ``Delta``
-and ``Added``: a version's edge updates, ``grail_core.overlay``):
-
-- ``walk``: a breadth-first search over *keys*: a key below N (the DAG's size) is a whole strongly connected
-  component (all its members reach each other), a key ``N + x`` is the single node x, used for the members of
-  a component that an edge removal may have broken and for nodes that updates added. With a target it answers
-  reachability on the updated graph, pruned and cut short by the labels; without one it lists everything
-  reachable (descendants forward, ancestors backward).
+- ``walk``: a search over *keys*: a key below N (the DAG's size) is a whole strongly connected component
+  (all its members reach each other), a key ``N + x`` is the single node x, used for the members of a
+  component that a removal may have split and for nodes that updates added. With a target it answers
+  reachability, depth first, every key it meets tested by ``pending.verdict`` (a witness ends the search, a
+  key that cannot reach the target is not entered); without one it lists everything reachable (descendants
+  forward, ancestors backward).
 - ``shortest_path``: a bidirectional breadth-first search over nodes (the witness must be a path of the
-  graph, also inside a component), each side expanding only nodes that the labels do not rule out: forward
-  only nodes that may still reach the target, backward only nodes the source may reach. Both sides expand
-  whole levels, the smaller frontier first; the first level on which they meet is finished and its shortest
-  meeting kept, so the path is a shortest one.
-- ``flag_pairs``: which pairs of a batch pending updates may have changed (see ``grail_core.overlay``).
+  graph, also inside a component), each side expanding only nodes that the same tests do not rule out:
+  forward only nodes that may still reach the target, backward only nodes the source may reach. Both sides
+  expand whole levels, the smaller frontier first; the first level on which they meet is finished and its
+  shortest meeting kept, so the path is a shortest one.
 
 Everything here runs on the CPU.
 """
@@ -23,39 +20,36 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from .query import SERIAL_BATCH, classify
+from .pending import (
+    INTO_COMP,
+    INTO_NODE,
+    OUT_OF_COMP,
+    OUT_OF_NODE,
+    comp_broken,
+    dag_edge_dead,
+    edge_removed,
+    entry_alive,
+    first_entry,
+    next_entry,
+    verdict,
+)
+from .query import classify
 from .records import NO, YES
 
 __all__ = [
-    "UP_REMOVED",
-    "DOWN_REMOVED",
-    "UP_ADDED",
-    "DOWN_ADDED",
-    "MAYBE_BROKEN",
     "Side",
-    "Delta",
-    "Added",
     "walk",
+    "reaches",
     "walk_pairs",
     "shortest_path",
-    "flag_pairs",
-    "pair_changed",
     "keys_to_nodes",
     "count_keys",
-    "mark_reachable",
     "transpose_with_edges",
     "group_members",
     "find_edge",
-    "edges_between",
 ]
-
-# Bits of the per-DAG-node marks that pending updates set (never cleared until a rebuild): the node reaches
-# the source of a removed edge (UP_REMOVED) or is reached from its target (DOWN_REMOVED); likewise for the
-# ends of added edges; MAYBE_BROKEN: the component had an inner edge removed (``Delta.broken`` says whether
-# it still has, for a given version).
-UP_REMOVED, DOWN_REMOVED, UP_ADDED, DOWN_ADDED, MAYBE_BROKEN = 1, 2, 4, 8, 16
 
 
 class Side(NamedTuple):
@@ -72,186 +66,174 @@ class Side(NamedTuple):
     mem: np.ndarray
 
 
-class Delta(NamedTuple):
-    """What a version removed from the base graph, and the marks every version shares."""
-
-    n_base: int  # nodes of the base graph; ids from here on are nodes that updates added
-    removed: np.ndarray  # sorted forward-CSR positions of removed base edges
-    maybe_removed: np.ndarray  # uint64 bit set over those positions, a superset shared by all versions
-    dead: np.ndarray  # sorted DAG-edge positions whose every base edge is removed
-    maybe_dead: np.ndarray  # uint64 bit set, a superset
-    broken: np.ndarray  # sorted DAG nodes with a removed inner edge
-    marks: np.ndarray  # uint8 per DAG node, the bits above
+@njit(nogil=True)
+def _entry_edge(side_edge, f):
+    return f if side_edge.size == 0 else side_edge[f]
 
 
-class Added(NamedTuple):
-    """A version's added edges as one direction reads them: by the node they leave on this side."""
-
-    key: np.ndarray  # sorted: the node on this side (the source, forward)
-    other: np.ndarray  # the node at the other end
-    comp_key: np.ndarray  # sorted: the DAG node of the node on this side, for base nodes only
-    comp_other: np.ndarray
-
-
-# ---- small tests ------------------------------------------------------------------------------------
-
-
-@njit(inline="always")
-def _bit(bits, i):
-    return (bits[i >> 6] >> np.uint64(i & 63)) & np.uint64(1) != 0
-
-
-@njit(inline="always")
-def _in_sorted(values, x):
-    i = np.searchsorted(values, x)
-    return i < values.size and values[i] == x
-
-
-@njit(inline="always")
-def edge_removed(d, e):
-    return d.removed.size > 0 and _bit(d.maybe_removed, e) and _in_sorted(d.removed, e)
-
-
-@njit(inline="always")
-def _dag_edge_dead(d, e):
-    return d.dead.size > 0 and _bit(d.maybe_dead, e) and _in_sorted(d.dead, e)
-
-
-@njit(inline="always")
-def _broken(d, c):
-    return d.broken.size > 0 and (d.marks[c] & MAYBE_BROKEN) != 0 and _in_sorted(d.broken, c)
-
-
-@njit(inline="always")
-def _span(keys, x):
-    """[lo, hi) of the entries equal to x in sorted ``keys``."""
-    if keys.size == 0:
-        return 0, 0
-    return np.searchsorted(keys, x), np.searchsorted(keys, x, side="right")
-
-
-@njit(inline="always")
-def _key(g, d, y):
-    """(key, DAG node for the label tests or -1) of node y."""
+@njit(nogil=True)
+def _key(g, p, y):
+    """(key, DAG node or -1) of node y."""
     n_dag = g.dag_indptr.size - 1
-    if y < d.n_base:
+    if y < p.n_base:
         c = g.comp[y]
-        if _broken(d, c):
+        if comp_broken(p, c):
             return n_dag + y, c
         return c, c
     return n_dag + y, -1
 
 
-@njit(inline="always")
-def _entry_edge(side_edge, f):
-    return f if side_edge.size == 0 else side_edge[f]
+@njit(nogil=True)
+def _other_end(p, i, forward):
+    return p.dst[i] if forward else p.src[i]
 
 
-# ---- walk: reachability and listings over keys --------------------------------------------------------
+# ---- walks over keys: listings, and reachability searched from both ends ---------------------------------
 
 
-@njit(inline="always")
-def _enter(key, c, target_key, target_dag, labels, h, d, stamp, mark, queue, tail):
-    """Visit ``key`` (DAG node ``c`` for the label tests); returns (tail, reached the target).
+@njit(nogil=True)
+def _visit(p, h, key, node, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward):
+    """Visit ``key`` (node ``node`` for a node key, DAG node ``c`` or -1); returns (tail, reached).
 
-    With ``labels`` (a forward search for a target): a key whose labels say it reaches the target is enough
-    when no removed edge lies on a base path from it to the target; one whose labels say it cannot is not
-    expanded unless it reaches the source of an added edge (only those lead elsewhere)."""
-    if stamp[key] == mark:
+    A key the other side of a search has seen (``theirs``) joins the two. With ``test``, the key's verdict
+    (forward: 'it reaches t'; backward: 's reaches it') may end the search or leave the key out."""
+    if stamp[key] == mine:
         return tail, False
-    stamp[key] = mark
-    if key == target_key:
+    if stamp[key] == theirs:
         return tail, True
-    if labels and c >= 0:
-        up = d.marks[c]
-        if target_dag >= 0:
-            code = classify(h.rec_dag, c, h.rec_dag, target_dag, h.label_end)
-            if code == YES and ((up & UP_REMOVED) == 0 or (d.marks[target_dag] & DOWN_REMOVED) == 0):
-                return tail, True
-            if code == NO and (up & UP_ADDED) == 0:
-                return tail, False
-        elif (up & UP_ADDED) == 0:  # the target is a node updates added: only added edges lead to it
+    stamp[key] = mine
+    if test:
+        if forward:
+            base = classify(h.rec_dag, c, h.rec_dag, ct, h.label_end) if c >= 0 and ct >= 0 else NO
+            code = verdict(p, node, c, t, ct, base)
+        else:
+            base = classify(h.rec_dag, cs, h.rec_dag, c, h.label_end) if c >= 0 and cs >= 0 else NO
+            code = verdict(p, s, cs, node, c, base)
+        if code == YES:
+            return tail, True
+        if code == NO:
             return tail, False
     queue[tail] = key
     return tail + 1, False
 
 
-@njit(nogil=True, cache=True)
-def walk(g, d, a, h, start, target, labels, stamp, mark, queue):
-    """Breadth-first from node ``start`` over keys; returns (reached ``target``, keys visited).
-
-    ``target`` -1 visits everything reachable: ``queue[:count]`` then holds the keys (the start's first)."""
+@njit(nogil=True)
+def _expand(g, p, h, x, forward, stamp, mine, theirs, queue, tail, test, s, cs, t, ct):
+    """Visit every key that key x leads to in the version's graph (``g``: that direction's view)."""
     n_dag = g.dag_indptr.size - 1
-    target_key = -1
-    target_dag = -1
-    if target >= 0:
-        target_key, target_dag = _key(g, d, target)
-    key, c = _key(g, d, start)
-    tail, found = _enter(key, c, target_key, target_dag, labels, h, d, stamp, mark, queue, 0)
-    if found:
-        return True, tail
-    head = 0
-    while head < tail:
-        x = queue[head]
-        head += 1
-        if x < n_dag:
-            into_broken = False
-            for e in range(g.dag_indptr[x], g.dag_indptr[x + 1]):
-                if _dag_edge_dead(d, _entry_edge(g.dag_edge, e)):
-                    continue
-                w = g.dag_indices[e]
-                if _broken(d, w):
-                    into_broken = True
-                    continue
-                tail, found = _enter(w, w, target_key, target_dag, labels, h, d, stamp, mark, queue, tail)
-                if found:
-                    return True, tail
-            if into_broken:  # which members of a broken component the edges enter
-                for i in range(g.mem_indptr[x], g.mem_indptr[x + 1]):
-                    m = g.mem[i]
-                    for f in range(g.indptr[m], g.indptr[m + 1]):
-                        y = g.indices[f]
-                        cy = g.comp[y]
-                        if cy == x or not _broken(d, cy) or edge_removed(d, _entry_edge(g.edge, f)):
-                            continue
-                        tail, found = _enter(
-                            n_dag + y, cy, target_key, target_dag, labels, h, d, stamp, mark, queue, tail
-                        )
-                        if found:
-                            return True, tail
-            lo, hi = _span(a.comp_key, x)
-            for i in range(lo, hi):
-                key, c = _key(g, d, a.comp_other[i])
-                tail, found = _enter(key, c, target_key, target_dag, labels, h, d, stamp, mark, queue, tail)
-                if found:
-                    return True, tail
-        else:
-            y = x - n_dag
-            if y < d.n_base:
-                for f in range(g.indptr[y], g.indptr[y + 1]):
-                    if edge_removed(d, _entry_edge(g.edge, f)):
+    list_comp = OUT_OF_COMP if forward else INTO_COMP
+    list_node = OUT_OF_NODE if forward else INTO_NODE
+    if x < n_dag:
+        into_broken = False
+        for e in range(g.dag_indptr[x], g.dag_indptr[x + 1]):
+            if dag_edge_dead(p, _entry_edge(g.dag_edge, e)):
+                continue
+            w = g.dag_indices[e]
+            if comp_broken(p, w):
+                into_broken = True
+                continue
+            tail, found = _visit(p, h, w, -1, w, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
+            if found:
+                return tail, True
+        if into_broken:  # which members of a broken component the edges enter
+            for i in range(g.mem_indptr[x], g.mem_indptr[x + 1]):
+                m = g.mem[i]
+                for f in range(g.indptr[m], g.indptr[m + 1]):
+                    y = g.indices[f]
+                    cy = g.comp[y]
+                    if cy == x or not comp_broken(p, cy) or edge_removed(p, _entry_edge(g.edge, f)):
                         continue
-                    key, c = _key(g, d, g.indices[f])
-                    tail, found = _enter(key, c, target_key, target_dag, labels, h, d, stamp, mark, queue, tail)
+                    tail, found = _visit(
+                        p, h, n_dag + y, y, cy, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward
+                    )
                     if found:
-                        return True, tail
-            lo, hi = _span(a.key, y)
-            for i in range(lo, hi):
-                key, c = _key(g, d, a.other[i])
-                tail, found = _enter(key, c, target_key, target_dag, labels, h, d, stamp, mark, queue, tail)
+                        return tail, True
+        i = first_entry(p, list_comp, x)
+        while i >= 0:
+            if entry_alive(p, i):
+                z = _other_end(p, i, forward)
+                key, c = _key(g, p, z)
+                tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
                 if found:
-                    return True, tail
-    return False, tail
+                    return tail, True
+            i = next_entry(p, list_comp, i)
+        return tail, False
+    y = x - n_dag
+    if y < p.n_base:
+        for f in range(g.indptr[y], g.indptr[y + 1]):
+            if edge_removed(p, _entry_edge(g.edge, f)):
+                continue
+            z = g.indices[f]
+            key, c = _key(g, p, z)
+            tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
+            if found:
+                return tail, True
+    i = first_entry(p, list_node, y)
+    while i >= 0:
+        if entry_alive(p, i):
+            z = _other_end(p, i, forward)
+            key, c = _key(g, p, z)
+            tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
+            if found:
+                return tail, True
+        i = next_entry(p, list_node, i)
+    return tail, False
 
 
 @njit(nogil=True, cache=True)
-def walk_pairs(g, d, a, h, pairs, which, labels, answers, stamp, first_mark, queue):
-    """Answers of the pairs ``pairs[which]`` on the updated graph (``labels``: True), on the calling thread;
-    callers spread slices of ``which`` over threads (the walk releases the GIL). One serial entry beside
-    ``walk`` rather than a parallel loop: that would compile ``walk`` a second time (28 s more on the 2-core VM)."""
+def walk(g, p, h, start, forward, stamp, mark, queue):
+    """Every key node ``start`` reaches (``forward``; else that reach it) on the version's graph, breadth
+    first: returns how many, ``queue[:count]`` (the start's key first)."""
+    key, _ = _key(g, p, start)
+    stamp[key] = mark
+    queue[0] = key
+    head, tail = 0, 1
+    while head < tail:
+        tail, _ = _expand(g, p, h, queue[head], forward, stamp, mark, -1, queue, tail, False, -1, -1, -1, -1)
+        head += 1
+    return tail
+
+
+@njit(nogil=True, cache=True)
+def reaches(fw, bw, p, h, s, t, stamp, mark, queue):
+    """Whether node s reaches node t on the version's graph: depth first from both ends at once, forward
+    from s (keys that may still reach t) and backward from t (keys s may reach), each key tested by its
+    verdict; the side that has seen fewer keys goes next, and the first side to run out proves 'no'.
+    ``stamp`` takes ``mark`` (forward) and ``mark + 1``; ``queue`` holds two stacks of every key each."""
+    if s == t:
+        return True
+    half = queue.size // 2
+    fkey, cs = _key(fw, p, s)
+    bkey, ct = _key(fw, p, t)
+    stamp[fkey] = mark
+    stamp[bkey] = mark + 1
+    queue[0] = fkey
+    queue[half] = bkey
+    ftop, btop = 1, half + 1
+    fseen, bseen = 1, 1
+    while ftop > 0 and btop > half:
+        if fseen <= bseen:
+            ftop -= 1
+            before = ftop
+            ftop, found = _expand(fw, p, h, queue[ftop], True, stamp, mark, mark + 1, queue, ftop, True, s, cs, t, ct)
+            fseen += ftop - before
+        else:
+            btop -= 1
+            before = btop
+            btop, found = _expand(bw, p, h, queue[btop], False, stamp, mark + 1, mark, queue, btop, True, s, cs, t, ct)
+            bseen += btop - before
+        if found:
+            return True
+    return False
+
+
+@njit(nogil=True, cache=True)
+def walk_pairs(fw, bw, p, h, pairs, which, answers, stamp, first_mark, queue):
+    """Answers of the pairs ``pairs[which]`` on the version's graph, on the calling thread (two marks a pair);
+    callers spread slices of ``which`` over threads (the search releases the GIL)."""
     for j in range(which.size):
         i = which[j]
-        answers[i] = walk(g, d, a, h, pairs[i, 0], pairs[i, 1], labels, stamp, np.int32(first_mark + j), queue)[0]
+        answers[i] = reaches(fw, bw, p, h, pairs[i, 0], pairs[i, 1], stamp, np.int32(first_mark + 2 * j), queue)
 
 
 @njit(nogil=True, cache=True)
@@ -285,39 +267,41 @@ def count_keys(keys, count, n_dag, mem_indptr):
 # ---- shortest witness paths over nodes -----------------------------------------------------------------
 
 
-@njit(inline="always")
-def _forward_pruned(g, d, h, y, target_dag):
-    """Whether node y cannot reach the target (which is in DAG node ``target_dag``, -1 for an added node)."""
-    if y >= d.n_base:
-        return False
-    c = g.comp[y]
-    if (d.marks[c] & UP_ADDED) != 0:
-        return False
-    return target_dag < 0 or classify(h.rec_dag, c, h.rec_dag, target_dag, h.label_end) == NO
+@njit(nogil=True)
+def _dag_of(fw, p, y):
+    return fw.comp[y] if y < p.n_base else -1
 
 
-@njit(inline="always")
-def _backward_pruned(g, d, h, y, source_dag):
-    """Whether the source (in DAG node ``source_dag``) cannot reach node y."""
-    if y >= d.n_base:
+@njit(nogil=True)
+def _ruled_out(h, p, s, cs, t, ct):
+    """Whether node s (DAG node cs, -1 for an added node) cannot reach node t on the version's graph."""
+    if s == t:
         return False
-    c = g.comp[y]
-    if (d.marks[c] & DOWN_ADDED) != 0:
-        return False
-    return source_dag < 0 or classify(h.rec_dag, source_dag, h.rec_dag, c, h.label_end) == NO
+    base = NO
+    if cs >= 0 and ct >= 0:
+        base = classify(h.rec_dag, cs, h.rec_dag, ct, h.label_end)
+    return verdict(p, s, cs, t, ct, base) == NO
+
+
+@njit(nogil=True)
+def _step(x, y, parent, depth, stamp, seen, queue, tail):
+    stamp[y] = seen
+    parent[y] = x
+    depth[y] = depth[x] + 1
+    queue[tail] = y
+    return tail + 1
 
 
 @njit(nogil=True, cache=True)
-def shortest_path(fw, bw, d, af, ab, h, s, t, stamp, mark, parent, depth, qf, qb):
-    """A shortest path from node s to node t on the updated graph into ``qf[:length]``; returns its number of
-    nodes, 0 when there is none. ``stamp`` takes the marks ``mark`` (forward), ``mark + 1`` (backward) and
-    ``mark + 2`` (ruled out by the labels)."""
+def shortest_path(fw, bw, p, h, s, t, stamp, mark, parent, depth, qf, qb):
+    """A shortest path from node s to node t on the version's graph into ``qf[:length]``; returns its number
+    of nodes, 0 when there is none. ``stamp`` takes the marks ``mark`` (forward), ``mark + 1`` (backward)
+    and ``mark + 2`` (ruled out by the tests)."""
     if s == t:
         qf[0] = s
         return 1
     seen_f, seen_b, ruled_out = mark, mark + 1, mark + 2
-    source_dag = fw.comp[s] if s < d.n_base else -1
-    target_dag = fw.comp[t] if t < d.n_base else -1
+    source_dag, target_dag = _dag_of(fw, p, s), _dag_of(fw, p, t)
     stamp[s] = seen_f
     parent[s] = -1
     depth[s] = 0
@@ -335,79 +319,61 @@ def shortest_path(fw, bw, d, af, ab, h, s, t, stamp, mark, parent, depth, qf, qb
             end = ft
             for i in range(fh, end):
                 x = qf[i]
-                if x < d.n_base:
-                    for f in range(fw.indptr[x], fw.indptr[x + 1]):
+                f = fw.indptr[x] if x < p.n_base else 0
+                stop = fw.indptr[x + 1] if x < p.n_base else 0
+                entry = first_entry(p, OUT_OF_NODE, x)
+                while f < stop or entry >= 0:
+                    if f < stop:
                         y = fw.indices[f]
-                        if stamp[y] == seen_f or stamp[y] == ruled_out or edge_removed(d, f):
+                        f += 1
+                        if edge_removed(p, f - 1):
                             continue
-                        if stamp[y] == seen_b:
-                            if depth[x] + 1 + depth[y] < best:
-                                best = depth[x] + 1 + depth[y]
-                                meet_f, meet_b = x, y
-                        elif _forward_pruned(fw, d, h, y, target_dag):
-                            stamp[y] = ruled_out
-                        else:
-                            stamp[y] = seen_f
-                            parent[y] = x
-                            depth[y] = depth[x] + 1
-                            qf[ft] = y
-                            ft += 1
-                lo, hi = _span(af.key, x)
-                for j in range(lo, hi):
-                    y = af.other[j]
+                    else:
+                        y = p.dst[entry]
+                        alive = entry_alive(p, entry)
+                        entry = next_entry(p, OUT_OF_NODE, entry)
+                        if not alive:
+                            continue
                     if stamp[y] == seen_f or stamp[y] == ruled_out:
                         continue
                     if stamp[y] == seen_b:
                         if depth[x] + 1 + depth[y] < best:
                             best = depth[x] + 1 + depth[y]
                             meet_f, meet_b = x, y
-                    elif _forward_pruned(fw, d, h, y, target_dag):
+                    elif _ruled_out(h, p, y, _dag_of(fw, p, y), t, target_dag):
                         stamp[y] = ruled_out
                     else:
-                        stamp[y] = seen_f
-                        parent[y] = x
-                        depth[y] = depth[x] + 1
-                        qf[ft] = y
-                        ft += 1
+                        ft = _step(x, y, parent, depth, stamp, seen_f, qf, ft)
             fh = end
         else:
             end = bt
             for i in range(bh, end):
                 y = qb[i]
-                if y < d.n_base:
-                    for f in range(bw.indptr[y], bw.indptr[y + 1]):
+                f = bw.indptr[y] if y < p.n_base else 0
+                stop = bw.indptr[y + 1] if y < p.n_base else 0
+                entry = first_entry(p, INTO_NODE, y)
+                while f < stop or entry >= 0:
+                    if f < stop:
                         x = bw.indices[f]
-                        if stamp[x] == seen_b or stamp[x] == ruled_out or edge_removed(d, bw.edge[f]):
+                        f += 1
+                        if edge_removed(p, bw.edge[f - 1]):
                             continue
-                        if stamp[x] == seen_f:
-                            if depth[x] + 1 + depth[y] < best:
-                                best = depth[x] + 1 + depth[y]
-                                meet_f, meet_b = x, y
-                        elif _backward_pruned(bw, d, h, x, source_dag):
-                            stamp[x] = ruled_out
-                        else:
-                            stamp[x] = seen_b
-                            parent[x] = y
-                            depth[x] = depth[y] + 1
-                            qb[bt] = x
-                            bt += 1
-                lo, hi = _span(ab.key, y)
-                for j in range(lo, hi):
-                    x = ab.other[j]
+                    else:
+                        x = p.src[entry]
+                        alive = entry_alive(p, entry)
+                        entry = next_entry(p, INTO_NODE, entry)
+                        if not alive:
+                            continue
                     if stamp[x] == seen_b or stamp[x] == ruled_out:
                         continue
                     if stamp[x] == seen_f:
                         if depth[x] + 1 + depth[y] < best:
                             best = depth[x] + 1 + depth[y]
                             meet_f, meet_b = x, y
-                    elif _backward_pruned(bw, d, h, x, source_dag):
+                    elif _ruled_out(h, p, s, source_dag, x, _dag_of(fw, p, x)):
                         stamp[x] = ruled_out
                     else:
-                        stamp[x] = seen_b
-                        parent[x] = y
-                        depth[x] = depth[y] + 1
-                        qb[bt] = x
-                        bt += 1
+                        bt = _step(y, x, parent, depth, stamp, seen_b, qb, bt)
             bh = end
     if meet_f < 0:
         return 0
@@ -429,70 +395,7 @@ def shortest_path(fw, bw, d, af, ab, h, s, t, stamp, mark, parent, depth, qf, qb
     return length
 
 
-# ---- batches: which pairs updates may have changed ------------------------------------------------------
-
-
-@njit(inline="always")
-def _changed(comp, marks, n_base, u, v):
-    if u >= n_base or v >= n_base:
-        return True
-    mu = marks[comp[u]]
-    mv = marks[comp[v]]
-    return ((mu & UP_REMOVED) != 0 and (mv & DOWN_REMOVED) != 0) or ((mu & UP_ADDED) != 0 and (mv & DOWN_ADDED) != 0)
-
-
-@njit(nogil=True, parallel=True, cache=True)
-def _flag_parallel(pairs, comp, marks, n_base, flags):
-    flagged = 0
-    for i in prange(pairs.shape[0]):
-        flags[i] = _changed(comp, marks, n_base, pairs[i, 0], pairs[i, 1])
-        flagged += flags[i]
-    return flagged
-
-
-@njit(nogil=True, cache=True)
-def pair_changed(comp, marks, n_base, u, v):
-    """``flag_pairs`` for one pair, on the calling thread."""
-    return _changed(comp, marks, n_base, u, v)
-
-
-def flag_pairs(pairs: np.ndarray, comp: np.ndarray, marks: np.ndarray, n_base: int, flags: np.ndarray) -> int:
-    """True for a pair whose answer pending updates may have changed: the source reaches a removed edge that
-    leads to the target, or an added one (both by the base graph), or an end is a node updates added.
-    Every other pair keeps the base index's answer. Returns how many are flagged."""
-    if pairs.shape[0] < SERIAL_BATCH:
-        flagged = 0
-        for i in range(pairs.shape[0]):
-            flags[i] = pair_changed(comp, marks, n_base, pairs[i, 0], pairs[i, 1])
-            flagged += int(flags[i])
-        return flagged
-    return int(_flag_parallel(pairs, comp, marks, n_base, flags))
-
-
-# ---- building blocks of the views and the overlay -------------------------------------------------------
-
-
-@njit(nogil=True, cache=True)
-def mark_reachable(indptr, indices, marks, bit, starts, queue):
-    """Set ``bit`` in ``marks`` on every DAG node reachable from ``starts`` (through ``indptr``/``indices``),
-    not entering nodes that have it already: over any number of calls, each node and edge is passed once."""
-    tail = 0
-    for s in starts:
-        if (marks[s] & bit) == 0:
-            marks[s] |= bit
-            queue[tail] = s
-            tail += 1
-    head = 0
-    while head < tail:
-        x = queue[head]
-        head += 1
-        for e in range(indptr[x], indptr[x + 1]):
-            w = indices[e]
-            if (marks[w] & bit) == 0:
-                marks[w] |= bit
-                queue[tail] = w
-                tail += 1
-    return tail
+# ---- building blocks of the views ---------------------------------------------------------------------
 
 
 @njit(nogil=True, cache=True)
@@ -536,15 +439,3 @@ def find_edge(indptr, indices, x, y):
         if indices[e] == y:
             return e
     return -1
-
-
-@njit(nogil=True, cache=True)
-def edges_between(indptr, indices, comp, mem_indptr, mem, cx, cy):
-    """Forward-CSR positions of every base edge from a member of DAG node ``cx`` to one of ``cy``."""
-    found = []
-    for i in range(mem_indptr[cx], mem_indptr[cx + 1]):
-        m = mem[i]
-        for e in range(indptr[m], indptr[m + 1]):
-            if comp[indices[e]] == cy:
-                found.append(e)
-    return np.array(found, dtype=np.int64)

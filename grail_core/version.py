@@ -5,10 +5,12 @@ A version is the ``Labels`` of some version of the graph, plus the edge updates 
 shared by every version of one loaded index). Its answers never change: a pair, a batch, a path, a listing
 and its names all hold for ``number``. ``updated`` makes the next version; the one before stays as it was.
 
-Updates extend the newest version only (``plan_update`` then ``apply``, or ``updated``); the state they share
-(``grail_core.overlay``: marks that only ever grow) is kept by the first version of the labels and handed on.
-Queries over pending updates reach the updates' searches (``grail_core.traversal``) in three places only:
-``_answers_under_updates`` (pairs), ``_shortest_path`` (paths) and ``_reached`` (listings and counts).
+Updates extend the newest version only (``plan_update`` then ``apply``, ``updated``, or ``folded`` for a
+journal); the state they share (``grail_core.overlay``: facts stamped with the update that made them, so a
+version is a count and views of shared arrays) is kept by the first version of the labels and handed on.
+Queries over pending updates reach the updates' tests and searches (``grail_core.dynamic``,
+``grail_core.traversal``, ``grail_core.listing``) in three places only: ``_answers_under_updates`` (pairs),
+``_shortest_path`` (paths) and ``listing``/``_count`` (listings and counts).
 """
 
 from __future__ import annotations
@@ -17,43 +19,32 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-import numba
 import numpy as np
 
 from .build import ProgressCallback
+from .dynamic import answer_one, answer_pairs, walk_size
 from .errors import IndexFileError, InvalidParameterError, UnknownName, UnknownNodeError
 from .labels import Labels
+from .listing import Listing, ReachCount, count_reached, listing
 from .names import NameTokens, NodeNames
-from .overlay import Overlay, Snapshot, UpdatePlan, UpdateResult
-from .query import SERIAL_BATCH
+from .overlay import AddedNames, Overlay, Snapshot, UpdatePlan, UpdateResult, no_pending
+from .pending import Pending
 from .readers.graph_input import GraphInput
 from .search import Searcher
 from .stats import IndexStats, QueryStats
 from .storage import load_labels, save_labels
-from .traversal import (
-    UP_ADDED,
-    UP_REMOVED,
-    Added,
-    Delta,
-    count_keys,
-    flag_pairs,
-    keys_to_nodes,
-    shortest_path,
-    walk,
-    walk_pairs,
-)
-from .views import frozen
+from .traversal import shortest_path
 
 __all__ = [
     "Version",
     "load_version",
     "PairAnswer",
     "ReachCount",
+    "Listing",
     "PendingUpdates",
     "UpdatePlan",
     "UpdateResult",
@@ -71,14 +62,6 @@ class PairAnswer(NamedTuple):
     reachable: bool
     searched: bool
     version: int
-
-
-class ReachCount(NamedTuple):
-    """How many nodes a node reaches (or is reached from), and how that was found: ``"labels"`` (read off
-    the labels at once) or ``"traversal"`` (a counting search)."""
-
-    total: int
-    method: str
 
 
 class PendingUpdates(NamedTuple):
@@ -126,7 +109,7 @@ class _Names:
     """The names of one version: the labels' nodes, then those that updates added (ids from the labels'
     node count on). Every name-to-id and id-to-name question of a version goes through here."""
 
-    def __init__(self, base: NodeNames, added: NodeNames | None) -> None:
+    def __init__(self, base: NodeNames, added: AddedNames | None) -> None:
         self.base = base
         self.added = added
         self.n_base = base.size
@@ -202,29 +185,25 @@ class _Lineage:
     """What every version of one ``Labels`` shares: their updates' state (``Overlay``) and its lock, and the
     empty update that the labels' own version searches with."""
 
-    def __init__(self, labels: Labels) -> None:
+    def __init__(self, labels: Labels, search: Searcher) -> None:
         self.labels = labels
+        self.search = search
         self.lock = threading.RLock()  # plans and stages, one at a time
         self._overlay: Overlay | None = None
-        self._no_updates: tuple[Delta, Added, Added] | None = None
+        self._no_updates: Pending | None = None
 
     def overlay(self) -> Overlay:
         if self._overlay is None:
-            self._overlay = Overlay(self.labels.views, self.labels.names, self.labels.version)
+            self._overlay = Overlay(self.labels.views, self.search.hot, self.labels.names, self.labels.version)
         return self._overlay
 
     def latest(self) -> int:
         """The newest version staged."""
         return self.labels.version if self._overlay is None else self._overlay.latest.version
 
-    def no_updates(self) -> tuple[Delta, Added, Added]:
+    def no_updates(self) -> Pending:
         if self._no_updates is None:
-            views = self.labels.views
-            nothing = frozen(np.zeros(0, dtype=np.int64))
-            bits = frozen(np.zeros(0, dtype=np.uint64))
-            delta = Delta(views.num_nodes, nothing, bits, nothing, bits, nothing, frozen(views.marks))
-            added = Added(nothing, nothing, nothing, nothing)
-            self._no_updates = (delta, added, added)
+            self._no_updates = no_pending(self.labels.num_nodes)
         return self._no_updates
 
 
@@ -249,7 +228,7 @@ class Version:
         self.snapshot = snapshot
         # What the update that made this version did (None for the labels' own version).
         self.last_update = last_update
-        self._lineage = lineage or _Lineage(labels)
+        self._lineage = lineage or _Lineage(labels, search)
         self._names = _Names(labels.names, snapshot.extra if snapshot is not None else None)
 
     @classmethod
@@ -325,10 +304,11 @@ class Version:
 
     def _pair(self, u: int, v: int) -> tuple[bool, bool]:
         """(reachable, searched) for node ids u and v."""
-        changed = self._answers_under_updates(np.array([[u, v]], dtype=np.int64))
-        if changed is None:
+        if not self.updates_pending:
             return self.search.answer_pair(u, v)
-        return bool(changed[1][0]), True
+        sides = (self.labels.views.forward(), self.labels.views.backward())
+        pool = self.search.walk_buffers(self._walk_size())
+        return answer_one(sides, self._updates(), self.search.hot, pool, self.search.buffers, u, v)
 
     def query_batch(self, pairs: Any) -> np.ndarray:
         """Answers (bool array) for an (M, 2) array-like of (source, target) names, or for ``NameTokens`` of
@@ -372,22 +352,16 @@ class Version:
     def query_ids(self, pairs: np.ndarray, start: float | None = None) -> tuple[np.ndarray, QueryStats]:
         """``query_batch_with_stats`` on an (M, 2) int64 array of internal node ids."""
         start = time.perf_counter() if start is None else start
-        changed = self._answers_under_updates(pairs)
         flagged = 0
-        if changed is None:
+        if not self.updates_pending:
             answers, searched, positives, decision = self.search.answer_ids(pairs)
         else:
-            # Pairs that updates may have changed are searched on the updated graph; the others keep the
-            # labels' answers (their engines, GPU included).
-            which, found = changed
-            flagged = int(which.size)
-            plain = np.ones(pairs.shape[0], dtype=np.bool_)
-            plain[which] = False
-            answers = np.empty(pairs.shape[0], dtype=np.bool_)
+            # The updates' tests decide most pairs, or search them on the updated graph; those whose answer
+            # is the labels' graph's go to the labels' engines (GPU included).
+            answers, base, flagged = self._answers_under_updates(pairs)
             searched, decision = 0, None
-            if flagged < pairs.shape[0]:
-                answers[plain], searched, _, decision = self.search.answer_ids(pairs[plain])
-            answers[which] = found
+            if base.size:
+                answers[base], searched, _, decision = self.search.answer_ids(pairs[base])
             positives = int(np.count_nonzero(answers))
         engine = decision.engine if decision is not None else ("cpu" if searched else "none")
         stats = QueryStats(
@@ -438,131 +412,65 @@ class Version:
 
     def descendant_ids(self, node: Any) -> np.ndarray:
         """``descendants`` as sorted internal ids (int64)."""
-        return self._reach_ids(self.node_id(node), True)
+        return self.listing(node, True).page()
 
     def ancestor_ids(self, node: Any) -> np.ndarray:
         """``ancestors`` as sorted internal ids (int64)."""
-        return self._reach_ids(self.node_id(node), False)
+        return self.listing(node, False).page()
+
+    def listing(self, node: Any, forward: bool = True) -> Listing:
+        """The descendants (``forward``) or ancestors of ``node`` as sorted internal ids, counted at once and
+        read page by page (``Listing.pages``): off the labels where they hold it, else from one search kept
+        as a bit set over the node ids."""
+        u = self.node_id(node)
+        pool = self.search.walk_buffers(self._walk_size())
+        return listing(self.labels.views, self._updates(), self.search.hot, pool, self.num_nodes, u, forward)
 
     def count_descendants(self, node: Any) -> ReachCount:
         """How many nodes ``node`` reaches (itself excepted): read off the labels where one dimension's DFS
         tree holds all of them, else counted by a search."""
-        u = self.node_id(node)
-        span = self._label_span(u)
-        if span is not None:
-            k, lo, hi = span
-            before = self.labels.views.post_order()[1]
-            return ReachCount(int(before[k, hi + 1] - before[k, lo]) - 1, "labels")
-        return ReachCount(self._count_reached(u, True), "traversal")
+        return self._count(self.node_id(node), True)
 
     def count_ancestors(self, node: Any) -> ReachCount:
         """How many nodes reach ``node`` (itself excepted), counted by a search (the labels describe what a
         node reaches, not what reaches it)."""
-        return ReachCount(self._count_reached(self.node_id(node), False), "traversal")
+        return self._count(self.node_id(node), False)
 
-    def _label_span(self, u: int) -> tuple[int, int, int] | None:
-        """(dimension, lo, hi) when the descendants of node u are exactly the DAG nodes of post-orders lo..hi
-        in that dimension, else None.
+    def _count(self, u: int, forward: bool) -> ReachCount:
+        pool = self.search.walk_buffers(self._walk_size())
+        return count_reached(self.labels.views, self._updates(), self.search.hot, pool, u, forward)
 
-        A node's labels bound its descendants' post-orders by [lo, hi] (GRAIL's interval) and its DFS tree's
-        by [tree_lo, hi], a range that holds nothing else; where lo == tree_lo the two coincide. Updates
-        leave that true for a node that reaches neither a removed nor an added edge."""
-        labels = self.labels
-        if u >= labels.num_nodes:
-            return None
-        c = int(labels.views.comp[u])
-        if self.updates_pending and labels.views.marks[c] & (UP_REMOVED | UP_ADDED):
-            return None
-        a = labels.arrays
-        lo, tree_lo, hi = np.asarray(a.lo[c]), np.asarray(a.tree_lo[c]), np.asarray(a.hi[c])
-        exact = np.flatnonzero(lo == tree_lo)
-        if exact.size == 0:
-            return None
-        k = int(exact[0])
-        return k, int(lo[k]), int(hi[k])
+    # ---- the tests and searches over the updated graph: the only calls into them -----------------------
 
-    def _count_reached(self, u: int, forward: bool) -> int:
-        mem_indptr, _ = self.labels.views.members()
-        n_dag = self.labels.views.num_dag_nodes
-        return self._reached(u, forward, lambda keys, count: int(count_keys(keys, count, n_dag, mem_indptr)) - 1)
-
-    def _reach_ids(self, u: int, forward: bool) -> np.ndarray:
-        views = self.labels.views
-        mem_indptr, mem = views.members()
-        n_dag = views.num_dag_nodes
-        span = self._label_span(u) if forward else None
-        if span is not None:
-            k, lo, hi = span
-            order, before = views.post_order()
-            keys = order[k, lo : hi + 1]
-            out = np.empty(int(before[k, hi + 1] - before[k, lo]), dtype=np.int64)
-            written = keys_to_nodes(keys, keys.size, n_dag, mem_indptr, mem, u, out)
-        else:
-
-            def collect(keys: np.ndarray, count: int) -> tuple[np.ndarray, int]:
-                out = np.empty(int(count_keys(keys, count, n_dag, mem_indptr)), dtype=np.int64)
-                return out, int(keys_to_nodes(keys, count, n_dag, mem_indptr, mem, u, out))
-
-            out, written = self._reached(u, forward, collect)
-        out = out[:written]
-        out.sort()
-        return out
-
-    # ---- the searches over the updated graph: the only calls into them ---------------------------------
-
-    def _updates(self) -> tuple[Delta, Added, Added]:
-        """This version's updates as the searches read them (none for the labels' graph)."""
+    def _updates(self) -> Pending:
+        """This version's updates as the tests and searches read them (none for the labels' graph)."""
         snap = self.snapshot
         if snap is None:
             return self._lineage.no_updates()
-        return snap.delta, snap.forward, snap.backward
+        return snap.state
 
     def _walk_size(self) -> int:
-        """Keys a walk may visit: every DAG node and every node."""
-        return self.labels.views.num_dag_nodes + self.num_nodes
+        """Room for the searches' stacks over this version's keys (``dynamic.walk_size``)."""
+        return walk_size(self.labels.views.num_dag_nodes, self.num_nodes)
 
-    def _answers_under_updates(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """The positions of the pairs (node ids) whose answers pending updates may have changed, and their
-        answers, searched on this version's graph (slices over the cores); None when there are none: every
-        pair keeps the labels' answer."""
-        snap = self.snapshot
-        if snap is None or not snap.pending:
-            return None
+    def _answers_under_updates(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """Answers of pairs of node ids on this version's graph, with updates pending: (answers, the
+        positions of the pairs whose answer is the labels' graph's, left for the labels' engines to fill in,
+        how many pairs were searched on the updated graph)."""
         views = self.labels.views
-        flags = np.empty(pairs.shape[0], dtype=np.bool_)
-        if not flag_pairs(pairs, views.comp, snap.delta.marks, snap.delta.n_base, flags):
-            return None
-        which = np.flatnonzero(flags)
-        pairs = np.ascontiguousarray(pairs, dtype=np.int64)
         answers = np.empty(pairs.shape[0], dtype=np.bool_)
-        delta, forward, _ = self._updates()
         pool = self.search.walk_buffers(self._walk_size())
-        side = views.forward()
-        hot = self.search.hot
-        threads = 1 if which.size < SERIAL_BATCH else numba.get_num_threads()
-
-        def run(part: np.ndarray) -> None:
-            with pool.take(marks=max(1, part.size)) as (stamp, queue, mark):
-                walk_pairs(side, delta, forward, hot, pairs, part, True, answers, stamp, mark, queue)
-
-        if threads == 1:
-            run(which)
-        else:
-            with ThreadPoolExecutor(threads) as executor:
-                list(executor.map(run, np.array_split(which, threads)))
-        return which, answers[which]
+        left = answer_pairs((views.forward(), views.backward()), self._updates(), self.search.hot, pool, pairs, answers)
+        return answers, left.base, left.searched
 
     def _shortest_path(self, u: int, v: int) -> np.ndarray:
         """A shortest path from node u to node v, which reaches it, on this version's graph (node ids)."""
         views = self.labels.views
-        delta, forward, backward = self._updates()
         with self.search.path_buffers(self.num_nodes).take() as (stamp, parent, depth, qf, qb, mark):
             length = shortest_path(
                 views.forward(),
                 views.backward(),
-                delta,
-                forward,
-                backward,
+                self._updates(),
                 self.search.hot,
                 u,
                 v,
@@ -574,17 +482,6 @@ class Version:
                 qb,
             )
             return qf[:length].astype(np.int64)
-
-    def _reached(self, u: int, forward: bool, consume: Callable[[np.ndarray, int], Any]) -> Any:
-        """Everything node u reaches (``forward``) or is reached from on this version's graph, as walk keys:
-        ``consume(keys, count)`` reads them while the buffers are held."""
-        views = self.labels.views
-        delta, added_forward, added_backward = self._updates()
-        side = views.forward() if forward else views.backward()
-        added = added_forward if forward else added_backward
-        with self.search.walk_buffers(self._walk_size()).take() as (stamp, queue, mark):
-            _, count = walk(side, delta, added, self.search.hot, u, -1, False, stamp, mark, queue)
-            return consume(queue, count)
 
     # ---- updates ---------------------------------------------------------------------------------------
 
@@ -611,6 +508,19 @@ class Version:
         loops add their node and nothing else."""
         with self._lineage.lock:
             return self.apply(self.plan_update(add, remove))
+
+    def folded(self, updates: Iterable[tuple[Any, Any]], number: int | None = None) -> Version:
+        """The version that updates (``(add, remove)`` each, as ``updated`` takes them) make from this one, in
+        order, as one step: numbered this one's plus their count, or ``number``. On the labels' own version
+        the journal is folded into its net effect in time linear in the graph and the updates; after other
+        updates they are applied one by one. Nothing changes when one is refused (the error names it)."""
+        with self._lineage.lock:
+            self._check_newest()
+            overlay = self._lineage.overlay()
+            result = overlay.stage_many(updates, version=number)
+            if result.version == self.number:
+                return self
+            return Version(self.labels, self.search, overlay.latest, lineage=self._lineage, last_update=result)
 
     def _check_newest(self) -> None:
         latest = self._lineage.latest()
@@ -663,10 +573,11 @@ class Version:
         snap = self.snapshot
         assert snap is not None
         indptr, indices = self.labels.graph_csr
-        removed = snap.delta.removed
+        overlay = self._lineage.overlay()
+        removed = overlay.removed_positions(snap)
         src = np.searchsorted(indptr, removed, side="right") - 1
         removed_edges = np.stack([src, np.asarray(indices)[removed]], axis=1).astype(np.int64)
-        added_edges = np.stack([snap.forward.key, snap.forward.other], axis=1)
+        added_edges = np.stack(overlay.added_pairs(snap), axis=1)
 
         def by_name(edges: np.ndarray) -> list[Any]:
             return np.reshape(self._names.names_of(edges.reshape(-1)), (-1, 2)).tolist() if edges.size else []
@@ -681,8 +592,7 @@ class Version:
     def restored(self, updates: dict[str, Any]) -> Version:
         """This version with updates saved by ``save`` applied again, as the version they were at."""
         add = [[name, name] for name in updates["nodes"]] + list(updates["add"])
-        with self._lineage.lock:
-            return self.apply(self.plan_update(add, updates["remove"]), number=int(updates["version"]))
+        return self.folded([(add, updates["remove"])], number=int(updates["version"]))
 
 
 def load_version(

@@ -37,8 +37,6 @@ class GraphViews:
         self.num_dag_nodes = int(arrays.level.size)
         self.comp = frozen(arrays.comp)
         self.edge_dtype = index_dtype(0, max(self.num_edges, int(arrays.out_indices.size)))
-        # Pending updates mark DAG nodes here (grail_core.overlay); shared by every version of this index.
-        self.marks = np.zeros(self.num_dag_nodes, dtype=np.uint8)
         self._lock = threading.Lock()
         self._members: tuple[np.ndarray, np.ndarray] | None = None
         self._forward: Side | None = None

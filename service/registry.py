@@ -163,13 +163,15 @@ class GraphRegistry:
             raise GraphNotFound(ref)
         return entry
 
-    def _remember(self, graph: Graph) -> _Entry:
-        """The entry of a live graph, made or refreshed from its row; its name indexed. A graph that held the
-        name here is gone (names are unique among live graphs: a replacement's publish deleted it)."""
+    def _remember(self, graph: Graph, fresh: _Entry | None = None) -> _Entry:
+        """The entry of a live graph, made (``fresh`` when given) or refreshed from its row; its name indexed. A
+        graph that held the name here is gone (names are unique among live graphs: a replacement's publish
+        deleted it). A ready row is remembered only once its entry holds a version: the name, and the id's
+        record saying ready, come with something to answer from."""
         with self._lock:
             entry = self._graphs.get(graph.id)
             if entry is None:
-                entry = self._graphs[graph.id] = _Entry(graph)
+                entry = self._graphs[graph.id] = fresh if fresh is not None else _Entry(graph)
             else:
                 if self._names.get(entry.graph.name) == graph.id and entry.graph.name != graph.name:
                     del self._names[entry.graph.name]
@@ -553,8 +555,9 @@ class GraphRegistry:
         log.info("graph %s: version %d published", graph_id, number)
         if upload_key is not None:
             self._drop_upload(upload_key)  # built: needed no more
-        entry = self._remember(graph)
+        entry = self._graphs.get(graph_id) or _Entry(graph)
         self._serve(entry, loaded)
+        entry = self._remember(graph, entry)
         entry.build = entry.rebuild = None
         entry.rebuild_asked_at = 0.0
         entry.settle()
@@ -622,15 +625,16 @@ class GraphRegistry:
             if graph.id != entry.id:
                 self._forget(entry.id)
                 return
-            self._remember(graph)
             published = graph.published_version
             if graph.status is not GraphStatus.ready or published is None:
+                self._remember(graph, entry)
                 entry.loading = None
                 if graph.status is GraphStatus.failed:
                     entry.settle()
                 return
             current = entry.version
-            if current is None and not load_missing:
+            if current is None and not load_missing:  # it answers once it loads on its first use
+                self._remember(graph, entry)
                 entry.loading = None
                 entry.settle()
                 return
@@ -652,6 +656,7 @@ class GraphRegistry:
                     entry.load_error = None
                     if base is not None:  # another server's rebuild is published: the next update may ask again
                         entry.rebuild_asked_at = 0.0
+                self._remember(latest, entry)
                 entry.settle()
                 return
             except GraphNotFound:
@@ -663,6 +668,7 @@ class GraphRegistry:
                 log.error("graph %s: version %s does not load: %s", entry.id, published, exc)
                 entry.loading = None
                 entry.load_error = dict(_DAMAGED)
+                self._remember(graph, entry)
                 entry.settle()
                 return
         log.warning("graph %s: its version kept changing while it loaded; the next change loads it", entry.id)
@@ -678,7 +684,7 @@ class GraphRegistry:
                 return
             if graph.id != graph_id:
                 return
-            entry = self._remember(graph)
+            entry = _Entry(graph)  # remembered by ``_refresh``, once it answers if it is ready
         self._refresh(entry, load_missing=self.cache is None)
 
     def held_number(self, ref: str) -> int | None:

@@ -108,6 +108,9 @@ class Settings(BaseSettings):
     body_timeout: float = Field(
         30.0, gt=0, description="seconds a body may pause, and after which it must average 1 KiB/s (408)"
     )
+    send_timeout: float = Field(
+        30.0, gt=0, description="seconds a streamed answer waits for a client that does not read (closed beyond)"
+    )
     api_keys_file: Path | None = Field(None, description="file of 'KEY SCOPE' lines (read or write): keys required")
     allow_anonymous: bool = Field(False, description="serve a non-loopback --host without access keys")
     cors_origins: str = Field("", description="comma-separated web origins allowed to call the API (CORS)")

@@ -50,6 +50,8 @@ _GRAPHS = {
     "int": "10 -1\n-1 2000\n2000 10\n2000 3\n3 44\n-1 44\n5 5\n",
     "str": "a b\nb 7\n7 a\n7 d\nd é\nb é\nf f\n",
 }
+# An edge of the cycle a -> b -> 7 -> a of the "str" graph: removing it may split the component.
+_EDGE_IN_A_CYCLE = ["b", "7"]
 _PAIRS = {
     "range": "0 4\n4 0\n1 3\n3 3\n5 0\n",
     "int": "10 44\n44 10\n-1 3\n3 3\n5 10\n",
@@ -99,7 +101,8 @@ def warm_up_beyond() -> None:
 
 
 def _beyond_yes_or_no(index: ReachabilityIndex, names: np.ndarray) -> None:
-    """Paths, listings and counts, then the same and the queries with an edge update pending."""
+    """Paths, listings and counts, then the same and the queries with edge updates pending (an edge added,
+    one inside a cycle removed), and the graph's edges as a rebuild reads them."""
     for _ in range(2):
         index.path(*names[0])
         index.descendant_ids(names[0][0])
@@ -109,8 +112,10 @@ def _beyond_yes_or_no(index: ReachabilityIndex, names: np.ndarray) -> None:
         if index.pending.updates:
             break
         index.update(add=[names[0][::-1].tolist()])
+        index.update(remove=[_EDGE_IN_A_CYCLE])
         index.reachable(*names[1])
         index.query_batch_with_stats(names)
+    index.edges()
 
 
 def _body(data: bytes) -> np.ndarray:

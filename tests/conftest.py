@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,22 +18,72 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # The test servers keep numba's compiled kernels where grail-serve does; this process uses the same folder (set
 # before numba is first imported), so that a fresh clone compiles each kernel once, not once here and once there.
 os.environ.setdefault("NUMBA_CACHE_DIR", str(numba_cache_dir()))
+if "numba.core.config" in sys.modules:  # a plugin imported numba first: it reads its settings again
+    sys.modules["numba.core.config"].reload_config()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Before any test runs (outside their timeouts): when service tests are to run, compile the server's and
     the build workers' kernels once into numba's on-disk cache. On a fresh clone a test server and its two
     build workers would otherwise all compile them at the same time, in whichever test comes first (minutes
-    on two cores)."""
+    on two cores). Under pytest-xdist the workers share the compiling (``_warm_up_shared``)."""
     service_tests = REPO_ROOT / "tests" / "service"
     if session.config.option.collectonly or not any(service_tests in item.path.parents for item in session.items):
         return
     from service.warmup import warm_up, warm_up_beyond
     from service.worker import warm_up_builds
 
-    warm_up("cpu")
-    warm_up_beyond()
-    warm_up_builds("cpu")
+    workers = getattr(session.config, "workerinput", None)
+    if workers is None:
+        warm_up("cpu")
+        warm_up_beyond()
+        warm_up_builds("cpu")
+        return
+    # The workers' temporary folders are popen-gw0, popen-gw1, ... in this run's own folder.
+    run_folder = session.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+    _warm_up_shared(run_folder / "warm-up", first=workers["workerid"] == "gw0")
+
+
+def _warm_up_shared(folder: Path, first: bool) -> None:
+    """The warm-up on several pytest-xdist workers: the build kernels first, by the first worker (every part
+    needs them), then each worker takes the next part nobody has taken, the longest first, and waits until every
+    part is in the cache (a server started before then would compile the rest in its own processes). Files say
+    which parts are taken and which are done."""
+    from grail_core.warmup import warm_up_build
+    from service.warmup import warm_up, warm_up_beyond
+    from service.worker import warm_up_builds
+
+    parts: dict[str, Callable[[], object]] = {
+        "paths": warm_up_beyond,
+        "queries": lambda: warm_up("cpu"),
+        "formats": lambda: warm_up_builds("cpu"),
+    }
+    folder.mkdir(exist_ok=True)
+    if first:
+        try:
+            warm_up_build("cpu")
+        finally:  # a failure is this worker's to report; the others go on and compile what they need
+            (folder / "build.done").touch()
+    _wait_for(folder / "build.done")
+    for name, part in parts.items():
+        try:
+            os.close(os.open(folder / f"{name}.taken", os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            continue
+        try:
+            part()
+        finally:
+            (folder / f"{name}.done").touch()
+    for name in parts:
+        _wait_for(folder / f"{name}.done")
+
+
+def _wait_for(marker: Path, timeout: float = 3600.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"another test worker did not finish its part of the warm-up ({marker.name})")
+        time.sleep(0.2)
 
 
 def datasets_dir() -> Path:

@@ -1,6 +1,8 @@
-"""Edge updates against brute force: random interleavings of added and removed edges (new nodes too),
-queries of every kind, rebuilds and save/load, on graphs with cycles, self loops and duplicate edges; every
-answer must hold for the graph as updated so far."""
+"""Edge updates against brute force: random interleavings of added and removed edges (new nodes too, edges
+added back, components split and joined), queries of every kind, versions staged but not published,
+journals folded at once, rebuilds and save/load, on graphs with cycles, self loops, duplicate edges and
+isolated nodes; every answer must hold for the graph as updated so far, and versions taken earlier must go on
+answering for the graph as it was then."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from grail_core import InvalidParameterError, ReachabilityIndex, UnknownNodeError
 from grail_core.names import NameTokens
-from tests.reference import bfs_distances, reachability_matrix
-from tests.strategies import digraphs
+from tests.reference import bfs_distances, reachability_matrix, reachable_pairs
+from tests.strategies import cycle_chains, digraphs
 from tests.test_paths import check_path
 
 
@@ -24,7 +26,7 @@ class UpdatedGraph(RuleBasedStateMachine):
     """The index beside the set of edges it should answer for (node names: integers, or strings 'n<i>')."""
 
     @initialize(
-        graph=digraphs(max_nodes=24),
+        graph=st.one_of(digraphs(max_nodes=24), cycle_chains(max_cycles=6)),
         strings=st.booleans(),
         dims=st.integers(1, 3),
         hubs=st.sampled_from([0, 3, 64]),
@@ -39,8 +41,12 @@ class UpdatedGraph(RuleBasedStateMachine):
         self.index = ReachabilityIndex.from_bytes(
             lines.encode(), format="edgelist", dims=dims, hubs=hubs, backend="cpu"
         )
+        self.base_lines = lines.encode()
         self.version = self.index.version
         self.fresh = 1000
+        self.gone: list = []  # edges removed so far, to add back
+        self.journal: list = []  # the updates since the last rebuild, for folding at once
+        self.held: list = []  # versions taken earlier, with the nodes and edges they answer for
 
     def name(self, i: int):
         return f"n{i}" if self.strings else i
@@ -51,10 +57,10 @@ class UpdatedGraph(RuleBasedStateMachine):
             return self.name(self.fresh)
         return data.draw(st.sampled_from(self.nodes))
 
-    def apply(self, add: list, remove: list) -> None:
-        result = self.index.update(add=add, remove=remove)
+    def apply(self, add: list, remove: list, publish: bool = True) -> None:
+        result = self.index.update(add=add, remove=remove, publish=publish)
         self.version += 1
-        assert result.version == self.version == self.index.version
+        assert result.version == self.version
         before = set(self.edges)
         for u, v in add:
             for node in (u, v):
@@ -63,6 +69,8 @@ class UpdatedGraph(RuleBasedStateMachine):
             if u != v:
                 self.edges.add((u, v))
         self.edges -= {(u, v) for u, v in remove}
+        self.gone += sorted(before - self.edges, key=str)
+        self.journal.append((add, remove))
         assert (result.added, result.removed) == (len(self.edges - before), len(before - self.edges))
 
     @rule(data=st.data(), count=st.integers(1, 4))
@@ -82,15 +90,106 @@ class UpdatedGraph(RuleBasedStateMachine):
         self.apply([], remove)
 
     @rule(data=st.data())
+    def add_back(self, data: st.DataObject) -> None:
+        """Edges removed before come back (those of the labels' graph, and added ones)."""
+        back = [list(edge) for edge in self.gone[-3:] if edge not in self.edges]
+        if back:
+            self.apply(data.draw(st.permutations(back)), [])
+
+    @rule(data=st.data())
+    def split_a_component(self, data: st.DataObject) -> None:
+        """Remove an edge between two nodes that reach each other (it may split their component)."""
+        _, truth, _ = self.truth()
+        position = {node: i for i, node in enumerate(self.nodes)}
+        inside = [edge for edge in sorted(self.edges, key=str) if truth[position[edge[1]], position[edge[0]]]]
+        if inside:
+            self.apply([], [list(data.draw(st.sampled_from(inside)))])
+
+    @rule(data=st.data())
+    def join_components(self, data: st.DataObject) -> None:
+        """Close a cycle: an edge back from a node to one that reaches it."""
+        _, truth, _ = self.truth()
+        pairs = np.argwhere(truth & ~np.eye(len(self.nodes), dtype=bool))
+        if pairs.size:
+            u, v = pairs[data.draw(st.integers(0, len(pairs) - 1))].tolist()
+            self.apply([[self.nodes[v], self.nodes[u]]], [])
+
+    @rule(data=st.data(), count=st.integers(1, 3))
+    def staged_versions_stay_unseen(self, data: st.DataObject, count: int) -> None:
+        """Updates staged but not published change no answer until they are; then they all show."""
+        position, truth, _ = self.truth()
+        seen = [node for node in self.nodes if node in position]
+        published = self.index.version
+        for _ in range(count):
+            edge = [self.node(data), self.node(data)]
+            if edge[0] != edge[1] and tuple(edge) in self.edges:
+                self.apply([], [edge], publish=False)
+            else:
+                self.apply([edge], [], publish=False)
+            pairs = [[u, v] for u in seen for v in seen]
+            answers, stats = self.index.query_batch_with_stats(pairs)
+            assert stats.version == published
+            np.testing.assert_array_equal(answers, truth.ravel())
+        self.index.publish(self.version)
+
+    @rule()
+    def fold_the_journal(self) -> None:
+        """The updates since the labels, folded at once into a fresh copy, answer as applied one by one."""
+        if not self.journal:
+            return
+        folded = ReachabilityIndex.from_bytes(self.base_lines, format="edgelist", backend="cpu")
+        result = folded.update_many(self.journal)
+        assert result.version == folded.version == folded.current().labels.version + len(self.journal)
+        assert folded.pending[1:] == self.index.pending[1:]
+        pairs = [[u, v] for u in self.nodes for v in self.nodes]
+        np.testing.assert_array_equal(folded.query_batch(pairs), self.truth()[1].ravel())
+        src, dst = folded.edges()
+        names = folded.names_of_ids(np.concatenate([src, dst])).tolist()
+        edges = set(zip(names[: src.size], names[src.size :], strict=True))
+        assert edges == self.edges, (edges, self.edges, self.journal)
+
+    @rule(data=st.data())
     def add_and_remove(self, data: st.DataObject) -> None:
         add = [[self.node(data, new=True), self.node(data)] for _ in range(2)]
         remove = [list(edge) for edge in sorted(self.edges, key=str)[:2] if list(edge) not in add]
         self.apply(add, remove)
 
     @rule()
+    def hold_this_version(self) -> None:
+        """A request takes the version current now; it must answer as it does now whatever comes after."""
+        if len(self.held) < 3:
+            self.held.append((self.index.current(), list(self.nodes), set(self.edges)))
+
+    @invariant()
+    def held_versions_answer_as_they_did(self) -> None:
+        for version, nodes, edges in self.held:
+            position = {node: i for i, node in enumerate(nodes)}
+            truth = reachability_matrix(len(nodes), [(position[u], position[v]) for u, v in edges])
+            pairs = [[u, v] for u in nodes for v in nodes]
+            answers, stats = version.query_batch_with_stats(pairs)
+            np.testing.assert_array_equal(answers, truth.ravel())
+            assert stats.version == version.number
+            assert [version.reachable(u, v) for u, v in pairs[::7]] == truth.ravel()[::7].tolist()
+            node = nodes[len(nodes) // 2]
+            i = position[node]
+            below = [nodes[j] for j in np.flatnonzero(truth[i]) if j != i]
+            assert sorted(version.descendants(node).tolist(), key=str) == sorted(below, key=str)
+            assert version.count_ancestors(node).total == int(truth[:, i].sum()) - 1
+
+    @rule()
     def rebuild(self) -> None:
         self.index.rebuild()
         assert self.index.version == self.version and self.index.pending.updates == 0
+        self.restart_journal()
+
+    def restart_journal(self) -> None:
+        """The labels now hold the graph as it is: a later fold starts from it."""
+        src, dst = self.index.edges()
+        names = self.index.names_of_ids(np.concatenate([src, dst])).tolist()
+        lines = [f"{u} {v}\n" for u, v in zip(names[: len(src)], names[len(src) :], strict=True)]
+        lines += [f"{node} {node}\n" for node in self.nodes]
+        self.base_lines = "".join(lines).encode()
+        self.journal = []
 
     @rule()
     def save_and_load(self) -> None:
@@ -98,6 +197,7 @@ class UpdatedGraph(RuleBasedStateMachine):
             self.index.save(Path(folder) / "index")
             loaded = ReachabilityIndex.load(Path(folder) / "index", backend="cpu")
         assert loaded.version == self.version and loaded.checksum == self.index.checksum
+        assert loaded.pending[1:] == self.index.pending[1:]
         self.index = loaded
 
     def truth(self) -> tuple[dict, np.ndarray, list[tuple[int, int]]]:
@@ -143,10 +243,17 @@ class UpdatedGraph(RuleBasedStateMachine):
             assert sorted(self.index.ancestors(node).tolist(), key=str) == sorted(above.tolist(), key=str)
             assert self.index.count_descendants(node).total == below.size
             assert self.index.count_ancestors(node).total == above.size
+            for forward, expected in ((True, truth[i]), (False, truth[:, i])):
+                listing = self.index.listing(node, forward)
+                whole = listing.page()
+                assert listing.count == whole.size == int(expected.sum())
+                pages = list(listing.pages(offset=1, limit=5, size=2))
+                assert all(0 < page.size <= 2 for page in pages)
+                np.testing.assert_array_equal(np.concatenate([whole[:0], *pages]), whole[1:6])
 
 
 UpdatedGraph.TestCase.settings = settings(
-    max_examples=30, stateful_step_count=8, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=30, stateful_step_count=10, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 test_updates_match_brute_force = UpdatedGraph.TestCase
 
@@ -176,6 +283,54 @@ def test_staged_versions_wait_for_publish() -> None:
         index.reachable(0, 2)
     index.publish(2)
     assert index.version == 2 and index.reachable(0, 2)
+
+
+def test_many_updates_match_brute_force_and_fold_the_same() -> None:
+    """Hundreds of updates on a graph with cycles, beyond the masks' bits (every witness taken, every group
+    used): edges removed, added back, added between new nodes, cycles closed and broken; the answers equal
+    BFS on the updated graph as it goes, and the same journal folded at once answers the same."""
+    rng = np.random.default_rng(5)
+    n = 300
+    start = {tuple(edge) for edge in rng.integers(0, n, size=(700, 2)).tolist()}
+    edges = set(start)
+    src, dst = np.array(sorted(start)).T
+    index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu", hubs=8)
+    journal: list = []
+    gone: list = []
+    nodes = n
+    for step in range(600):
+        kind = step % 4
+        if kind == 0 and edges:
+            edge = sorted(edges)[int(rng.integers(len(edges)))]
+            update = ([], [list(edge)])
+            gone.append(edge)
+        elif kind == 1 and gone:
+            update = ([list(gone[int(rng.integers(len(gone)))])], [])
+        elif kind == 2:
+            u = int(rng.integers(nodes + 1))  # a new node now and then
+            update = ([[u, int(rng.integers(nodes))]], [])
+        else:
+            update = ([[int(rng.integers(nodes)), int(rng.integers(nodes))]], [])
+        index.update(*update)
+        journal.append(update)
+        for u, v in update[0]:
+            nodes = max(nodes, u + 1, v + 1)
+            if u != v:
+                edges.add((u, v))
+        edges -= {tuple(edge) for edge in update[1]}
+        if step % 150 == 149:
+            pairs = rng.integers(0, nodes, size=(4000, 2))
+            truth = reachable_pairs(nodes, np.array(sorted(edges)), pairs)
+            np.testing.assert_array_equal(index.query_batch(pairs), truth)
+            assert [index.reachable(u, v) for u, v in pairs[:100].tolist()] == truth[:100].tolist()
+    pairs = rng.integers(0, nodes, size=(6000, 2))
+    truth = reachable_pairs(nodes, np.array(sorted(edges)), pairs)
+    folded = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu", hubs=8)
+    folded.update_many(journal)
+    assert folded.pending[1:] == index.pending[1:] and folded.version == index.version
+    np.testing.assert_array_equal(index.query_batch(pairs), truth)
+    np.testing.assert_array_equal(folded.query_batch(pairs), truth)
+    assert [folded.reachable(u, v) for u, v in pairs[:200].tolist()] == truth[:200].tolist()
 
 
 def test_a_version_answers_for_its_number_whatever_comes_after() -> None:

@@ -221,9 +221,10 @@ async def _upload(
     settings = state.settings
     limit = settings.max_upload_bytes
     declared_length(request, limit)
-    await asyncio.to_thread(state.runner.admit)
     registry, artifacts = state.registry, state.registry.artifacts
+    # The cap on uploads first, at once, in the order requests come (the queue's check costs a thread hop).
     with state.admission.upload():
+        await asyncio.to_thread(state.runner.admit)
         graph_id = secrets.token_hex(6)
         head = UploadHead()
         upload = await stream_to(request, limit, lambda blocks: artifacts.put_upload(graph_id, blocks), head)

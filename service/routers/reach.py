@@ -1,29 +1,34 @@
 """Beyond yes or no on a ready graph: a witness path, and the nodes a node reaches or is reached from.
 
-Listings stream: the ids are found first (8 bytes a node), then their names are written a slice at a time,
-so a listing of millions of nodes never holds its whole JSON text. Every route answers from the version it
-takes when it starts, names and header included.
+Listings stream page by page: the listing is counted first (read off the labels where they hold it, else one
+search kept as a bit set, an eighth of a byte a node: ``Version.listing``), then its ids are found and named a
+slice at a time, so a listing of millions of nodes never holds its ids or its JSON text whole. Every route
+answers from the version it takes when it starts, names and header included.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import AsyncIterable, Iterable, Iterator
 from typing import Annotated, Any
 
 import anyio
 import numpy as np
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import StreamingResponse
+from starlette.types import Message, Send
 
-from grail_core.version import Version
+from grail_core.version import Listing, Version
 
 from ..conventions import known_query
 from ..deps import ServiceState, get_state
 from ..models import ErrorOut, GraphRef, ListingOut, PathOut
 from .queries import VERSION_HEADER, as_uploaded, versioned_json
 
-__all__ = ["router", "LISTING_SLICE"]
+__all__ = ["router", "LISTING_SLICE", "TimedStream"]
+
+log = logging.getLogger("grail.service.reach")
 
 router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"], dependencies=[Depends(known_query)])
 
@@ -36,6 +41,27 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorOut, "description": "bad parameters"},
     424: {"model": ErrorOut, "description": "the graph's build failed"},
 }
+
+
+class TimedStream(StreamingResponse):
+    """A streamed answer that gives up on a client that has not read for ``send_timeout`` seconds: the
+    stream stops (its listing is freed) and the server closes the connection."""
+
+    def __init__(self, content: Iterable[bytes] | AsyncIterable[bytes], send_timeout: float, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.send_timeout = send_timeout
+
+    async def stream_response(self, send: Send) -> None:
+        async def timed(message: Message) -> None:
+            with anyio.fail_after(self.send_timeout):
+                await send(message)
+
+        try:
+            await super().stream_response(timed)
+        except TimeoutError:
+            log.warning(
+                "a streamed answer stopped: the client read nothing for %g s (--send-timeout)", self.send_timeout
+            )
 
 
 def _dumps(value: Any) -> str:
@@ -56,14 +82,18 @@ async def path(
 ) -> Response:
     version = state.registry.ready_version(graph_id)
 
-    def run() -> list[Any] | None:
+    def run() -> Response:
         with state.core_gate:
-            return version.path(source, target)
+            found = version.path(source, target)
+        # The path's ends are the names as uploaded (the version read a decimal string as an integer name).
+        if found is not None:
+            ends = (found[0], found[-1])
+        else:
+            ends = (as_uploaded(version, source), as_uploaded(version, target))
+        # Serialized here too: a path of millions of nodes is text the event loop should not wait for.
+        return versioned_json({"source": ends[0], "target": ends[1], "path": found}, version.number)
 
-    found = await anyio.to_thread.run_sync(run)
-    # The path's ends are the names as uploaded (the version read a decimal string as an integer name).
-    ends = (found[0], found[-1]) if found is not None else (as_uploaded(version, source), as_uploaded(version, target))
-    return versioned_json({"source": ends[0], "target": ends[1], "path": found}, version.number)
+    return await anyio.to_thread.run_sync(run)
 
 
 def _listing(kind: str) -> Any:
@@ -90,15 +120,20 @@ def _listing(kind: str) -> Any:
                 {"node": as_uploaded(version, node), "count": total, "method": method}, version.number
             )
 
-        def found() -> np.ndarray:
+        def found() -> Listing:
             with state.core_gate:
-                return (version.descendant_ids if forward else version.ancestor_ids)(node)
+                return version.listing(node, forward)
 
-        ids = await anyio.to_thread.run_sync(found)
-        end = ids.size if limit is None else min(ids.size, offset + limit)
-        head = {"node": as_uploaded(version, node), "count": int(ids.size), "offset": offset}
-        chunks = _stream(version, ids[min(offset, ids.size) : end], _dumps(head)[:-1] + ',"nodes":[')
-        return StreamingResponse(chunks, media_type="application/json", headers={VERSION_HEADER: str(version.number)})
+        listed = await anyio.to_thread.run_sync(found)
+        head = {"node": as_uploaded(version, node), "count": listed.count, "offset": offset}
+        pages = listed.pages(offset, limit, LISTING_SLICE)
+        chunks = _stream(version, pages, _dumps(head)[:-1] + ',"nodes":[')
+        return TimedStream(
+            chunks,
+            state.settings.send_timeout,
+            media_type="application/json",
+            headers={VERSION_HEADER: str(version.number)},
+        )
 
     listing.__name__ = kind
     listing.__doc__ = (
@@ -108,18 +143,32 @@ def _listing(kind: str) -> Any:
     return listing
 
 
-def _stream(version: Version, ids: np.ndarray, head: str) -> Iterator[bytes]:
-    """The listing's JSON: ``head``, the names of ``ids`` a slice at a time, then the closing brackets (a sync
-    iterator: Starlette runs each step in a worker thread)."""
+async def _listing_head(
+    graph_id: GraphRef,
+    state: Annotated[ServiceState, Depends(get_state)],
+    node: Annotated[str, Query(description="node name as uploaded")],
+) -> Response:
+    """HEAD of a listing: the graph and the node are checked (404), nothing is listed."""
+    version = state.registry.ready_version(graph_id)
+    version.node_id(node)
+    return Response(media_type="application/json", headers={VERSION_HEADER: str(version.number)})
+
+
+def _stream(version: Version, pages: Iterable[np.ndarray], head: str) -> Iterator[bytes]:
+    """The listing's JSON: ``head``, the names of each page of ids, then the closing brackets (a sync
+    iterator: Starlette runs each step in a worker thread, so a page is found and named as the client reads)."""
     yield head.encode()
-    for start in range(0, ids.size, LISTING_SLICE):
-        names = version.names_of_ids(ids[start : start + LISTING_SLICE]).tolist()
-        text = _dumps(names)[1:-1]
-        yield (text if start == 0 else "," + text).encode()
+    first = True
+    for ids in pages:
+        text = _dumps(version.names_of_ids(ids).tolist())[1:-1]
+        yield (text if first else "," + text).encode()
+        first = False
     yield b"]}"
 
 
 for _kind in ("descendants", "ancestors"):
+    # HEAD checks the graph and the node and lists nothing (left out of the schema: it has no body).
+    router.add_api_route(f"/{_kind}", _listing_head, methods=["HEAD"], include_in_schema=False)
     router.add_api_route(
         f"/{_kind}",
         _listing(_kind),

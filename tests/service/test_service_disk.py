@@ -7,6 +7,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -190,5 +191,64 @@ def test_updates_on_a_full_disk_change_nothing_and_survive_a_sigkill(small_disk:
             record = client.wait_until_ready(graph_id, timeout=120)
             assert record["version"] == version
             assert holds(version - 1, client.http) and not holds(version, client.http)
+    finally:
+        server.stop()
+
+
+def test_a_rebuild_on_a_full_disk_keeps_the_old_version_and_is_tried_again(small_disk: Path, tmp_path: Path) -> None:
+    """Updates journaled while the disk has room for their rows but not for the index a rebuild writes: the
+    rebuild fails as DiskFull, the graph's record says so and when it is tried again, the published version
+    serves the journaled updates meanwhile; once there is room the rebuild folds them in, and after a SIGKILL
+    every acknowledged update is there."""
+    chain = 20_000  # an index of some hundreds of KiB, next to journal rows of some bytes
+    server = Server(small_disk / "data", tmp_path / "server.log").start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as http:
+            edges = "".join(f"{k} {k + 1}\n" for k in range(chain)).encode()
+            built = http.post("/graphs?wait=true", content=edges, headers={"Content-Type": "text/plain"})
+            assert built.status_code == 201, built.text
+            graph_id = built.json()["id"]
+            versions = server.data_dir / "graphs" / graph_id
+            published = sorted(p.name for p in versions.iterdir())
+            index_bytes = sum(p.stat().st_size for p in versions.rglob("*") if p.is_file())
+
+            def update(k: int) -> None:
+                reply = http.post(f"/graphs/{graph_id}/edges", json={"add": [[chain + k, chain + k + 1]]})
+                assert reply.status_code == 200 and reply.json()["version"] == k + 2, reply.text
+
+            def holds(k: int, http: httpx.Client = http) -> None:
+                """The graph answers for version k + 1: the chain reaches chain + k, not chain + k + 1."""
+                params = {"pairs": f"0,{chain + k};0,{chain + k + 1}", "unknown": "false"}
+                reply = http.get(f"/graphs/{graph_id}/reachable", params=params)
+                assert reply.status_code == 200 and int(reply.headers["grail-graph-version"]) == k + 1, reply.text
+                assert reply.json()["reachable"] == [True, False], (k, reply.json())
+
+            filler = _fill(small_disk, index_bytes // 3)
+            for k in range(3):
+                update(k)
+
+            def rebuild_refused() -> dict[str, Any] | None:
+                rebuild = http.get(f"/graphs/{graph_id}").json()["rebuild"]
+                return rebuild if rebuild is not None and rebuild["error"] is not None else None
+
+            rebuild = wait_until(rebuild_refused, timeout=120)
+            assert rebuild["error"]["type"] == "DiskFull" and "disk is full" in rebuild["error"]["message"], rebuild
+            assert rebuild["attempts"] >= 1 and rebuild["state"] in ("queued", "running", "failed"), rebuild
+            record = http.get(f"/graphs/{graph_id}").json()
+            assert record["status"] == "ready" and record["version"] == 4 and record["pending_updates"]["updates"] == 3
+            holds(3)
+            assert sorted(p.name for p in versions.iterdir()) == published  # the old version, and no part of one
+            assert not list((server.data_dir / "staging").iterdir())
+
+            filler.unlink()
+            update(3)  # updates go on, and ask for a rebuild should the refused one have failed for good
+            wait_until(lambda: http.get(f"/graphs/{graph_id}").json()["pending_updates"]["updates"] == 0, timeout=120)
+            holds(4)
+        server.kill()
+        server.start()
+        with server.client() as client:
+            record = client.wait_until_ready(graph_id, timeout=120)
+            assert record["version"] == 5
+            holds(4, client.http)
     finally:
         server.stop()

@@ -4,13 +4,23 @@ the name answering the old one until then, and a failed build leaves the old one
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from grail_core import ReachabilityIndex
 from service.client import GrailClient
+from service.errors import ServiceError
 from service.exceptions import BuildFailedError, InvalidRequestError, NameTakenError
+from service.options import UploadOptions
+from service.registry import GraphRegistry
+from service.state import open_artifacts, open_metadata
+from service.state.errors import GraphNotFound
 
 from .conftest import Server, wait_until
 from .test_service_cli import run
@@ -37,10 +47,6 @@ def test_names_are_unique_and_taken_by_every_route(client: GrailClient) -> None:
     assert client.upload(b"x y\n", name="deps-1.0_x", wait=True)["id"] != record["id"]  # the name is free again
 
 
-@pytest.mark.xfail(
-    reason="the name answered 409 once while its replacement built (a race in the name lookup during PUT)",
-    strict=False,
-)
 def test_put_replaces_a_graph_under_its_name_once_built(client: GrailClient) -> None:
     old = client.upload(b"a b\n", name="nightly", wait=True)
     new = client.upload(b"a b\nb c\n", name="nightly", replace=True)
@@ -111,3 +117,96 @@ def test_updates_racing_a_delete_answer_404_never_500(client: GrailClient, serve
             statuses.add(answer.status_code)
         assert client.http.get(f"/graphs/{graph_id}").status_code == 404
     assert statuses == {200, 404}
+
+
+class _Probed:
+    """A store whose every call is followed by ``probe``: what a request arriving right then would see."""
+
+    def __init__(self, inner: Any, probe: Callable[[str], None]) -> None:
+        self._inner, self._probe = inner, probe
+
+    def __getattr__(self, attribute: str) -> Any:
+        found = getattr(self._inner, attribute)
+        if not callable(found):
+            return found
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = found(*args, **kwargs)
+            self._probe(attribute)
+            return result
+
+        return call
+
+
+def test_a_replacement_swaps_in_with_no_moment_the_name_cannot_answer(tmp_path: Path) -> None:
+    """The swap of a name, made certain: in process, after every call the registry makes into its stores while
+    it publishes a replacement (and while a second registry on the same store follows it), the name answers
+    from the old graph or the new one, never 409, and a graph whose record says ready answers by its id."""
+    metadata, artifacts = open_metadata(None, tmp_path / "data"), open_artifacts(None, tmp_path / "data")
+    registry = GraphRegistry(metadata, artifacts)
+    registry.start()
+
+    def build(graph_id: str, edges: bytes, replace: bool) -> Path:
+        artifacts.put_upload(graph_id, [edges])
+        registry.add(
+            graph_id,
+            UploadOptions(backend="cpu"),
+            name="nightly",
+            replace=replace,
+            upload_key=graph_id,
+            upload_bytes=len(edges),
+            memory_bytes=0,
+            request_id="-",
+        )
+        folder = tmp_path / graph_id
+        ReachabilityIndex.from_bytes(edges, backend="cpu").save(folder)
+        return folder
+
+    old, new = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
+    folder = build(old, b"a b\n", replace=False)
+    job = metadata.claim_job("test", 600)
+    assert job is not None
+    assert registry.publish(job, folder, None, "cpu") is not None
+    follower = GraphRegistry(metadata, artifacts)  # another server on the same store
+    follower.start()
+    follower.load(old)
+    folder = build(new, b"a b\nb c\n", replace=True)
+    job = metadata.claim_job("test", 600)
+    assert job is not None
+
+    seen: list[tuple[str, str, str]] = []
+    busy = threading.local()
+
+    def probe(watched: GraphRegistry, call: str) -> None:
+        if getattr(busy, "on", False):
+            return
+        busy.on = True
+        try:
+            try:
+                version = watched.ready_version("nightly")
+                seen.append((call, "new" if version.num_nodes == 3 else "old", ""))
+            except ServiceError as exc:
+                seen.append((call, "refused", exc.kind))
+            for graph_id in (old, new):
+                with contextlib.suppress(ServiceError, GraphNotFound):
+                    if watched.record(graph_id).status == "ready":
+                        watched.ready_version(graph_id)  # a ready record answers by its id
+        finally:
+            busy.on = False
+
+    registry.metadata = _Probed(metadata, lambda call: probe(registry, call))  # type: ignore[assignment]
+    registry.artifacts = _Probed(artifacts, lambda call: probe(registry, call))  # type: ignore[assignment]
+    assert registry.publish(job, folder, None, "cpu") is not None
+    follower.metadata = _Probed(metadata, lambda call: probe(follower, call))  # type: ignore[assignment]
+    follower.artifacts = _Probed(artifacts, lambda call: probe(follower, call))  # type: ignore[assignment]
+    follower.sync(new)
+    follower.sync(old)
+    probe(registry, "done")
+    probe(follower, "done")
+    metadata.close()
+
+    assert len(seen) > 5 and not [s for s in seen if s[1] == "refused"], seen
+    answers = [answer for _, answer, _ in seen]
+    assert answers[-2:] == ["new", "new"] and "old" in answers
+    assert registry.ready_version("nightly").number == follower.ready_version("nightly").number
+    assert follower.ready_version("nightly").reachable("a", "c")

@@ -1,7 +1,7 @@
 """Who owns the state, and what survives its owner: one server per data directory (a second is refused naming
-the first, a dead one's lock is taken over), SIGKILLs at random moments of uploads, builds, updates and
-rebuilds (nothing acknowledged lost, nothing half-built served), and a restart that replays the journal while
-/health answers and the graph says 409 with Retry-After until it is current."""
+the first, a dead one's lock is taken over), SIGKILLs at random moments of uploads, builds, updates, rebuilds,
+replacements (PUT) and deletes (nothing acknowledged lost, nothing half-done served), and a restart that
+replays the journal while /health answers and the graph says 409 with Retry-After until it is current."""
 
 from __future__ import annotations
 
@@ -108,20 +108,62 @@ def _check_chain(http: httpx.Client, graph_id: str, acknowledged: int) -> int:
     return int(version)
 
 
+class _Deleter(threading.Thread):
+    """A DELETE of one graph; ``acknowledged`` once the server answered 204."""
+
+    def __init__(self, url: str, graph_id: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.graph_id, self.acknowledged = url, graph_id, False
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=30) as http:
+            try:
+                reply = http.delete(f"/graphs/{self.graph_id}")
+            except httpx.TransportError:
+                return  # killed
+            assert reply.status_code == 204, reply.text
+            self.acknowledged = True
+
+
+def _check_nightly(client: GrailClient, replacements: list[tuple[str, int]]) -> None:
+    """The name answers from a whole graph of its acknowledged replacements (k: the graph x{k} -> y) at once,
+    and from the last one once that is built; the others are gone."""
+    http = client.http
+    ids = {graph_id: k for graph_id, k in replacements}
+    reply = http.get("/graphs/nightly")
+    assert reply.status_code == 200 and reply.json()["id"] in ids, reply.text
+    last_id, last = replacements[-1]
+    client.wait_until_ready(last_id, timeout=120)  # BuildFailedError fails the test
+    record = http.get("/graphs/nightly").json()
+    assert record["id"] == last_id and record["status"] == "ready", record
+    params = {"pairs": ";".join(f"x{k},y" for k in ids.values()), "unknown": "false"}
+    reply = http.get("/graphs/nightly/reachable", params=params)
+    assert reply.status_code == 200 and reply.json()["reachable"] == [k == last for k in ids.values()], reply.text
+    for graph_id in ids:
+        if graph_id != last_id:
+            assert http.get(f"/graphs/{graph_id}").status_code == 404, graph_id
+
+
 @pytest.mark.timeout(120 + 60 * KILL_ROUNDS)
-def test_sigkills_during_uploads_builds_updates_and_rebuilds_lose_nothing(
+def test_sigkills_during_uploads_builds_updates_rebuilds_replacements_and_deletes_lose_nothing(
     fresh_server: Server, files: GraphFiles
 ) -> None:
     """KILL_ROUNDS rounds: while edge updates stream to one graph (and rebuilds fold them in), another graph
-    uploads and builds; the server is killed at a random moment. After every restart: every acknowledged update
-    is there, every acknowledged upload builds to the right answers, nothing failed, nothing half-built served."""
+    uploads and builds, a named graph is replaced (PUT) and an earlier upload is deleted; the server is killed
+    at a random moment. After every restart: every acknowledged update, upload, replacement and delete is
+    there, every upload builds to the right answers, nothing failed, nothing half-done served."""
     rng = random.Random(21)
     server = fresh_server.start()
     with httpx.Client(base_url=server.url, timeout=60) as http:
         chain = http.post("/graphs?wait=true&name=chain", content=b"c0 c0\n").json()["id"]
+        replacements = [(http.put("/graphs/nightly?wait=true", content=b"x0 y\n").json()["id"], 0)]
     acknowledged, uploads = 1, []  # uploads: (graph id, stem) of acknowledged uploads
+    deleted: set[str] = set()  # graphs whose DELETE was acknowledged
     for round_number in range(KILL_ROUNDS):
         with server.client() as client:
+            for graph_id in deleted:
+                assert client.http.get(f"/graphs/{graph_id}").status_code == 404, graph_id
+            _check_nightly(client, replacements)
             for graph_id in [chain, *(graph_id for graph_id, _ in uploads)]:
                 record = client.wait_until_ready(graph_id, timeout=120)  # BuildFailedError fails the test
                 assert record["status"] == "ready"
@@ -135,17 +177,33 @@ def test_sigkills_during_uploads_builds_updates_and_rebuilds_lose_nothing(
             reply = http.post("/graphs", content=files.path(f"{stem}.gra").read_bytes())
             assert reply.status_code == 202, reply.text
             uploads.append((reply.json()["id"], stem))
+            reply = http.put("/graphs/nightly", content=f"x{round_number + 1} y\n".encode())
+            assert reply.status_code == 202, reply.text
+            replacements.append((reply.json()["id"], round_number + 1))
+        deleter = _Deleter(server.url, uploads[-2][0]) if len(uploads) > 1 else None
         wait_until(lambda u=updater, a=acknowledged: u.acknowledged > a)  # the round did some work
+        if deleter is not None:
+            deleter.start()
         time.sleep(rng.uniform(0.0, 0.4))
         server.kill()
         updater.join(timeout=30)
         acknowledged = updater.acknowledged
         server.start()
+        if deleter is not None:
+            deleter.join(timeout=30)
+            uploads = [(graph_id, stem) for graph_id, stem in uploads if graph_id != deleter.graph_id]
+            with httpx.Client(base_url=server.url, timeout=60) as http:
+                left = http.get(f"/graphs/{deleter.graph_id}").status_code
+                assert left == 404 if deleter.acknowledged else left in (200, 404)
+                if left == 200:  # killed before the DELETE committed: the graph is whole, and deleted now
+                    assert http.delete(f"/graphs/{deleter.graph_id}").status_code == 204
+            deleted.add(deleter.graph_id)
     with server.client() as client:
         client.wait_until_ready(chain, timeout=120)
         _check_chain(client.http, chain, acknowledged)
-        listed = {record["id"]: record for record in client.list()}
-        assert set(listed) == {chain, *(graph_id for graph_id, _ in uploads)}
+        _check_nightly(client, replacements)
+        listed = {record["id"] for record in client.list()}
+        assert listed == {chain, replacements[-1][0], *(graph_id for graph_id, _ in uploads)}
         for graph_id, stem in uploads:
             client.wait_until_ready(graph_id, timeout=120)
             assert _answers_right(client, graph_id, files, stem)

@@ -98,6 +98,10 @@ def test_integer_names_and_a_listing_over_several_slices(client: GrailClient) ->
     assert client.path(record["id"], int(leaves[0]), int(leaves[9])) == [int(leaves[0]), -5, int(leaves[9])]
     above = client.descendants(record["id"], int(leaves[2]), ancestors=True, offset=1, limit=1)
     assert above == {"node": int(leaves[2]), "count": 2, "offset": 1, "nodes": [int(leaves[0])]}
+    # HEAD checks the node and lists nothing.
+    head = client.http.head(f"{url}/descendants", params={"node": -5})
+    assert head.status_code == 200 and head.content == b"" and int(head.headers[VERSION_HEADER]) == 1
+    assert client.http.head(f"{url}/ancestors", params={"node": 4}).status_code == 404
 
 
 def test_errors_in_the_service_shape(client: GrailClient, named: str) -> None:
@@ -341,7 +345,9 @@ def test_an_update_landing_inside_a_request_changes_nothing_it_answers(tmp_path:
     assert job is not None
     ReachabilityIndex.from_bytes(edges, backend="cpu").save(tmp_path / "built")
     assert registry.publish(job, tmp_path / "built", None, "cpu") is not None
-    state = SimpleNamespace(registry=registry, core_gate=contextlib.nullcontext())
+    state = SimpleNamespace(
+        registry=registry, core_gate=contextlib.nullcontext(), settings=SimpleNamespace(send_timeout=30.0)
+    )
     updating = threading.local()
 
     def update() -> None:

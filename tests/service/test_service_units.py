@@ -325,3 +325,29 @@ def test_admission_caps_concurrent_batches_and_uploads() -> None:
         assert busy.value.kind == "Overloaded"
     with admission.upload():
         pass
+
+
+def test_a_streamed_answer_stops_for_a_client_that_does_not_read() -> None:
+    """The listing's stream gives up after --send-timeout on a client that reads nothing, and streams all of
+    it to one that reads."""
+    import anyio
+
+    from service.routers.reach import TimedStream
+
+    chunks = [b"[", b"1", b",2", b"]"]
+
+    async def stream(stall_after: int) -> list[bytes]:
+        received: list[bytes] = []
+
+        async def send(message: dict) -> None:
+            if len(received) == stall_after:
+                await anyio.sleep_forever()
+            received.append(message.get("body", b""))
+
+        response = TimedStream(iter(chunks), 0.2, media_type="application/json")
+        with anyio.fail_after(20):  # the stalled client would otherwise hold it for ever
+            await response.stream_response(send)
+        return received
+
+    assert anyio.run(stream, 2) == [b"", b"["]
+    assert b"".join(anyio.run(stream, 100)) == b"".join(chunks)

@@ -1,0 +1,425 @@
+"""Edge updates at scale, through the library (CPU engine): query cost against pending updates, update rates,
+a journal folded at once, rebuild from a version; on generated deep DAGs and R-MAT graphs with cycles.
+
+Sections:
+
+* ``issue``: the issue's table (a 200,000-node DAG of 300 levels, edges jumping 1-8 levels; 500 random
+  pairs before and after 1 or 20 added, 1 or 200 removed edges), run by this tree and, with ``--before DIR``,
+  by another checkout of the project (e.g. ``git archive <commit> | tar -x -C DIR``) in a child process.
+* ``queries``: per graph, updates applied one by one (half removals of random edges, half additions: either
+  ``shaped`` like the graph's own edges, or ``uniform`` random pairs, which close cycles through a DAG) up
+  to each pending count; at each, a random and a positive-heavy batch (median of 3 runs, against the same
+  batch with nothing pending: the ratio is the cost), single pairs (p50/p99), the update rate since the
+  last count; at 1,000 pending the answers are checked against a fresh build of the updated graph, whose
+  time (edges of the version, then the build) is the rebuild time.
+* ``apply``: 100,000 updates each adding a node (an edge between a new node and an existing one, or
+  between two new ones) applied one by one (the rate over the last 10,000), then the same journal folded at
+  once into a fresh copy (``update_many``), with its answers checked against the one-by-one index.
+
+    .venv/bin/python -m benchmarks.bench_updates [--section all|issue|queries|apply] [--scale 1.0]
+        [--pairs 20000] [--pending 0,10,100,1000,10000] [--before DIR] [--stem updates-vm]
+
+``--scale`` multiplies the node counts (10 for graphs of 10^7 nodes on a large machine). Writes
+benchmarks/results/<stem>.{md,csv} and a plot (.png, with matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from grail_core import ReachabilityIndex
+from grail_core.synthetic import downward_walk_pairs, layered_dag
+
+PENDING = (0, 10, 100, 1_000, 10_000)
+CHECKED_AT = 1_000
+
+
+# ---- graphs and updates ----------------------------------------------------------------------------------
+
+
+def _rmat(nodes: int, edges: int) -> tuple[np.ndarray, np.ndarray]:
+    from benchmarks.generate import rmat
+
+    return rmat(nodes=nodes, edges=edges)
+
+
+# name -> (description, generator of (indptr, indices) at a scale, generator of shaped additions)
+def graphs(scale: float) -> dict[str, tuple[str, Callable[[], tuple[np.ndarray, np.ndarray]]]]:
+    def n(count: int) -> int:
+        return max(1000, int(count * scale))
+
+    return {
+        "dag-1k": (f"DAG {n(500_000):,} nodes, 1,000 levels", lambda: layered_dag(n(500_000), 1_000, 3.0, 4)),
+        "dag-10k": (f"DAG {n(500_000):,} nodes, 10,000 levels", lambda: layered_dag(n(500_000), 10_000, 3.0, 4)),
+        "dag-100k": (f"DAG {n(500_000):,} nodes, 100,000 levels", lambda: layered_dag(n(500_000), 100_000, 3.0, 4)),
+        "rmat-8": (f"R-MAT {n(262_144):,} nodes, degree 8", lambda: _rmat(n(262_144), 8 * n(262_144))),
+        "rmat-2": (f"R-MAT {n(262_144):,} nodes, degree 2", lambda: _rmat(n(262_144), 2 * n(262_144))),
+    }
+
+
+def edge_arrays(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    src = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+    return src, np.asarray(indices, dtype=np.int64)
+
+
+def updates(
+    src: np.ndarray, dst: np.ndarray, n: int, count: int, kind: str, seed: int
+) -> list[tuple[list[list[int]], list[list[int]]]]:
+    """``count`` single-edge updates, removals and additions in turns. ``shaped`` additions copy a random
+    edge's source and a random edge's target among the edges that leave nodes near it in id order (for the
+    generated DAGs: a jump of a few levels, as the graph's own; for R-MAT: a draw from the same degrees);
+    ``uniform`` ones join two random nodes."""
+    rng = np.random.default_rng(seed)
+    gone = rng.choice(src.size, size=count // 2 + 1, replace=False)
+    if kind == "uniform":
+        add = rng.integers(0, n, size=(count, 2))
+    else:
+        pick = rng.integers(0, src.size, size=count)
+        near = np.clip(pick + rng.integers(-64, 65, size=count), 0, src.size - 1)
+        add = np.stack([src[pick], dst[near]], axis=1)
+        add[:, 1] = np.where(add[:, 0] == add[:, 1], dst[pick], add[:, 1])
+    out = []
+    for i in range(count):
+        if i % 2 == 0:
+            out.append(([], [[int(src[gone[i // 2]]), int(dst[gone[i // 2]])]]))
+        else:
+            out.append(([[int(add[i, 0]), int(add[i, 1])]], []))
+    return out
+
+
+def pair_batches(indptr: np.ndarray, indices: np.ndarray, count: int, seed: int) -> dict[str, np.ndarray]:
+    n = indptr.size - 1
+    rng = np.random.default_rng(seed)
+    walks = np.stack(downward_walk_pairs(indptr, indices, count, seed=seed), axis=1)
+    return {"random": rng.integers(0, n, size=(count, 2)), "positive": walks}
+
+
+def batch_seconds(index: ReachabilityIndex, pairs: np.ndarray, runs: int = 3) -> tuple[float, np.ndarray]:
+    times, answers = [], None
+    for _ in range(runs):
+        start = time.perf_counter()
+        answers, _ = index.query_ids(pairs)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), answers
+
+
+def single_pairs(index: ReachabilityIndex, pairs: np.ndarray) -> tuple[float, float]:
+    times = []
+    for u, v in pairs.tolist():
+        start = time.perf_counter()
+        index.query_pair(u, v)
+        times.append(time.perf_counter() - start)
+    values = np.array(times) * 1e6
+    return float(np.percentile(values, 50)), float(np.percentile(values, 99))
+
+
+# ---- the issue's table ---------------------------------------------------------------------------------
+
+
+ISSUE_ROWS = (
+    ("1 added edge", 1, 0),
+    ("20 added edges", 20, 0),
+    ("1 removed edge", 0, 1),
+    ("200 removed edges", 0, 200),
+)
+
+
+def issue_rows() -> list[dict[str, object]]:
+    """The issue's measurement on this process's grail_core: 500 random pairs before and after one update."""
+    indptr, indices = layered_dag(200_000, 300, degree=5.0, reach=8)
+    src, dst = edge_arrays(indptr, indices)
+    pairs = np.random.default_rng(7).integers(0, 200_000, size=(500, 2))
+    rows = []
+    for label, adds, removes in ISSUE_ROWS:
+        index = ReachabilityIndex.from_edges(src, dst, num_nodes=200_000, backend="cpu")
+        index.query_ids(pairs)  # compiled and warm
+        before, _ = batch_seconds(index, pairs, runs=5)
+        rng = np.random.default_rng(adds + 1000 * removes)
+        add = rng.integers(0, 200_000, size=(adds, 2)).tolist()
+        remove = np.stack([src, dst], axis=1)[rng.choice(src.size, size=removes, replace=False)].tolist()
+        index.update(add=add, remove=remove)
+        index.query_ids(pairs[:2])
+        after, _ = batch_seconds(index, pairs, runs=1 if removes + adds > 1 else 3)
+        rows.append({"update": label, "before_ms": before * 1e3, "after_ms": after * 1e3})
+    return rows
+
+
+def issue_section(before_tree: str | None) -> tuple[str, list[list[object]]]:
+    header = ["update", "500 pairs before", "after", "slowdown"]
+    runs = {"this tree": issue_rows()}
+    if before_tree:
+        env = dict(os.environ, PYTHONPATH=before_tree)
+        here = str(Path(__file__).resolve().parent.parent)
+        code = f"import json, sys; sys.path.insert(0, {here!r}); from benchmarks.bench_updates import issue_rows; "
+        code += "print(json.dumps(issue_rows()))"
+        # The child imports grail_core from the other tree (first on its path), this script from here.
+        child = subprocess.run(
+            [sys.executable, "-c", f"import sys; sys.path.insert(0, {before_tree!r}); " + code],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=before_tree,
+        )
+        runs = {"before": json.loads(child.stdout.strip().splitlines()[-1]), **runs}
+    lines, rows = [], []
+    for name, measured in runs.items():
+        lines.append(f"\n{name}:\n")
+        table = [
+            [
+                r["update"],
+                f"{r['before_ms']:.2f} ms",
+                f"{r['after_ms']:.2f} ms",
+                f"{r['after_ms'] / r['before_ms']:,.1f}x",
+            ]
+            for r in measured
+        ]
+        lines.append(_markdown(header, table))
+        rows += [["issue", name, *row] for row in table]
+    return "".join(lines), rows
+
+
+# ---- queries against pending updates ---------------------------------------------------------------------
+
+
+def queries_section(
+    scale: float, pair_count: int, pending: tuple[int, ...], only: list[str]
+) -> tuple[str, list[list[object]]]:
+    header = [
+        "graph",
+        "updates",
+        "pending",
+        "random ms",
+        "random x",
+        "positive ms",
+        "positive x",
+        "searched",
+        "p50 us",
+        "p99 us",
+        "updates/s",
+    ]
+    rows: list[list[object]] = []
+    notes = []
+    for name, (description, make) in graphs(scale).items():
+        if only and name not in only:
+            continue
+        notes.append(f"- {name}: {description}")
+        indptr, indices = make()
+        src, dst = edge_arrays(indptr, indices)
+        n = indptr.size - 1
+        batches = pair_batches(indptr, indices, pair_count, seed=1)
+        singles = np.concatenate([batches["random"][:1000], batches["positive"][:1000]])
+        for kind in ("shaped", "uniform"):
+            start = time.perf_counter()
+            index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+            build = time.perf_counter() - start
+            stream = updates(src, dst, n, max(pending), kind, seed=2)
+            for batch in batches.values():
+                index.query_ids(batch[:4096])
+            base = {label: batch_seconds(index, batch)[0] for label, batch in batches.items()}
+            applied, rate = 0, float("nan")
+            for count in pending:
+                if count > applied:
+                    start = time.perf_counter()
+                    for add, remove in stream[applied:count]:
+                        index.update(add=add, remove=remove)
+                    rate = (count - applied) / (time.perf_counter() - start)
+                    applied = count
+                timings = {}
+                searched = 0
+                for label, batch in batches.items():
+                    index.query_ids(batch[:64])
+                    timings[label], _ = batch_seconds(index, batch)
+                    searched += index.query_ids(batch)[1].searched_updated
+                p50, p99 = single_pairs(index, singles)
+                rows.append(
+                    [
+                        name,
+                        kind,
+                        count,
+                        timings["random"] * 1e3,
+                        timings["random"] / base["random"],
+                        timings["positive"] * 1e3,
+                        timings["positive"] / base["positive"],
+                        searched,
+                        p50,
+                        p99,
+                        rate if count else float("nan"),
+                    ]
+                )
+                print(_markdown(header, [rows[-1]]).splitlines()[-1], flush=True)
+                if count == CHECKED_AT:
+                    notes.append(_check_and_rebuild(index, name, kind, batches, build))
+    text = _markdown(header, rows) + "\n\n" + "\n".join(notes)
+    return text, [["queries", *row] for row in rows]
+
+
+def _check_and_rebuild(
+    index: ReachabilityIndex, name: str, kind: str, batches: dict[str, np.ndarray], build: float
+) -> str:
+    """Answers against a fresh build of the version's graph; the rebuild's time (edges, then labels)."""
+    start = time.perf_counter()
+    src, _ = index.edges()
+    edges = time.perf_counter() - start
+    start = time.perf_counter()
+    fresh = index.rebuilt()
+    rebuild = time.perf_counter() - start
+    wrong = sum(int(np.count_nonzero(index.query_ids(b)[0] != fresh.query_ids(b)[0])) for b in batches.values())
+    assert wrong == 0, f"{name} {kind}: {wrong} answers differ from a fresh build"
+    return (
+        f"- {name}, {kind}, {CHECKED_AT:,} pending: {sum(b.shape[0] for b in batches.values()):,} answers equal a "
+        f"fresh build's; rebuild from the version {rebuild:.2f} s (its edges {edges * 1e3:.0f} ms, {src.size:,}); "
+        f"first build {build:.2f} s"
+    )
+
+
+# ---- applying updates that add nodes, one by one and folded -------------------------------------------
+
+
+def apply_section(scale: float, total: int = 100_000) -> tuple[str, list[list[object]]]:
+    n = max(1000, int(200_000 * scale))
+    indptr, indices = layered_dag(n, 300, degree=5.0, reach=8)
+    src, dst = edge_arrays(indptr, indices)
+    rng = np.random.default_rng(3)
+    journal: list[tuple[list[list[int]], list[list[int]]]] = []
+    fresh = n
+    for i in range(total):
+        old = int(rng.integers(0, n))
+        if i % 4 == 3 and fresh > n:  # between two new nodes
+            journal.append(([[fresh, int(rng.integers(n, fresh))]], []))
+        elif i % 2:
+            journal.append(([[old, fresh]], []))
+        else:
+            journal.append(([[fresh, old]], []))
+        fresh += 1
+    one_by_one = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+    one_by_one.update(add=[[0, n + total + 1]])  # the first update compiles and starts the state
+    times = np.empty(total)
+    for i, (add, remove) in enumerate(journal):
+        start = time.perf_counter()
+        one_by_one.update(add=add, remove=remove)
+        times[i] = time.perf_counter() - start
+    last = times[-10_000:]
+    print(f"one by one: {1 / last.mean():,.0f} updates/s over the last 10,000", flush=True)
+    folded = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+    folded.update_many(journal[:10])  # compiled
+    folded = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+    start, cpu_start = time.perf_counter(), time.process_time()
+    folded.update_many([([[0, n + total + 1]], []), *journal])
+    fold_seconds, fold_cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    print(f"folded at once: {fold_seconds:.2f} s ({fold_cpu:.2f} s of CPU)", flush=True)
+    # A check, not a measure: with every mask bit taken, pairs of new nodes are searched on the whole graph.
+    pairs = rng.integers(0, n + total, size=(2_000, 2))
+    same = bool(np.array_equal(one_by_one.query_ids(pairs)[0], folded.query_ids(pairs)[0]))
+    assert same and one_by_one.pending[1:] == folded.pending[1:]
+    rows = [
+        ["apply", f"{total:,} updates adding nodes, one by one", f"{1 / last.mean():,.0f} updates/s (last 10,000)"],
+        [
+            "apply",
+            "median, p99 of the last 10,000",
+            f"{np.median(last) * 1e6:.0f} us, {np.percentile(last, 99) * 1e6:.0f} us",
+        ],
+        ["apply", "first 10,000", f"{10_000 / times[:10_000].sum():,.0f} updates/s"],
+        [
+            "apply",
+            f"the same {total:,} folded at once",
+            f"{fold_seconds:.2f} s ({fold_cpu:.2f} s of CPU), answers equal",
+        ],
+    ]
+    text = f"DAG {n:,} nodes, 300 levels:\n\n" + _markdown(["", "what", "figure"], rows)
+    return text, rows
+
+
+# ---- output ------------------------------------------------------------------------------------------------
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return "-" if value != value else f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def _markdown(header: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _plot(rows: list[list[object]], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for axis, column, title in ((axes[0], 5, "random pairs"), (axes[1], 7, "positive-heavy pairs")):
+        series: dict[str, list[tuple[int, float]]] = {}
+        for row in rows:
+            if row[0] == "queries" and row[3]:
+                series.setdefault(f"{row[1]} {row[2]}", []).append((int(row[3]), float(row[column])))
+        for label, points in series.items():
+            axis.plot(*zip(*points, strict=True), marker="o", label=label)
+        axis.axhline(3 if column == 5 else 5, color="grey", linestyle="--", linewidth=1)
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("pending updates")
+        axis.set_title(title)
+    axes[0].set_ylabel("batch time / time with nothing pending")
+    axes[1].legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--section", choices=("all", "issue", "queries", "apply"), default="all")
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--pairs", type=int, default=20_000)
+    parser.add_argument("--pending", default=",".join(map(str, PENDING)))
+    parser.add_argument("--graphs", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--before", default=None, help="another checkout to run the issue's table with")
+    parser.add_argument("--stem", default="updates-vm")
+    args = parser.parse_args()
+    pending = tuple(int(x) for x in args.pending.split(","))
+    load = os.getloadavg()
+    parts = [
+        f"# Edge updates at scale ({os.cpu_count()} cores, load average {load[0]:.1f} at the start; "
+        f"numba threads {os.environ.get('NUMBA_NUM_THREADS', 'all')})\n"
+    ]
+    rows: list[list[object]] = []
+    sections = ("issue", "queries", "apply") if args.section == "all" else (args.section,)
+    for section in sections:
+        if section == "issue":
+            text, found = issue_section(args.before)
+        elif section == "queries":
+            text, found = queries_section(args.scale, args.pairs, pending, [g for g in args.graphs.split(",") if g])
+        else:
+            text, found = apply_section(args.scale)
+        print(f"\n## {section}\n{text}", flush=True)
+        parts.append(f"\n## {section}\n\n{text}\n")
+        rows += found
+    parts.append(f"\nLoad average at the end: {os.getloadavg()[0]:.1f}.\n")
+    out = Path(__file__).resolve().parent / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.stem}.md").write_text("".join(parts))
+    with open(out / f"{args.stem}.csv", "w") as handle:
+        for row in rows:
+            handle.write(",".join(_cell(v).replace(",", "") for v in row) + "\n")
+    _plot(rows, out / f"{args.stem}.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""The writer's kernels behind ``grail_core.pending``: marking masks, clearing the YES masks a removal cuts,
+whole-DAG sweeps for a journal folded at once, and the checks of a component an inner edge left.
+
+DAG node ids are a topological order (every DAG edge goes from a lower id to a higher one), so a sweep in
+id order sees a node's parents before it, and one in reverse order its children.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .pending import GROUPS, INTO_COMP, INTO_NODE, OUT_OF_COMP, OUT_OF_NODE, bit_set, table_key
+from .probing import EMPTY, lookup, store
+
+__all__ = [
+    "mark",
+    "close_groups",
+    "lose",
+    "sweep",
+    "link_entries",
+    "set_bits",
+    "store_stamps",
+    "still_joined",
+    "strongly_connected",
+    "count_between",
+    "dag_edge_of",
+    "own_bits",
+]
+
+
+@njit(nogil=True)
+def _edge_at(edge, f):
+    return f if edge.size == 0 else edge[f]
+
+
+@njit(nogil=True, cache=True)
+def mark(indptr, indices, edge, masks, column, bits, starts, cut, dead_bits, broken_bits, queue):
+    """Set ``bits`` in ``masks[:, column]`` on every DAG node reachable from ``starts`` (through ``indptr``/
+    ``indices``; ``edge``: each entry's forward position, empty for the forward CSR itself), entering only
+    nodes that lack one of them: over any number of calls each node is entered once per bit. With ``cut``,
+    dead edges and broken nodes are not passed (the YES masks). Returns how many nodes were entered; they are
+    ``queue[:count]``."""
+    tail = 0
+    for s in starts:
+        if (masks[s, column] & bits) == bits or (cut and bit_set(broken_bits, s)):
+            continue
+        masks[s, column] |= bits
+        queue[tail] = s
+        tail += 1
+    head = 0
+    while head < tail:
+        x = queue[head]
+        head += 1
+        for f in range(indptr[x], indptr[x + 1]):
+            w = indices[f]
+            if (masks[w, column] & bits) == bits:
+                continue
+            if cut and (bit_set(dead_bits, _edge_at(edge, f)) or bit_set(broken_bits, w)):
+                continue
+            masks[w, column] |= bits
+            queue[tail] = w
+            tail += 1
+    return tail
+
+
+@njit(nogil=True, cache=True)
+def close_groups(nodes, count, groups, source_bits, table, links, entry_group, closure):
+    """``closure[g] |= `` the groups of the added edges leaving ``nodes[:count]`` (DAG nodes), for each group
+    g of ``groups``: those nodes were just found reached from an added edge of group g."""
+    for j in range(count):
+        c = nodes[j]
+        if not bit_set(source_bits, c):
+            continue
+        leaving = np.uint64(0)
+        i = lookup(table, table_key(OUT_OF_COMP, c))
+        while i != EMPTY:
+            leaving |= np.uint64(1) << np.uint64(entry_group[i])
+            i = links[i, 0]
+        for g in range(GROUPS):
+            if (groups >> np.uint64(g)) & np.uint64(1):
+                closure[g] |= leaving
+
+
+@njit(nogil=True)
+def own_bits(nodes, bits, c):
+    """The bits that node c holds by itself (it is a hub, or a witness edge's end): ``bits[i]`` where
+    ``nodes[i] == c``."""
+    found = np.uint64(0)
+    for i in range(nodes.size):
+        if nodes[i] == c:
+            found |= bits[i]
+    return found
+
+
+@njit(nogil=True, cache=True)
+def lose(
+    masks,
+    first,
+    second,
+    support_indptr,
+    support_indices,
+    support_edge,
+    onward_indptr,
+    onward_indices,
+    own_nodes,
+    own_first,
+    own_second,
+    dead_bits,
+    broken_bits,
+    starts,
+    queued,
+    mark_value,
+    queue,
+):
+    """Clear, in columns ``first`` and ``second`` of ``masks`` (one direction), every bit that no longer has a witness:
+    a node keeps a bit it holds by itself (``own_*``) or that a neighbour on the support side (parents for the
+    masks of what reaches a node, children for those of what it reaches) holds through an edge that is not
+    dead; a broken node keeps none. Rechecks ``starts`` and, from each node that lost a bit, its onward
+    neighbours, until nothing changes. ``queued``: an int32 stamp per DAG node (``mark_value`` marks a queued
+    node); ``queue``: room for every DAG node."""
+    n = queued.size
+    head = 0
+    size = 0
+    for s in starts:
+        if queued[s] != mark_value:
+            queued[s] = mark_value
+            queue[(head + size) % n] = s
+            size += 1
+    while size > 0:
+        w = queue[head]
+        head = (head + 1) % n
+        size -= 1
+        queued[w] = mark_value - 1
+        keep_first = np.uint64(0)
+        keep_second = np.uint64(0)
+        if not bit_set(broken_bits, w):
+            keep_first = own_bits(own_nodes, own_first, w)
+            keep_second = own_bits(own_nodes, own_second, w)
+            for f in range(support_indptr[w], support_indptr[w + 1]):
+                if bit_set(dead_bits, _edge_at(support_edge, f)):
+                    continue
+                q = support_indices[f]
+                keep_first |= masks[q, first]
+                keep_second |= masks[q, second]
+        now_first = masks[w, first] & keep_first
+        now_second = masks[w, second] & keep_second
+        if now_first == masks[w, first] and now_second == masks[w, second]:
+            continue
+        masks[w, first] = now_first
+        masks[w, second] = now_second
+        for f in range(onward_indptr[w], onward_indptr[w + 1]):
+            x = onward_indices[f]
+            if queued[x] != mark_value:
+                queued[x] = mark_value
+                queue[(head + size) % n] = x
+                size += 1
+
+
+@njit(nogil=True, cache=True)
+def sweep(indptr, indices, edge, masks, column, cut, dead_bits, broken_bits, downwards):
+    """Every node ORs the masks of its neighbours in ``indptr``/``indices`` (parents when ``downwards``, in
+    id order; children otherwise, in reverse) into its own: from the bits the nodes hold by themselves, the
+    masks of a whole DAG in one pass. ``cut``: as in ``mark`` (a broken node ends with no bit)."""
+    n = indptr.size - 1
+    for step in range(n):
+        w = step if downwards else n - 1 - step
+        if cut and bit_set(broken_bits, w):
+            masks[w, column] = 0
+            continue
+        acc = masks[w, column]
+        for f in range(indptr[w], indptr[w + 1]):
+            if cut and bit_set(dead_bits, _edge_at(edge, f)):
+                continue
+            acc |= masks[indices[f], column]
+        masks[w, column] = acc
+
+
+@njit(nogil=True, cache=True)
+def link_entries(table, links, src, dst, comp, n_base, first, stop, source_bits, target_bits):
+    """Put log entries ``first..stop-1`` at the head of their four lists (out of and into their DAG nodes, for
+    nodes of the labels' graph, and their nodes), in order; marks the DAG nodes in ``source_bits``/
+    ``target_bits``. Returns how many keys the table gained (the caller made room for 4 a entry)."""
+    added = 0
+    for i in range(first, stop):
+        x = src[i]
+        y = dst[i]
+        key = table_key(OUT_OF_NODE, x)
+        links[i, OUT_OF_NODE - OUT_OF_COMP] = lookup(table, key)
+        added += store(table, key, i)
+        key = table_key(INTO_NODE, y)
+        links[i, INTO_NODE - OUT_OF_COMP] = lookup(table, key)
+        added += store(table, key, i)
+        if x < n_base:
+            c = comp[x]
+            key = table_key(OUT_OF_COMP, c)
+            links[i, 0] = lookup(table, key)
+            added += store(table, key, i)
+            source_bits[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+        else:
+            links[i, 0] = EMPTY
+        if y < n_base:
+            c = comp[y]
+            key = table_key(INTO_COMP, c)
+            links[i, INTO_COMP - OUT_OF_COMP] = lookup(table, key)
+            added += store(table, key, i)
+            target_bits[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+        else:
+            links[i, INTO_COMP - OUT_OF_COMP] = EMPTY
+    return added
+
+
+@njit(nogil=True, cache=True)
+def set_bits(bits, ids):
+    for i in ids:
+        bits[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+
+
+@njit(nogil=True, cache=True)
+def store_stamps(table, kind, ids, stamp):
+    """``table[kind, id] = stamp`` for each id; returns how many keys are new."""
+    added = 0
+    for i in ids:
+        added += store(table, table_key(kind, i), stamp)
+    return added
+
+
+@njit(nogil=True, cache=True)
+def still_joined(
+    fw_indptr, fw_indices, bw_indptr, bw_indices, bw_edge, comp, removed_bits, x, y, stamp, mark_value, qf, qb
+):
+    """Whether node x still reaches node y inside their component, by base edges never removed: a search from
+    both ends, the smaller frontier first (``stamp``: int32 per node, ``mark_value`` and ``mark_value + 1``)."""
+    c = comp[x]
+    seen_f = mark_value
+    seen_b = mark_value + 1
+    stamp[x] = seen_f
+    stamp[y] = seen_b
+    qf[0] = x
+    qb[0] = y
+    fh, ft, bh, bt = 0, 1, 0, 1
+    while fh < ft and bh < bt:
+        if ft - fh <= bt - bh:
+            end = ft
+            for i in range(fh, end):
+                u = qf[i]
+                for f in range(fw_indptr[u], fw_indptr[u + 1]):
+                    w = fw_indices[f]
+                    if comp[w] != c or stamp[w] == seen_f or bit_set(removed_bits, f):
+                        continue
+                    if stamp[w] == seen_b:
+                        return True
+                    stamp[w] = seen_f
+                    qf[ft] = w
+                    ft += 1
+            fh = end
+        else:
+            end = bt
+            for i in range(bh, end):
+                u = qb[i]
+                for f in range(bw_indptr[u], bw_indptr[u + 1]):
+                    w = bw_indices[f]
+                    if comp[w] != c or stamp[w] == seen_b or bit_set(removed_bits, bw_edge[f]):
+                        continue
+                    if stamp[w] == seen_f:
+                        return True
+                    stamp[w] = seen_b
+                    qb[bt] = w
+                    bt += 1
+            bh = end
+    return False
+
+
+@njit(nogil=True, cache=True)
+def _reached_inside(indptr, indices, edge, comp, removed_bits, start, stamp, mark_value, queue):
+    c = comp[start]
+    stamp[start] = mark_value
+    queue[0] = start
+    head, tail = 0, 1
+    while head < tail:
+        u = queue[head]
+        head += 1
+        for f in range(indptr[u], indptr[u + 1]):
+            w = indices[f]
+            if comp[w] != c or stamp[w] == mark_value or bit_set(removed_bits, _edge_at(edge, f)):
+                continue
+            stamp[w] = mark_value
+            queue[tail] = w
+            tail += 1
+    return tail
+
+
+@njit(nogil=True, cache=True)
+def strongly_connected(
+    fw_indptr, fw_indices, bw_indptr, bw_indices, bw_edge, comp, removed_bits, member, size, stamp, mark_value, queue
+):
+    """Whether the component of ``member`` (``size`` members) is still strongly connected by base edges never
+    removed: every member reached from ``member`` and reaching it."""
+    none = bw_edge[:0]
+    if _reached_inside(fw_indptr, fw_indices, none, comp, removed_bits, member, stamp, mark_value, queue) < size:
+        return False
+    return (
+        _reached_inside(bw_indptr, bw_indices, bw_edge, comp, removed_bits, member, stamp, mark_value + 1, queue)
+        == size
+    )
+
+
+@njit(nogil=True, cache=True)
+def count_between(fw_indptr, fw_indices, bw_indptr, bw_indices, bw_edge, comp, mem_indptr, mem, removed_bits, cx, cy):
+    """Base edges from a member of DAG node cx to one of cy that were never removed, read from the side with
+    fewer edges (a giant component has many)."""
+    out_edges = 0
+    for i in range(mem_indptr[cx], mem_indptr[cx + 1]):
+        m = mem[i]
+        out_edges += fw_indptr[m + 1] - fw_indptr[m]
+    in_edges = 0
+    for i in range(mem_indptr[cy], mem_indptr[cy + 1]):
+        m = mem[i]
+        in_edges += bw_indptr[m + 1] - bw_indptr[m]
+    kept = 0
+    if out_edges <= in_edges:
+        for i in range(mem_indptr[cx], mem_indptr[cx + 1]):
+            m = mem[i]
+            for f in range(fw_indptr[m], fw_indptr[m + 1]):
+                if comp[fw_indices[f]] == cy and not bit_set(removed_bits, f):
+                    kept += 1
+    else:
+        for i in range(mem_indptr[cy], mem_indptr[cy + 1]):
+            m = mem[i]
+            for f in range(bw_indptr[m], bw_indptr[m + 1]):
+                if comp[bw_indices[f]] == cx and not bit_set(removed_bits, bw_edge[f]):
+                    kept += 1
+    return kept
+
+
+@njit(nogil=True, cache=True)
+def dag_edge_of(out_indptr, out_indices, in_indptr, in_indices, in_edge, cx, cy):
+    """The forward DAG CSR position of edge cx -> cy, read from the shorter of the two rows (-1 if none)."""
+    if out_indptr[cx + 1] - out_indptr[cx] <= in_indptr[cy + 1] - in_indptr[cy]:
+        for e in range(out_indptr[cx], out_indptr[cx + 1]):
+            if out_indices[e] == cy:
+                return e
+        return -1
+    for f in range(in_indptr[cy], in_indptr[cy + 1]):
+        if in_indices[f] == cx:
+            return in_edge[f]
+    return -1

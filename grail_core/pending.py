@@ -1,0 +1,262 @@
+"""One version's edge updates as the searches read them (``Pending``), and the tests that decide a pair from it.
+
+The state behind it is written by one thread (``grail_core.overlay``) and shared by every version; each
+fact carries the update count (*stamp*) that made it, and a version reads only the stamps up to its own
+(``seq``), so that a version never changes while later updates are staged:
+
+- removed base edges, dead DAG edges (every base edge under them removed) and *broken* components (an inner
+  edge removed that may have split them): a bit set each (set once, never cleared) and the stamp in
+  ``table``;
+- added edges: an append-only log (``src``, ``dst``, the stamp that added it, ``born``, and the one that
+  removed it, ``died``, 0 while it stays), linked four ways (out of and into each DAG node and each node;
+  the heads in ``table``).
+
+Per DAG node, eight 64-bit masks decide most pairs at once (columns below). The YES masks are exact on the
+base graph less every edge ever removed (a subgraph of every version's graph): a bit they show is a witness
+path; removals clear bits (never set them), so a version may read them while later updates are staged. The
+NO masks and the removal masks only ever grow and over-approximate: a bit they lack rules a path out.
+
+- ``FWD_YES``/``BWD_YES``: hub i reaches the node / the node reaches hub i (the labels' hubs).
+- ``DOWN_YES``/``UP_YES``: witness edge g's target reaches the node / the node reaches its source. The first
+  64 added edges that the labels say join unrelated nodes are the witnesses; ``closure_yes[g]`` holds the
+  witnesses g leads to in this version (itself included), through their ends' masks.
+- ``DOWN_NO``/``UP_NO``: the target of some added edge of group g reaches the node / the node reaches the
+  source of one (base graph, edges ever added). Groups are ranges of topological ranks (of the source), so
+  on a DAG that stays one a group leads only to groups below; ``closure_no[g]``: the groups g may lead to.
+- ``RM_DOWN``/``RM_UP``: the node is reached from / reaches a dead DAG edge or a broken component of group g:
+  a pair none lies between keeps its base paths.
+
+A pair whose ends are nodes that updates added reads ``new_masks`` (the groups of its own added edges).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+from numba import njit, typeof, types
+from numba.cpython.unsafe.numbers import trailing_zeros
+
+from .probing import EMPTY, lookup
+from .records import NO, UNDECIDED, YES
+
+__all__ = [
+    "Pending",
+    "BASE",
+    "GROUPS",
+    "FWD_YES",
+    "BWD_YES",
+    "DOWN_YES",
+    "UP_YES",
+    "DOWN_NO",
+    "UP_NO",
+    "RM_DOWN",
+    "RM_UP",
+    "MASK_COLUMNS",
+    "NEW_DOWN_NO",
+    "NEW_UP_NO",
+    "HAS_ADDED",
+    "HAS_REMOVED",
+    "REMOVED_EDGE",
+    "DEAD_DAG_EDGE",
+    "BROKEN_COMP",
+    "OUT_OF_COMP",
+    "INTO_COMP",
+    "OUT_OF_NODE",
+    "INTO_NODE",
+    "table_key",
+    "bit_set",
+    "edge_removed",
+    "dag_edge_dead",
+    "comp_broken",
+    "entry_alive",
+    "first_entry",
+    "next_entry",
+    "verdict",
+]
+
+GROUPS = 64  # bits of a mask
+# Even columns: what reaches the node (marked downwards); odd ones: what the node reaches (marked upwards).
+FWD_YES, BWD_YES, DOWN_YES, UP_YES, DOWN_NO, UP_NO, RM_DOWN, RM_UP = range(8)
+MASK_COLUMNS = 8  # one 64-byte line per DAG node
+NEW_DOWN_NO, NEW_UP_NO = 0, 1
+
+# What a pair's tests say beyond the labels' NO, YES and UNDECIDED (a search on the updated graph): the
+# labels' graph's answer holds, which the index's own search (CPU or GPU) finds.
+BASE = np.int8(3)
+
+HAS_ADDED, HAS_REMOVED = 1, 2  # ``Pending.flags``
+
+# Kinds of keys in ``Pending.table`` (kind << 48 | id): stamps of removals, then the heads of the four lists
+# of added edges (the list's column in ``links`` is its kind less OUT_OF_COMP).
+REMOVED_EDGE, DEAD_DAG_EDGE, BROKEN_COMP, OUT_OF_COMP, INTO_COMP, OUT_OF_NODE, INTO_NODE = range(1, 8)
+_KIND_SHIFT = 48
+
+
+class Pending(NamedTuple):
+    """A version's updates, for the numba searches (every array read-only; see the module docstring)."""
+
+    seq: int  # updates since the labels in this version: stamps 1..seq are in effect
+    n_base: int  # nodes of the labels' graph; ids from here on are nodes that updates added
+    flags: int  # HAS_ADDED, HAS_REMOVED: whether any update ever added (removed) an edge
+    masks: np.ndarray  # (DAG nodes, MASK_COLUMNS) uint64; (0, MASK_COLUMNS) before the first update
+    new_masks: np.ndarray  # (capacity, 2) uint64 per added node: NEW_DOWN_NO, NEW_UP_NO
+    removed_bits: np.ndarray  # uint64 bit sets: base edges (forward CSR positions) ever removed,
+    dead_bits: np.ndarray  # DAG edges (forward DAG CSR positions) ever dead,
+    broken_bits: np.ndarray  # DAG nodes ever broken,
+    source_bits: np.ndarray  # DAG nodes with a member that an added edge ever left,
+    target_bits: np.ndarray  # and one that an added edge ever entered
+    table: np.ndarray  # grail_core.probing table: stamps and list heads
+    src: np.ndarray  # the added edges' log, int64 each
+    dst: np.ndarray
+    born: np.ndarray
+    died: np.ndarray
+    links: np.ndarray  # (capacity, 4): the next entry of each list, -1 at the end
+    closure_no: np.ndarray  # (GROUPS,) uint64
+    closure_yes: np.ndarray  # (GROUPS,) uint64
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+# The one numba type of every version's ``Pending`` (ints, read-only C arrays): the tests below are compiled
+# once each for it, with int64 ids, whatever integer types their callers pass.
+_IDS = _read_only(np.zeros(0, dtype=np.int64))
+_WORDS = _read_only(np.zeros(0, dtype=np.uint64))
+_CLOSURE = _read_only(np.zeros(GROUPS, dtype=np.uint64))
+PENDING_TYPE = typeof(
+    Pending(
+        seq=0,
+        n_base=0,
+        flags=0,
+        masks=_read_only(np.zeros((0, MASK_COLUMNS), dtype=np.uint64)),
+        new_masks=_read_only(np.zeros((0, 2), dtype=np.uint64)),
+        removed_bits=_WORDS,
+        dead_bits=_WORDS,
+        broken_bits=_WORDS,
+        source_bits=_WORDS,
+        target_bits=_WORDS,
+        table=_read_only(np.zeros((1, 2), dtype=np.int64)),
+        src=_IDS,
+        dst=_IDS,
+        born=_IDS,
+        died=_IDS,
+        links=_read_only(np.zeros((0, 4), dtype=np.int64)),
+        closure_no=_CLOSURE,
+        closure_yes=_CLOSURE,
+    )
+)
+_BITS = types.Array(types.uint64, 1, "C")
+_READ_ONLY_BITS = types.Array(types.uint64, 1, "C", readonly=True)
+_I64 = types.int64
+
+
+def _tested(*signatures: object) -> Any:
+    """Compiled eagerly for ``signatures`` alone (kept in numba's disk cache)."""
+    return njit(list(signatures), nogil=True, cache=True)
+
+
+@_tested(_I64(_I64, _I64))
+def table_key(kind, i):
+    return (np.int64(kind) << _KIND_SHIFT) | np.int64(i)
+
+
+@_tested(types.boolean(_READ_ONLY_BITS, _I64), types.boolean(_BITS, _I64))
+def bit_set(bits, i):
+    return bits.size > 0 and (bits[i >> 6] >> np.uint64(i & 63)) & np.uint64(1) != 0
+
+
+@_tested(types.boolean(PENDING_TYPE, _I64, _I64))
+def _in_effect(p, kind, i):
+    stamp = lookup(p.table, table_key(kind, i))
+    return 0 < stamp <= p.seq
+
+
+@_tested(types.boolean(PENDING_TYPE, _I64))
+def edge_removed(p, e):
+    """Whether base edge e (forward CSR position) is removed in this version."""
+    return bit_set(p.removed_bits, e) and _in_effect(p, REMOVED_EDGE, e)
+
+
+@_tested(types.boolean(PENDING_TYPE, _I64))
+def dag_edge_dead(p, e):
+    """Whether DAG edge e (forward DAG CSR position) has every base edge under it removed."""
+    return bit_set(p.dead_bits, e) and _in_effect(p, DEAD_DAG_EDGE, e)
+
+
+@_tested(types.boolean(PENDING_TYPE, _I64))
+def comp_broken(p, c):
+    """Whether component c may have split: its members are searched one by one."""
+    return bit_set(p.broken_bits, c) and _in_effect(p, BROKEN_COMP, c)
+
+
+@_tested(types.boolean(PENDING_TYPE, _I64))
+def entry_alive(p, i):
+    return p.born[i] <= p.seq and (p.died[i] == 0 or p.died[i] > p.seq)
+
+
+@_tested(_I64(PENDING_TYPE, _I64, _I64))
+def first_entry(p, kind, i):
+    """The newest entry of list ``kind`` for DAG node or node i, or EMPTY (alive or not: see entry_alive)."""
+    if kind == OUT_OF_COMP and not bit_set(p.source_bits, i):
+        return EMPTY
+    if kind == INTO_COMP and not bit_set(p.target_bits, i):
+        return EMPTY
+    if p.src.size == 0:
+        return EMPTY
+    return lookup(p.table, table_key(kind, i))
+
+
+@_tested(_I64(PENDING_TYPE, _I64, _I64))
+def next_entry(p, kind, i):
+    return p.links[i, kind - OUT_OF_COMP]
+
+
+@_tested(types.boolean(_READ_ONLY_BITS, types.uint64, types.uint64))
+def _through(closure, up, down):
+    """Whether some group of ``up`` leads, by ``closure``, to some group of ``down``."""
+    if down == 0:
+        return False
+    while up != 0:
+        if closure[trailing_zeros(up)] & down:
+            return True
+        up &= up - np.uint64(1)
+    return False
+
+
+@_tested(types.uint64(PENDING_TYPE, _I64, _I64))
+def _up_no(p, node, c):
+    return p.masks[c, UP_NO] if c >= 0 else p.new_masks[node - p.n_base, NEW_UP_NO]
+
+
+@_tested(types.uint64(PENDING_TYPE, _I64, _I64))
+def _down_no(p, node, c):
+    return p.masks[c, DOWN_NO] if c >= 0 else p.new_masks[node - p.n_base, NEW_DOWN_NO]
+
+
+@_tested(types.int8(PENDING_TYPE, _I64, _I64, _I64, _I64, types.int8))
+def verdict(p, s, cs, t, ct, base):
+    """'Node s reaches node t' (s != t) in this version: NO, YES, UNDECIDED (a search on the updated graph
+    decides) or BASE (the labels' graph's answer holds). ``cs``/``ct``: their DAG nodes, -1 for a node that
+    updates added; ``base``: the labels' code for (cs, ct), NO when an end was added."""
+    if p.flags == 0:
+        return BASE if base == UNDECIDED else base
+    if cs >= 0 and cs == ct:
+        return UNDECIDED if comp_broken(p, cs) else YES
+    relevant = False
+    if cs >= 0 and ct >= 0:
+        if p.masks[cs, BWD_YES] & p.masks[ct, FWD_YES]:
+            return YES
+        relevant = (p.masks[cs, RM_UP] & p.masks[ct, RM_DOWN]) != 0
+        if base == YES and not relevant:
+            return YES
+    route = (p.flags & HAS_ADDED) != 0 and _through(p.closure_no, _up_no(p, s, cs), _down_no(p, t, ct))
+    if base == NO and not route:
+        return NO
+    if route and cs >= 0 and ct >= 0 and _through(p.closure_yes, p.masks[cs, UP_YES], p.masks[ct, DOWN_YES]):
+        return YES
+    if base == UNDECIDED and not route and not relevant:
+        return BASE
+    return UNDECIDED

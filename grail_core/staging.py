@@ -1,0 +1,551 @@
+"""One update applied to the shared state of ``grail_core.pending``, in one numba call (the writer's side).
+
+``stage_edges`` removes, then adds, an update's edges: a removed base edge gets its bit and stamp; a
+component it leaves is checked (``marking.still_joined``) and marked broken if it may have split; a DAG edge
+left without a base edge dies; either clears the YES bits that relied on it (``marking.lose``) and marks
+the removal masks. An added edge goes into the log and its lists, marks the NO masks of its group and the
+groups' closure, and becomes a witness (its own YES bit) while there is a free one and the labels say its
+ends are unrelated. Marks pass each DAG node once per bit over all updates.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .marking import close_groups, count_between, dag_edge_of, lose, mark, still_joined, strongly_connected
+from .pending import (
+    BROKEN_COMP,
+    BWD_YES,
+    DEAD_DAG_EDGE,
+    DOWN_NO,
+    DOWN_YES,
+    FWD_YES,
+    GROUPS,
+    INTO_COMP,
+    INTO_NODE,
+    NEW_DOWN_NO,
+    NEW_UP_NO,
+    OUT_OF_COMP,
+    OUT_OF_NODE,
+    REMOVED_EDGE,
+    RM_DOWN,
+    RM_UP,
+    UP_NO,
+    UP_YES,
+    bit_set,
+    table_key,
+)
+from .probing import EMPTY, lookup, store
+from .query import classify
+from .records import NO
+from .traversal import find_edge
+
+__all__ = [
+    "Shared",
+    "Log",
+    "SUPPORT",
+    "WITNESSES",
+    "REMOVED_EVER",
+    "REMOVED_BACK",
+    "LIVE",
+    "ENTRIES",
+    "TABLE_USED",
+    "LIVE_USED",
+    "stage_edges",
+    "closures",
+    "group_of",
+    "fold_removals",
+    "fold_additions",
+    "fold_closure",
+    "stamps_in_effect",
+]
+
+# Beyond pending's kinds, the writer keeps in the table how many base edges under a touched DAG edge are left,
+# and which components a folded journal had checked.
+SUPPORT, CHECKED = 8, 9
+
+# Counters (``Shared.counters``): witnesses taken, base edges ever removed, those of them added back and in
+# the graph, log entries in the graph, log entries, keys in the table and in the live table.
+WITNESSES, REMOVED_EVER, REMOVED_BACK, LIVE, ENTRIES, TABLE_USED, LIVE_USED = range(7)
+_SCRATCH_MARK, _NODE_MARK = 0, 1
+
+
+class Shared(NamedTuple):
+    """The arrays the writer changes in place and never reallocates."""
+
+    masks: np.ndarray
+    removed_bits: np.ndarray
+    dead_bits: np.ndarray
+    broken_bits: np.ndarray
+    source_bits: np.ndarray
+    target_bits: np.ndarray
+    closure_no: np.ndarray  # (GROUPS,) uint64: group g may lead to these (not closed)
+    hub_nodes: np.ndarray  # the labels' hubs: DAG node and bit
+    hub_bits: np.ndarray
+    witness_src: np.ndarray  # (GROUPS,) DAG nodes of the witness edges' ends, and their log entries
+    witness_dst: np.ndarray
+    witness_entry: np.ndarray
+    counters: np.ndarray  # int64
+    marks: np.ndarray  # int64: the last marks of the two scratch stamps
+    queued: np.ndarray  # int32 per DAG node (``lose``)
+    queue: np.ndarray  # int64 per DAG node
+    node_stamp: np.ndarray  # int32 per node (component checks; empty when every component is one node)
+    node_queues: np.ndarray  # (2, nodes) int64
+
+
+class Log(NamedTuple):
+    """The added edges' log (``pending.Pending``: src, dst, born, died, links) and each entry's group."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    born: np.ndarray
+    died: np.ndarray
+    group: np.ndarray
+    links: np.ndarray
+
+
+@njit(nogil=True)
+def _set(bits, i):
+    bits[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+
+
+@njit(nogil=True)
+def _fresh_marks(sh, which):
+    """Two fresh marks for scratch stamp ``which`` (cleared when the int32 marks run out)."""
+    if sh.marks[which] > np.iinfo(np.int32).max - 4:
+        if which == _SCRATCH_MARK:
+            sh.queued[:] = 0
+        else:
+            sh.node_stamp[:] = 0
+        sh.marks[which] = 0
+    sh.marks[which] += 2
+    return np.int32(sh.marks[which] - 1)
+
+
+@njit(nogil=True, cache=True)
+def _cut(fw, bw, sh, below, above):
+    """Clear the YES bits that relied on a DAG edge now dead (or on a component now broken): what reaches
+    ``below`` is rechecked downwards (a bit needs a parent that holds it), what ``above`` reaches upwards
+    (a child). A node holds by itself the bits of the hubs it is and of the witness ends it is."""
+    hubs = sh.hub_nodes.size
+    witnesses = sh.counters[WITNESSES]
+    nodes = np.empty(hubs + witnesses, dtype=np.int64)
+    hub_bits = np.zeros(hubs + witnesses, dtype=np.uint64)
+    witness_bits = np.zeros(hubs + witnesses, dtype=np.uint64)
+    nodes[:hubs] = sh.hub_nodes
+    hub_bits[:hubs] = sh.hub_bits
+    for g in range(witnesses):
+        witness_bits[hubs + g] = np.uint64(1) << np.uint64(g)
+    nodes[hubs:] = sh.witness_dst[:witnesses]
+    lose(
+        sh.masks,
+        FWD_YES,
+        DOWN_YES,
+        bw.dag_indptr,
+        bw.dag_indices,
+        bw.dag_edge,
+        fw.dag_indptr,
+        fw.dag_indices,
+        nodes,
+        hub_bits,
+        witness_bits,
+        sh.dead_bits,
+        sh.broken_bits,
+        np.array([below], dtype=np.int64),
+        sh.queued,
+        _fresh_marks(sh, _SCRATCH_MARK),
+        sh.queue,
+    )
+    nodes[hubs:] = sh.witness_src[:witnesses]
+    lose(
+        sh.masks,
+        BWD_YES,
+        UP_YES,
+        fw.dag_indptr,
+        fw.dag_indices,
+        fw.dag_edge[:0],
+        bw.dag_indptr,
+        bw.dag_indices,
+        nodes,
+        hub_bits,
+        witness_bits,
+        sh.dead_bits,
+        sh.broken_bits,
+        np.array([above], dtype=np.int64),
+        sh.queued,
+        _fresh_marks(sh, _SCRATCH_MARK),
+        sh.queue,
+    )
+
+
+@njit(nogil=True)
+def _mark_from(fw, bw, sh, column, bits, start, cut):
+    """``marking.mark`` of ``bits`` from DAG node ``start``, downwards for the columns of what reaches a node
+    (even ones), upwards for the others."""
+    starts = np.array([start], dtype=np.int64)
+    if column % 2 == 0:
+        return mark(
+            fw.dag_indptr,
+            fw.dag_indices,
+            fw.dag_edge[:0],
+            sh.masks,
+            column,
+            bits,
+            starts,
+            cut,
+            sh.dead_bits,
+            sh.broken_bits,
+            sh.queue,
+        )
+    return mark(
+        bw.dag_indptr,
+        bw.dag_indices,
+        bw.dag_edge,
+        sh.masks,
+        column,
+        bits,
+        starts,
+        cut,
+        sh.dead_bits,
+        sh.broken_bits,
+        sh.queue,
+    )
+
+
+@njit(nogil=True)
+def group_of(comp, n_base, n_dag, x, y):
+    """An added edge's group: the topological rank of its source's DAG node (of its target's when the
+    source was added by updates) scaled to GROUPS."""
+    node = x if x < n_base else y
+    if node >= n_base:
+        return x % GROUPS
+    return comp[node] * GROUPS // max(n_dag, 1)
+
+
+@njit(nogil=True)
+def _mark_removal(fw, bw, sh, cx, cy, n_dag):
+    bits = np.uint64(1) << np.uint64(cy * GROUPS // max(n_dag, 1))
+    _mark_from(fw, bw, sh, RM_UP, bits, cx, False)
+    _mark_from(fw, bw, sh, RM_DOWN, bits, cy, False)
+
+
+@njit(nogil=True)
+def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
+    """Remove base edge x -> y; returns 1 when the graph had it."""
+    e = find_edge(fw.indptr, fw.indices, x, y)
+    if e < 0 or bit_set(sh.removed_bits, e):
+        return 0
+    _set(sh.removed_bits, e)
+    sh.counters[TABLE_USED] += store(table, table_key(REMOVED_EDGE, e), stamp)
+    sh.counters[REMOVED_EVER] += 1
+    cx, cy = fw.comp[x], fw.comp[y]
+    if cx == cy:
+        if bit_set(sh.broken_bits, cx):
+            return 1
+        mark_value = _fresh_marks(sh, _NODE_MARK)
+        if still_joined(
+            fw.indptr,
+            fw.indices,
+            bw.indptr,
+            bw.indices,
+            bw.edge,
+            fw.comp,
+            sh.removed_bits,
+            x,
+            y,
+            sh.node_stamp,
+            mark_value,
+            sh.node_queues[0],
+            sh.node_queues[1],
+        ):
+            return 1
+        _set(sh.broken_bits, cx)
+        sh.counters[TABLE_USED] += store(table, table_key(BROKEN_COMP, cx), stamp)
+        _cut(fw, bw, sh, cx, cx)
+        _mark_removal(fw, bw, sh, cx, cx, n_dag)
+        return 1
+    de = dag_edge_of(fw.dag_indptr, fw.dag_indices, bw.dag_indptr, bw.dag_indices, bw.dag_edge, cx, cy)
+    left = lookup(table, table_key(SUPPORT, de))
+    if left == EMPTY:
+        left = count_between(
+            fw.indptr,
+            fw.indices,
+            bw.indptr,
+            bw.indices,
+            bw.edge,
+            fw.comp,
+            fw.mem_indptr,
+            fw.mem,
+            sh.removed_bits,
+            cx,
+            cy,
+        )
+    else:
+        left -= 1
+    sh.counters[TABLE_USED] += store(table, table_key(SUPPORT, de), left)
+    if left == 0:
+        _set(sh.dead_bits, de)
+        sh.counters[TABLE_USED] += store(table, table_key(DEAD_DAG_EDGE, de), stamp)
+        _cut(fw, bw, sh, cy, cx)
+        _mark_removal(fw, bw, sh, cx, cy, n_dag)
+    return 1
+
+
+@njit(nogil=True)
+def _push(table, sh, links, i, column, kind, node):
+    key = table_key(kind, node)
+    links[i, column] = lookup(table, key)
+    sh.counters[TABLE_USED] += store(table, key, i)
+
+
+@njit(nogil=True)
+def _link(table, sh, log, comp, n_base, i):
+    """Entry i at the head of its four lists (its DAG nodes' lists only for nodes of the labels' graph)."""
+    x, y = log.src[i], log.dst[i]
+    _push(table, sh, log.links, i, OUT_OF_NODE - OUT_OF_COMP, OUT_OF_NODE, x)
+    _push(table, sh, log.links, i, INTO_NODE - OUT_OF_COMP, INTO_NODE, y)
+    log.links[i, 0] = EMPTY
+    log.links[i, INTO_COMP - OUT_OF_COMP] = EMPTY
+    if x < n_base:
+        _push(table, sh, log.links, i, 0, OUT_OF_COMP, comp[x])
+        _set(sh.source_bits, comp[x])
+    if y < n_base:
+        _push(table, sh, log.links, i, INTO_COMP - OUT_OF_COMP, INTO_COMP, comp[y])
+        _set(sh.target_bits, comp[y])
+
+
+@njit(nogil=True)
+def _add(fw, bw, h, sh, table, live, log, new_masks, x, y, stamp, n_base, n_dag):
+    """Add edge x -> y as a log entry; returns 1 when the graph did not have it."""
+    code = (np.int64(x) << 32) | np.int64(y)
+    if lookup(live, code) >= 0:
+        return 0
+    back = False
+    if x < n_base and y < n_base:
+        e = find_edge(fw.indptr, fw.indices, x, y)
+        if e >= 0:
+            if not bit_set(sh.removed_bits, e):
+                return 0
+            back = True
+    i = sh.counters[ENTRIES]
+    sh.counters[ENTRIES] += 1
+    sh.counters[LIVE] += 1
+    sh.counters[REMOVED_BACK] += back
+    comp = fw.comp
+    g = group_of(comp, n_base, n_dag, x, y)
+    log.src[i], log.dst[i], log.born[i], log.died[i], log.group[i] = x, y, stamp, 0, g
+    sh.counters[LIVE_USED] += store(live, code, i)
+    _link(table, sh, log, comp, n_base, i)
+    bit = np.uint64(1) << np.uint64(g)
+    # The groups whose targets reach x now lead to g; x's ancestors reach a source of g.
+    if x < n_base:
+        before = sh.masks[comp[x], DOWN_NO]
+        _mark_from(fw, bw, sh, UP_NO, bit, comp[x], False)
+    else:
+        before = new_masks[x - n_base, NEW_DOWN_NO]
+        new_masks[x - n_base, NEW_UP_NO] |= bit
+    for k in range(GROUPS):
+        if (before >> np.uint64(k)) & np.uint64(1):
+            sh.closure_no[k] |= bit
+    # g leads to the groups of the edges leaving what y reaches.
+    if y < n_base:
+        count = _mark_from(fw, bw, sh, DOWN_NO, bit, comp[y], False)
+        close_groups(sh.queue, count, bit, sh.source_bits, table, log.links, log.group, sh.closure_no)
+    else:
+        new_masks[y - n_base, NEW_DOWN_NO] |= bit
+        sh.closure_no[g] |= new_masks[y - n_base, NEW_UP_NO]
+    w = sh.counters[WITNESSES]
+    if x < n_base and y < n_base and w < GROUPS and not back:
+        cx, cy = comp[x], comp[y]
+        if cx != cy and classify(h.rec_dag, cx, h.rec_dag, cy, h.label_end) == NO:
+            sh.witness_src[w], sh.witness_dst[w], sh.witness_entry[w] = cx, cy, i
+            sh.counters[WITNESSES] += 1
+            witness = np.uint64(1) << np.uint64(w)
+            _mark_from(fw, bw, sh, UP_YES, witness, cx, True)
+            _mark_from(fw, bw, sh, DOWN_YES, witness, cy, True)
+    return 1
+
+
+@njit(nogil=True, cache=True)
+def stage_edges(fw, bw, h, sh, table, live, log, new_masks, removes, adds, stamp, n_dag):
+    """One update's removals, then its additions (each an (k, 2) int64 array of node ids), with ``stamp``;
+    returns (added, removed): edges the graph did not have and now has, and the reverse. The caller made
+    room: log entries for every addition, table keys for 4 an edge, live keys for every addition, and
+    ``new_masks`` rows for the nodes the update adds."""
+    n_base = fw.indptr.size - 1
+    removed = 0
+    for k in range(removes.shape[0]):
+        x, y = removes[k, 0], removes[k, 1]
+        code = (np.int64(x) << 32) | np.int64(y)
+        entry = lookup(live, code)
+        if entry >= 0:
+            store(live, code, EMPTY)
+            log.died[entry] = stamp
+            sh.counters[LIVE] -= 1
+            if x < n_base and y < n_base and find_edge(fw.indptr, fw.indices, x, y) >= 0:
+                sh.counters[REMOVED_BACK] -= 1
+            removed += 1
+        elif x < n_base and y < n_base:
+            removed += _remove_base(fw, bw, sh, table, x, y, stamp, n_dag)
+    added = 0
+    for k in range(adds.shape[0]):
+        added += _add(fw, bw, h, sh, table, live, log, new_masks, adds[k, 0], adds[k, 1], stamp, n_base, n_dag)
+    return added, removed
+
+
+@njit(nogil=True, cache=True)
+def closures(sh, died, seq, closure_no, closure_yes):
+    """A version's closures: the groups' (``closure_no``, reflexive and transitive) and the witnesses'
+    (``closure_yes``: row g, the witnesses g leads to, none for a witness edge not in the version)."""
+    closure_no[:] = sh.closure_no
+    for g in range(GROUPS):
+        closure_no[g] |= np.uint64(1) << np.uint64(g)
+    _close(closure_no)
+    closure_yes[:] = 0
+    valid = np.uint64(0)
+    witnesses = sh.counters[WITNESSES]
+    for g in range(witnesses):
+        d = died[sh.witness_entry[g]]
+        if d == 0 or d > seq:
+            valid |= np.uint64(1) << np.uint64(g)
+    for g in range(witnesses):
+        if (valid >> np.uint64(g)) & np.uint64(1):
+            closure_yes[g] = (sh.masks[sh.witness_dst[g], UP_YES] & valid) | (np.uint64(1) << np.uint64(g))
+    _close(closure_yes)
+
+
+@njit(nogil=True)
+def _close(rows):
+    for k in range(rows.size):
+        bit = np.uint64(1) << np.uint64(k)
+        for i in range(rows.size):
+            if rows[i] & bit:
+                rows[i] |= rows[k]
+
+
+# ---- a journal folded at once (``Overlay.stage_many``): stamps, then the masks by sweeps -----------------
+
+
+@njit(nogil=True, cache=True)
+def fold_removals(fw, bw, sh, table, positions, stamp, n_dag):
+    """The base edges a journal leaves removed (``positions``, forward CSR): their bits and stamps, the DAG
+    edges left without a base edge (dead) and the components left split (broken), each with its own RM bits
+    (the sweeps spread them). The caller made room for 3 table keys a position."""
+    for e in positions:
+        _set(sh.removed_bits, e)
+        sh.counters[TABLE_USED] += store(table, table_key(REMOVED_EDGE, e), stamp)
+    sh.counters[REMOVED_EVER] += positions.size
+    for e in positions:
+        x = np.searchsorted(fw.indptr, e, side="right") - 1
+        cx, cy = fw.comp[x], fw.comp[fw.indices[e]]
+        bit = np.uint64(1) << np.uint64(cy * GROUPS // max(n_dag, 1))
+        if cx == cy:
+            if bit_set(sh.broken_bits, cx) or lookup(table, table_key(CHECKED, cx)) != EMPTY:
+                continue
+            sh.counters[TABLE_USED] += store(table, table_key(CHECKED, cx), 1)
+            size = fw.mem_indptr[cx + 1] - fw.mem_indptr[cx]
+            member = fw.mem[fw.mem_indptr[cx]]
+            mark_value = _fresh_marks(sh, _NODE_MARK)
+            if strongly_connected(
+                fw.indptr,
+                fw.indices,
+                bw.indptr,
+                bw.indices,
+                bw.edge,
+                fw.comp,
+                sh.removed_bits,
+                member,
+                size,
+                sh.node_stamp,
+                mark_value,
+                sh.node_queues[0],
+            ):
+                continue
+            _set(sh.broken_bits, cx)
+            sh.counters[TABLE_USED] += store(table, table_key(BROKEN_COMP, cx), stamp)
+        else:
+            de = dag_edge_of(fw.dag_indptr, fw.dag_indices, bw.dag_indptr, bw.dag_indices, bw.dag_edge, cx, cy)
+            if lookup(table, table_key(SUPPORT, de)) != EMPTY:
+                continue
+            left = count_between(
+                fw.indptr,
+                fw.indices,
+                bw.indptr,
+                bw.indices,
+                bw.edge,
+                fw.comp,
+                fw.mem_indptr,
+                fw.mem,
+                sh.removed_bits,
+                cx,
+                cy,
+            )
+            sh.counters[TABLE_USED] += store(table, table_key(SUPPORT, de), left)
+            if left:
+                continue
+            _set(sh.dead_bits, de)
+            sh.counters[TABLE_USED] += store(table, table_key(DEAD_DAG_EDGE, de), stamp)
+        sh.masks[cx, RM_UP] |= bit
+        sh.masks[cy, RM_DOWN] |= bit
+
+
+@njit(nogil=True, cache=True)
+def fold_additions(fw, h, sh, table, live, log, new_masks, count, stamp, n_dag):
+    """Log entries ``0..count-1`` (src and dst written) as a journal leaves them: stamps, groups, lists, live
+    keys; the bits their ends hold by themselves (NO masks, and witnesses for the first that the labels say
+    join unrelated nodes). The caller made room for 4 table keys and a live key an entry."""
+    n_base = fw.indptr.size - 1
+    comp = fw.comp
+    for i in range(count):
+        x, y = log.src[i], log.dst[i]
+        g = group_of(comp, n_base, n_dag, x, y)
+        log.born[i], log.died[i], log.group[i] = stamp, 0, g
+        sh.counters[LIVE_USED] += store(live, (np.int64(x) << 32) | np.int64(y), i)
+        _link(table, sh, log, comp, n_base, i)
+        bit = np.uint64(1) << np.uint64(g)
+        if x < n_base:
+            sh.masks[comp[x], UP_NO] |= bit
+        else:
+            new_masks[x - n_base, NEW_UP_NO] |= bit
+        if y < n_base:
+            sh.masks[comp[y], DOWN_NO] |= bit
+        else:
+            new_masks[y - n_base, NEW_DOWN_NO] |= bit
+        w = sh.counters[WITNESSES]
+        if x < n_base and y < n_base and w < GROUPS and comp[x] != comp[y]:
+            cx, cy = comp[x], comp[y]
+            if classify(h.rec_dag, cx, h.rec_dag, cy, h.label_end) == NO:
+                sh.witness_src[w], sh.witness_dst[w], sh.witness_entry[w] = cx, cy, i
+                sh.counters[WITNESSES] += 1
+                sh.masks[cx, UP_YES] |= np.uint64(1) << np.uint64(w)
+                sh.masks[cy, DOWN_YES] |= np.uint64(1) << np.uint64(w)
+    sh.counters[ENTRIES] = count
+    sh.counters[LIVE] = count
+
+
+@njit(nogil=True, cache=True)
+def fold_closure(fw, sh, log, new_masks, count):
+    """The groups' closure once the NO masks are swept: an entry of group g whose source some target of
+    group k reaches makes k lead to g; every group leads to itself."""
+    n_base = fw.indptr.size - 1
+    for i in range(count):
+        x = log.src[i]
+        bit = np.uint64(1) << np.uint64(log.group[i])
+        reached_by = sh.masks[fw.comp[x], DOWN_NO] if x < n_base else new_masks[x - n_base, NEW_DOWN_NO]
+        for k in range(GROUPS):
+            if (reached_by >> np.uint64(k)) & np.uint64(1):
+                sh.closure_no[k] |= bit
+        sh.closure_no[log.group[i]] |= bit
+
+
+@njit(nogil=True, cache=True)
+def stamps_in_effect(table, kind, ids, seq):
+    """Whether the stamp of each (kind, id) in ``table`` is in effect in a version of ``seq`` updates."""
+    out = np.empty(ids.size, dtype=np.bool_)
+    for i in range(ids.size):
+        stamp = lookup(table, table_key(kind, ids[i]))
+        out[i] = 0 < stamp <= seq
+    return out
