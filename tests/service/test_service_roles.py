@@ -109,12 +109,12 @@ def test_replicas_and_a_builder_share_a_graph(cluster: Cluster, files: GraphFile
     assert f"graph {graph_id}: version 1 published" in builder.log(), "the builder built it"
     # B keeps one graph at a time: each turn drops the other graph and loads this one again, exactly.
     with api_a.client() as a, api_b.client() as b:
-        a.upload(files.path("dag.gra"), name="dag", wait=True)
-        b.wait_until_ready("dag", timeout=120)
+        a.upload(files.path("dag.gra"), name="dag-b", wait=True)  # "dag" is another test's
+        b.wait_until_ready("dag-b", timeout=120)
         before = _cache_metrics(api_b)
-        for name in ("dag", "cyclic", "dag", "cyclic"):
+        for name, ref in (("dag", "dag-b"), ("cyclic", "cyclic"), ("dag", "dag-b"), ("cyclic", "cyclic")):
             truth = files.answers(f"{name}.ans")
-            assert np.array_equal(b.query_batch(name, files.pairs(f"{name}.que")), truth), name
+            assert np.array_equal(b.query_batch(ref, files.pairs(f"{name}.que")), truth), name
         after = _cache_metrics(api_b)
         assert after["grail_cache_loads_total"] - before["grail_cache_loads_total"] >= 3
         assert after["grail_cache_evictions_total"] - before["grail_cache_evictions_total"] >= 3
