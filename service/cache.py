@@ -63,9 +63,6 @@ class VersionCache:
         self._loaded = 0
         self._evicted = 0
 
-    def holds(self, key: str) -> bool:
-        return key in self._sizes
-
     def stats(self) -> CacheStats:
         with self._lock:
             return CacheStats(self.limit_bytes, self._held, len(self._sizes), self._loaded, self._evicted)
@@ -94,11 +91,6 @@ class VersionCache:
         with self._lock:
             self._held -= self._sizes.pop(key, 0)
             self._measured.pop(key, None)
-
-    def used(self, key: str) -> None:
-        with self._lock:
-            if key in self._sizes:
-                self._sizes.move_to_end(key)
 
     def acquire_held(self, key: str) -> bool:
         """``acquire`` without a load: True, and the graph kept until ``release``, when it is held."""

@@ -45,8 +45,9 @@ def test_least_recently_used_out_by_bytes() -> None:
     for key in "abc":
         cache.install(key, 40, held.put(key))
         assert cache.stats().held_bytes <= 100
-    assert held.keys == {"b", "c"} and not cache.holds("a")
-    cache.used("b")  # b is now more recent than c
+    assert held.keys == {"b", "c"} and cache.stats().graphs == 2
+    assert cache.acquire_held("b")  # a request on b: now more recent than c
+    cache.release("b")
     cache.install("d", 40, held.put("d"))
     assert held.keys == {"b", "d"}
     stats = cache.stats()
