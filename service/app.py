@@ -21,6 +21,7 @@ from grail_core.backends import cuda_available, device_name, resolve_backend
 from grail_core.formats import FORMAT_TABLE, READING_OPTIONS
 
 from .access import OPEN_PATHS, AccessMiddleware, load_keys
+from .cache import LoadOnUseMiddleware
 from .conventions import MethodsMiddleware
 from .deps import ServiceState
 from .errors import PROBLEM_JSON, install_error_handlers
@@ -78,8 +79,11 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
         default_backend = resolve_backend(settings.backend)
         opened = stores if stores is not None else await asyncio.to_thread(open_stores, settings)
         gate = CoreGate()
-        registry = GraphRegistry(opened.metadata, opened.artifacts, gate, serving=role.serves)
+        cache_bytes = settings.replica_cache_bytes if role.loads_on_use else None
+        registry = GraphRegistry(opened.metadata, opened.artifacts, gate, serving=role.serves, cache_bytes=cache_bytes)
         metrics.count_graphs(registry.count_by_status)
+        if registry.cache is not None:
+            metrics.count_cache(registry.cache.stats)
         to_load = await asyncio.to_thread(registry.start)
         readiness = Readiness(graphs_loaded=not to_load)
         # In the background: /health answers at once; requests that need a kernel meanwhile wait at the gate
@@ -142,6 +146,8 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
     app.include_router(health.router)
     app.include_router(problems.router)
     # Innermost first: each add_middleware wraps the ones before it.
+    if role.loads_on_use:
+        app.add_middleware(LoadOnUseMiddleware)
     if role.serves:
         app.add_middleware(MinVersionMiddleware, timeout_s=settings.min_version_timeout_s)
     app.add_middleware(MethodsMiddleware, router=app.router)

@@ -18,10 +18,12 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.routing import Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .cache import CacheStats
 
 __all__ = ["Metrics", "MetricsMiddleware", "CONTENT_TYPE", "UNMATCHED_ROUTE"]
 
@@ -49,6 +51,25 @@ class _GraphsByStatus(Collector):
         yield family
 
 
+class _VersionCache(Collector):
+    """grail_cache_*: an API replica's version cache (service.cache), read at each scrape; nothing elsewhere."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], CacheStats] | None = None
+
+    def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
+        if self.source is None:
+            return
+        stats = self.source()
+        yield GaugeMetricFamily("grail_cache_bytes", "Memory of the loaded versions.", value=stats.held_bytes)
+        yield GaugeMetricFamily("grail_cache_limit_bytes", "The bound of the version cache.", value=stats.limit_bytes)
+        yield GaugeMetricFamily("grail_cache_graphs", "Graphs whose version is loaded.", value=stats.graphs)
+        yield CounterMetricFamily("grail_cache_loads", "Versions loaded on use.", value=stats.loads)
+        yield CounterMetricFamily(
+            "grail_cache_evictions", "Versions dropped, least recently used.", value=stats.evictions
+        )
+
+
 class Metrics:
     """What the routers, the middleware and the build runner count; rendered on GET /metrics."""
 
@@ -59,6 +80,8 @@ class Metrics:
         GCCollector(registry=self.registry)
         self._graphs = _GraphsByStatus()
         self.registry.register(self._graphs)
+        self._cache = _VersionCache()
+        self.registry.register(self._cache)
         self._requests = Counter(
             "grail_http_requests",
             "HTTP requests by method, route template and status.",
@@ -117,6 +140,10 @@ class Metrics:
     def count_graphs(self, graphs_by_status: Callable[[], Mapping[str, int]]) -> None:
         """Where grail_graphs{status} is read from, once the registry of graphs is open."""
         self._graphs.source = graphs_by_status
+
+    def count_cache(self, stats: Callable[[], CacheStats]) -> None:
+        """Where grail_cache_* are read from, on an API replica."""
+        self._cache.source = stats
 
     def build_finished(self, result: str, seconds: float, phase_seconds: Mapping[str, float]) -> None:
         """``phase_seconds``: a build's phases by name, and their parts as ``phase.part``."""

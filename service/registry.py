@@ -21,6 +21,11 @@ Every write reaches the store first and memory only once it has committed:
 At start every graph is listed at once (``/health`` answers), and each ready one loads its version and
 replays its journal in the background (``load_all``), answering 409 GraphLoading with Retry-After until it is
 current. ``sync`` brings one graph in line with the store (what another server wrote, on PostgreSQL).
+
+With a version cache (``cache_bytes``: an API replica, service.cache) nothing loads at start: a graph's version is
+loaded on its first use (``acquire``, before the request's route), and the least recently used versions are
+dropped while the loaded ones take more memory than the bound; ``sync`` then keeps the rows of graphs not loaded
+and loads new versions only of those that are.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from grail_core.backends import resolve_backend
 from grail_core.storage import read_index_dir
 from grail_core.version import Version, load_version
 
+from .cache import VersionCache, memory_bytes
 from .errors import GRAPH_FAILED, GRAPH_LOADING, GRAPH_NOT_READY, ServiceError, truncate
 from .options import UploadOptions
 from .state import ArtifactStore, MetadataStore
@@ -125,7 +131,8 @@ class GraphRecord:
 class GraphRegistry:
     """See the module doc. ``gate``: held around every call into grail_core (service.warmup.CoreGate).
     ``serving``: False in a builder (service.roles), which publishes versions and serves none: what it builds is
-    loaded once, to check it, and not kept."""
+    loaded once, to check it, and not kept. ``cache_bytes``: the bound of the version cache of an API replica
+    (None: every ready graph loaded at start and kept)."""
 
     def __init__(
         self,
@@ -133,6 +140,7 @@ class GraphRegistry:
         artifacts: ArtifactStore,
         gate: AbstractContextManager[Any] | None = None,
         serving: bool = True,
+        cache_bytes: int | None = None,
     ) -> None:
         self.metadata = metadata
         self.artifacts = artifacts
@@ -141,6 +149,7 @@ class GraphRegistry:
         self._graphs: dict[str, _Entry] = {}  # by id
         self._names: dict[str, str] = {}  # name -> id, for graphs that hold their name
         self._lock = threading.Lock()  # the two maps' writers
+        self.cache = VersionCache(cache_bytes, self._drop) if cache_bytes is not None and serving else None
 
     # ---- the maps ----------------------------------------------------------------------------------
 
@@ -182,7 +191,94 @@ class GraphRegistry:
             if self._names.get(entry.graph.name) == graph_id:
                 del self._names[entry.graph.name]
             entry.deleted = True
+        if self.cache is not None:
+            self.cache.discard(graph_id)
         entry.settle()
+
+    # ---- the version cache -------------------------------------------------------------------------
+
+    def _set_version(self, entry: _Entry, version: Version) -> None:
+        """The version queries of the graph read from now on (under the graph's lock), counted in the cache."""
+        if self.cache is None:
+            entry.version = version
+            return
+        held = entry.version
+        # An update shares its labels with the version it updates: its size is measured again later (``release``).
+        nbytes = None if held is not None and held.labels is version.labels else memory_bytes(version)
+        self.cache.install(entry.id, nbytes, functools.partial(setattr, entry, "version", version))
+
+    def _drop(self, graph_id: str) -> None:
+        """The cache's eviction: the graph's version forgotten (requests that hold it finish on it); it loads
+        again on its next use. Takes no lock (the cache's is held)."""
+        entry = self._graphs.get(graph_id)
+        if entry is not None:
+            entry.version = None
+            log.info("graph %s: version dropped from the cache (least recently used)", graph_id)
+
+    def _loads_on_use(self, entry: _Entry) -> bool:
+        """A graph with a published version that the cache does not hold now (it loads on its next use)."""
+        graph = entry.graph
+        return (
+            self.cache is not None
+            and entry.version is None
+            and not entry.deleted
+            and entry.load_error is None
+            and graph.status is GraphStatus.ready
+            and graph.published_version is not None
+        )
+
+    def acquire(self, ref: str) -> str | None:
+        """The graph (by id or name) loaded, unless the cache holds it, and kept until ``release``: its id. None
+        when there is no cache, no such graph, or its version does not load now (the route answers as the
+        registry says)."""
+        if self.cache is None:
+            return None
+        try:
+            entry = self._entry(ref)
+            self.cache.acquire(entry.id, functools.partial(self._load_on_use, entry))
+        except GraphNotFound:
+            return None
+        except Exception as exc:  # the store is away for now: the route answers 409 GraphLoading
+            log.warning("graph %s: cannot load it now: %s", ref, exc)
+            return None
+        return entry.id
+
+    def acquire_held(self, ref: str) -> str | None:
+        """``acquire`` of a graph the cache holds (no load: no thread needed); None otherwise."""
+        if self.cache is None:
+            return None
+        entry = self._graphs.get(ref)
+        if entry is None:
+            graph_id = self._names.get(ref)
+            entry = self._graphs.get(graph_id) if graph_id is not None else None
+        if entry is None or not self.cache.acquire_held(entry.id):
+            return None
+        return entry.id
+
+    def release(self, graph_id: str) -> None:
+        """A request done with the graph ``acquire`` kept; its version measured again from time to time."""
+        if self.cache is None:
+            return
+        entry = self._graphs.get(graph_id)
+        version = entry.version if entry is not None else None
+        due = version is not None and self.cache.measure_due(graph_id)
+        self.cache.release(graph_id, memory_bytes(version) if due and version is not None else None)
+
+    def _load_on_use(self, entry: _Entry) -> None:
+        if not self._loads_on_use(entry):
+            return
+        started = time.perf_counter()
+        self._refresh(entry)
+        version = entry.version
+        if version is not None:
+            log.info(
+                "graph %s: version %d loaded on use in %.3f s (%d journaled updates replayed)",
+                entry.id,
+                version.number,
+                time.perf_counter() - started,
+                version.number - version.labels.version,
+            )
+        self.rebuild_if_pending(entry.id)
 
     # ---- start-up ----------------------------------------------------------------------------------
 
@@ -194,6 +290,9 @@ class GraphRegistry:
             if not self.serving:
                 continue
             if graph.status is GraphStatus.ready and graph.published_version is not None:
+                if self.cache is not None:  # loaded on its first use
+                    entry.settle()
+                    continue
                 entry.loading = Progress("queued")
                 to_load.append(graph.id)
             elif graph.status is GraphStatus.failed:
@@ -234,11 +333,9 @@ class GraphRegistry:
         entry = self._entry(ref)
         version = entry.version
         if version is None:
-            if entry.loading is not None:
-                raise ServiceError(
-                    GRAPH_LOADING,
-                    f"graph {entry.id!r} is loading ({entry.loading.phase}); try again in a moment",
-                )
+            if entry.loading is not None or self._loads_on_use(entry):
+                phase = entry.loading.phase if entry.loading is not None else "not loaded on this server now"
+                raise ServiceError(GRAPH_LOADING, f"graph {entry.id!r} is loading ({phase}); try again in a moment")
             record = self._record(entry, [])
             if record.status == GraphStatus.failed.value:  # for good: 424, the build it depends on failed
                 error = record.error or {}
@@ -497,7 +594,7 @@ class GraphRegistry:
         with entry.lock:
             if entry.deleted or not self.serving:
                 return
-            entry.version = self._replayed(entry, base)
+            self._set_version(entry, self._replayed(entry, base))
             entry.loading = None
             entry.load_error = None
 
@@ -514,10 +611,11 @@ class GraphRegistry:
             with self._gate:
                 version = apply_journal(version, _rows(rows), len(rows), report)
 
-    def _refresh(self, entry: _Entry) -> None:
+    def _refresh(self, entry: _Entry, load_missing: bool = True) -> None:
         """Bring the graph's version in line with its row: its published version loaded when this server holds
         another (outside the graph's lock: queries and updates go on meanwhile), then the journal rows past
-        it. A version that does not load marks the graph failed here (the store's row is left as it is)."""
+        it. A version that does not load marks the graph failed here (the store's row is left as it is).
+        ``load_missing``: False to keep only the row of a graph that holds no version here."""
         for _ in range(3):
             try:
                 graph = self.metadata.get_graph(entry.id)
@@ -535,6 +633,11 @@ class GraphRegistry:
                     entry.settle()
                 return
             current = entry.version
+            if current is None and not load_missing:  # it answers once it loads on its first use
+                self._remember(graph, entry)
+                entry.loading = None
+                entry.settle()
+                return
             try:
                 base = None
                 if current is None or current.labels.version != published:
@@ -548,7 +651,7 @@ class GraphRegistry:
                     latest = self.metadata.get_graph(entry.id)
                     if latest.published_version != published:
                         continue  # published again while it loaded
-                    entry.version = self._replayed(entry, base if base is not None else entry.version)  # type: ignore[arg-type]
+                    self._set_version(entry, self._replayed(entry, base if base is not None else current))  # type: ignore[arg-type]
                     entry.loading = None
                     entry.load_error = None
                     if base is not None:  # another server's rebuild is published: the next update may ask again
@@ -582,15 +685,18 @@ class GraphRegistry:
             if graph.id != graph_id:
                 return
             entry = _Entry(graph)  # remembered by ``_refresh``, once it answers if it is ready
-        self._refresh(entry)
+        self._refresh(entry, load_missing=self.cache is None)
 
     def held_number(self, ref: str) -> int | None:
         """The version this server answers a graph (by id or name) from; None when it knows no such graph or
         has none loaded."""
         try:
-            version = self._entry(ref).version
+            entry = self._entry(ref)
         except GraphNotFound:
             return None
+        version = entry.version
+        if version is None and self._loads_on_use(entry):
+            return entry.graph.head_version  # what its load gives it, at least (its row follows the store)
         return version.number if version is not None else None
 
     def current_number(self, graph_id: str) -> int | None:
@@ -609,6 +715,8 @@ class GraphRegistry:
             for attempt in range(_UPDATE_TRIES):
                 if entry.deleted:
                     raise GraphNotFound(ref)
+                if self._loads_on_use(entry):  # dropped by the cache: loaded again (the graph's lock is held)
+                    self._refresh(entry)
                 current = self.ready_version(entry.id)
                 with self._gate:
                     plan = current.plan_update(add, remove)
@@ -626,7 +734,7 @@ class GraphRegistry:
             with self._gate:
                 updated = current.apply(plan)
             assert updated.number == number, (updated.number, number)
-            entry.version = updated
+            self._set_version(entry, updated)
         result = updated.last_update
         assert result is not None
         return {

@@ -80,6 +80,12 @@ class Settings(BaseSettings):
     min_version_timeout_s: float = Field(
         5.0, ge=0, description="seconds a read with min_version waits for that version (503 with Retry-After after)"
     )
+    replica_cache_mb: int = Field(
+        4096,
+        ge=0,
+        description="MiB of loaded index versions an api replica keeps (least recently used out; a graph is loaded "
+        "on its first use; 0: only the graph used last)",
+    )
     job_lease_s: float = Field(
         30.0, gt=0, description="seconds a claimed build job stays this server's without a heartbeat"
     )
@@ -167,6 +173,10 @@ class Settings(BaseSettings):
     def role_spec(self) -> Role:
         """What this process does (service.roles)."""
         return ROLES[self.role]
+
+    @property
+    def replica_cache_bytes(self) -> int:
+        return self.replica_cache_mb * _MIB
 
     @property
     def max_upload_bytes(self) -> int:

@@ -69,7 +69,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, postgres_server: object) -
     cluster = Cluster(tmp_path_factory.mktemp("cluster"), database_url)
     try:
         cluster.server("api-a", "api")
-        cluster.server("api-b", "api")
+        cluster.server("api-b", "api", "--replica-cache-mb", "0")  # keeps only the graph it used last
         cluster.server("builder-1", "builder")
         yield cluster
     finally:
@@ -78,6 +78,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, postgres_server: object) -
 
 def _get(server: Server, path: str, **kwargs: object) -> httpx.Response:
     return httpx.get(f"{server.url}{path}", timeout=60.0, **kwargs)  # type: ignore[arg-type]
+
+
+def _cache_metrics(server: Server) -> dict[str, float]:
+    text = _get(server, "/metrics").text
+    return {
+        line.split()[0]: float(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith("grail_cache_") and " " in line
+    }
 
 
 def test_roles_that_share_state_need_postgresql(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -98,6 +107,18 @@ def test_replicas_and_a_builder_share_a_graph(cluster: Cluster, files: GraphFile
         assert np.array_equal(a.query_batch("cyclic", pairs), truth)
         assert np.array_equal(b.query_batch("cyclic", pairs), truth)
     assert f"graph {graph_id}: version 1 published" in builder.log(), "the builder built it"
+    # B keeps one graph at a time: each turn drops the other graph and loads this one again, exactly.
+    with api_a.client() as a, api_b.client() as b:
+        a.upload(files.path("dag.gra"), name="dag-b", wait=True)  # "dag" is another test's
+        b.wait_until_ready("dag-b", timeout=120)
+        before = _cache_metrics(api_b)
+        for name, ref in (("dag", "dag-b"), ("cyclic", "cyclic"), ("dag", "dag-b"), ("cyclic", "cyclic")):
+            truth = files.answers(f"{name}.ans")
+            assert np.array_equal(b.query_batch(ref, files.pairs(f"{name}.que")), truth), name
+        after = _cache_metrics(api_b)
+        assert after["grail_cache_loads_total"] - before["grail_cache_loads_total"] >= 3
+        assert after["grail_cache_evictions_total"] - before["grail_cache_evictions_total"] >= 3
+        assert after["grail_cache_graphs"] == 1 and after["grail_cache_limit_bytes"] == 0
     assert f"graph {graph_id}: version 1 published" not in api_a.log() + api_b.log()
     # A builder answers its probes and metrics, and no graph route.
     assert _get(builder, "/health").status_code == 200
