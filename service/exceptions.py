@@ -241,6 +241,11 @@ class UploadTooLargeError(TooLargeError):
     """The upload is over the server's limit."""
 
 
+class VersionNotHereError(UnavailableError):
+    """This server does not hold the version asked for (``min_version``) yet: try again after Retry-After, or
+    on another replica."""
+
+
 class StoreUnavailableError(UnavailableError):
     """The server's database or object store cannot be reached: try again after Retry-After."""
 
@@ -355,6 +360,7 @@ ERROR_CLASSES: dict[str, type[GrailServiceError]] = {
     "VersionConflict": VersionConflictError,
     "UploadTooLarge": UploadTooLargeError,
     "StoreUnavailable": StoreUnavailableError,
+    "VersionNotHere": VersionNotHereError,
     "RequestTimeout": RequestTimeoutError,
     "BodyTimeout": BodyTimeoutError,
     "PayloadTooLarge": PayloadTooLargeError,

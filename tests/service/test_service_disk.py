@@ -71,7 +71,8 @@ def test_full_disk(small_disk: Path, tmp_path: Path, files: GraphFiles) -> None:
             record = response.json()["graph"]
             assert record["status"] == "failed" and record["error"]["type"] == "DiskFull"
             assert http.get(f"/graphs/{record['id']}").json()["status"] == "failed"
-            assert not list((server.data_dir / "staging").iterdir())
+            # The failure is reported before the build's staging folder goes (in the same step's cleanup).
+            wait_until(lambda: not list((server.data_dir / "staging").iterdir()))
             (small_disk / "filler").unlink()
             again = http.post("/graphs?wait=true", content=upload, headers={"Content-Type": "text/x-grail-gra"})
             assert again.status_code == 201
