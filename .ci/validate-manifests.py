@@ -11,7 +11,9 @@ error) with kubernetes-validate's bundled schemas, for every version given. Then
 - every pod's containers run as non-root on a read-only root file system, without privilege escalation, with
   CPU and memory requests and limits; the serving containers have probes on /health and /ready;
 - every GRAIL_* variable, in the manifests and the compose files alike, is a setting of service/settings.py
-  (pydantic-settings ignores an unknown one: a misspelt name would silently keep the default).
+  (pydantic-settings ignores an unknown one: a misspelt name would silently keep the default);
+- every API replica (GRAIL_ROLE api) has a memory limit and sets GRAIL_REPLICA_CACHE_MB below it (the setting's
+  default knows nothing of the container's memory).
 Prints one line per problem and exits 1 if there is any.
 """
 
@@ -23,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
+_MIB = 1 << 20
+# Kubernetes' memory quantities (and compose's, which `config` gives in bytes).
+_UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 
 
 def known_settings(file: str) -> set[str]:
@@ -33,6 +38,27 @@ def check_environment(where: str, names: list[str], settings: set[str], problems
     for name in names:
         if name.startswith("GRAIL_") and name not in settings:
             problems.append(f"{where}: {name} is not a grail-serve setting (service/settings.py)")
+
+
+def memory_bytes(quantity: object) -> int:
+    text = str(quantity).strip()
+    for unit, factor in sorted(_UNITS.items(), key=lambda item: -len(item[0])):
+        if text.endswith(unit):
+            return int(float(text.removesuffix(unit)) * factor)
+    return int(float(text))
+
+
+def check_replica_cache(where: str, environment: dict[str, str], memory_limit: object, problems: list[str]) -> None:
+    """An API replica's cache of loaded versions fits in its memory limit."""
+    if environment.get("GRAIL_ROLE") != "api":
+        return
+    cache = environment.get("GRAIL_REPLICA_CACHE_MB")
+    if cache is None or memory_limit is None:
+        problems.append(f"{where}: an API replica needs a memory limit and GRAIL_REPLICA_CACHE_MB below it")
+        return
+    limit_mib = memory_bytes(memory_limit) // _MIB
+    if not 0 <= int(cache) < limit_mib:
+        problems.append(f"{where}: GRAIL_REPLICA_CACHE_MB {cache} is not below the memory limit ({limit_mib} MiB)")
 
 
 def check_pod(where: str, pod: dict[str, Any], settings: set[str], problems: list[str]) -> None:
@@ -53,6 +79,8 @@ def check_pod(where: str, pod: dict[str, Any], settings: set[str], problems: lis
                 if missing:
                     problems.append(f"{at}: no {part} for {', '.join(sorted(missing))}")
             check_environment(at, [entry["name"] for entry in container.get("env", [])], settings, problems)
+            values = {entry["name"]: entry["value"] for entry in container.get("env", []) if "value" in entry}
+            check_replica_cache(at, values, resources.get("limits", {}).get("memory"), problems)
             if kind == "containers":
                 probes = {
                     probe: container.get(probe, {}).get("httpGet", {}).get("path")
@@ -94,6 +122,8 @@ def check_compose(settings: set[str], files: list[str], problems: list[str]) -> 
             count += 1
             where = f"{Path(file).name}: service {name}"
             check_environment(where, list(service.get("environment", {})), settings, problems)
+            limit = service.get("deploy", {}).get("resources", {}).get("limits", {}).get("memory")
+            check_replica_cache(where, service.get("environment", {}), limit, problems)
     return count
 
 

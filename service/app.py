@@ -25,7 +25,7 @@ from .cache import LoadOnUseMiddleware
 from .conventions import MethodsMiddleware
 from .deps import ServiceState
 from .errors import PROBLEM_JSON, install_error_handlers
-from .freshness import MinVersionMiddleware
+from .freshness import MinVersionMiddleware, document_min_version
 from .guards import Admission, BodyGuard
 from .housekeeping import Follower, Housekeeping
 from .jobs import BuildRunner
@@ -170,6 +170,7 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
             if role.serves:
                 schema["paths"][queries.REACHABLE_PATH] = queries.REACHABLE_OPENAPI
             _document(schema, bool(keys), _backends())
+            document_min_version(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 

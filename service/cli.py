@@ -226,6 +226,12 @@ def _sniff(text: str, name: str) -> str:
 
 _json_option = click.option("--json", "as_json", is_flag=True, help="Answer as JSON.")
 _graph_argument = click.argument("graph")
+_min_version_option = click.option(
+    "--min-version",
+    type=click.IntRange(1),
+    help="Answer from this version of the graph or a newer one (the version 'grail update' printed): "
+    "read-your-writes through any replica.",
+)
 
 
 def _client(ctx: click.Context) -> GrailClient:
@@ -332,11 +338,12 @@ def list_graphs(ctx: click.Context, statuses: tuple[str, ...], as_json: bool) ->
 
 @cli.command()
 @_graph_argument
+@_min_version_option
 @_json_option
 @click.pass_context
-def show(ctx: click.Context, graph: str, as_json: bool) -> None:
+def show(ctx: click.Context, graph: str, min_version: int | None, as_json: bool) -> None:
     """A graph's record: status, build progress, stats, version."""
-    record = _client(ctx).get(graph)
+    record = _client(ctx).get(graph, min_version=min_version)
     _emit(as_json, record, lambda: _show(record))
 
 
@@ -365,11 +372,14 @@ def _unknown_option() -> Callable[[Any], Any]:
 @click.argument("source")
 @click.argument("target")
 @_unknown_option()
+@_min_version_option
 @_json_option
 @click.pass_context
-def reachable(ctx: click.Context, graph: str, source: str, target: str, unknown: str, as_json: bool) -> None:
+def reachable(
+    ctx: click.Context, graph: str, source: str, target: str, unknown: str, min_version: int | None, as_json: bool
+) -> None:
     """Does SOURCE reach TARGET? Exit code 0: yes, 1: no."""
-    answer = _client(ctx).reachable(graph, source, target, unknown=unknown)
+    answer = _client(ctx).reachable(graph, source, target, unknown=unknown, min_version=min_version)
     verdict = "reaches" if answer else "does not reach" if answer is not None else "is unknown: cannot say it reaches"
     _emit(as_json, {"source": source, "target": target, "reachable": answer}, f"{source} {verdict} {target}")
     if not answer:
@@ -388,17 +398,28 @@ def reachable(ctx: click.Context, graph: str, source: str, target: str, unknown:
 )
 @click.option("--header", is_flag=True, help="The first line names the columns: skip it.")
 @_unknown_option()
+@_min_version_option
 @_json_option
 @click.pass_context
 def query(
-    ctx: click.Context, graph: str, pairs: str, delimiter: str, header: bool, unknown: str, as_json: bool
+    ctx: click.Context,
+    graph: str,
+    pairs: str,
+    delimiter: str,
+    header: bool,
+    unknown: str,
+    min_version: int | None,
+    as_json: bool,
 ) -> None:
     """Answer a batch: PAIRS is a file of 'source target' rows ('-', the default, for stdin).
 
     Rows are tab-, comma- or space-separated, with CSV quoting for names that hold the separator. The answer is
     a row per pair: source, target and true, false (or unknown, with --unknown null), tab-separated."""
     rows = read_pairs(_read_text(pairs), pairs, delimiter, header)
-    answers = _client(ctx).query_batch(graph, rows, unknown=unknown) if rows else np.zeros(0, dtype=bool)
+    client = _client(ctx)
+    answers = (
+        client.query_batch(graph, rows, unknown=unknown, min_version=min_version) if rows else np.zeros(0, dtype=bool)
+    )
     missing = np.ma.getmaskarray(answers).tolist()
     values = [None if unknown_pair else answer for answer, unknown_pair in zip(answers.tolist(), missing, strict=True)]
     if as_json:
@@ -416,11 +437,12 @@ def query(
 @_graph_argument
 @click.argument("source")
 @click.argument("target")
+@_min_version_option
 @_json_option
 @click.pass_context
-def path(ctx: click.Context, graph: str, source: str, target: str, as_json: bool) -> None:
+def path(ctx: click.Context, graph: str, source: str, target: str, min_version: int | None, as_json: bool) -> None:
     """A shortest path from SOURCE to TARGET. Exit code 1 when there is none."""
-    found = _client(ctx).path(graph, source, target)
+    found = _client(ctx).path(graph, source, target, min_version=min_version)
     words = (
         f"{source} does not reach {target}: no path"
         if found is None
@@ -438,10 +460,21 @@ def _listing_command(kind: str) -> None:
     @click.argument("node")
     @click.option("--offset", type=click.IntRange(0), default=0, help="Skip this many nodes of the listing.")
     @click.option("--limit", type=click.IntRange(0), help="At most this many nodes.")
+    @_min_version_option
     @_json_option
     @click.pass_context
-    def listing(ctx: click.Context, graph: str, node: str, offset: int, limit: int | None, as_json: bool) -> None:
-        page = _client(ctx).descendants(graph, node, ancestors=not forward, offset=offset, limit=limit)
+    def listing(
+        ctx: click.Context,
+        graph: str,
+        node: str,
+        offset: int,
+        limit: int | None,
+        min_version: int | None,
+        as_json: bool,
+    ) -> None:
+        page = _client(ctx).descendants(
+            graph, node, ancestors=not forward, offset=offset, limit=limit, min_version=min_version
+        )
         if as_json:
             _emit(True, page, "")
             return
@@ -465,11 +498,12 @@ _listing_command("ancestors")
 @_graph_argument
 @click.argument("node")
 @click.option("--ancestors", is_flag=True, help="Count the nodes that reach NODE instead.")
+@_min_version_option
 @_json_option
 @click.pass_context
-def count(ctx: click.Context, graph: str, node: str, ancestors: bool, as_json: bool) -> None:
+def count(ctx: click.Context, graph: str, node: str, ancestors: bool, min_version: int | None, as_json: bool) -> None:
     """How many nodes NODE reaches (or, with --ancestors, reach it), without listing them."""
-    answer = _client(ctx).count(graph, node, ancestors=ancestors)
+    answer = _client(ctx).count(graph, node, ancestors=ancestors, min_version=min_version)
     total = _count_of(answer["count"], "node")
     words = (
         f"{total} {'reaches' if answer['count'] == 1 else 'reach'} {node}" if ancestors else f"{node} reaches {total}"

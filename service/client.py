@@ -14,6 +14,13 @@ whitespace, others as JSON. Answers come back one bit each. pandas DataFrames an
 columns) are taken as arrays, at the speed of lists of tuples.
 
 Errors are ``service.exceptions``: one class per kind of error answer under ``GrailClientError``.
+
+Read-your-writes across replicas: every read of a graph takes ``min_version``, sent as ``Grail-Min-Version``; the
+server answers once it holds that version or a newer one, else 503 (retried as any 503, then
+``VersionNotHereError``). ``update_edges`` answers the version its update made, so that a read through any
+replica sees it::
+
+    client.reachable("g", "a", "c", min_version=client.update_edges("g", add=[("b", "c")])["version"])
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from .exceptions import (
 from .wire import (
     BINARY,
     DEFAULT_PAIR_WIDTH,
+    MIN_VERSION_HEADER,
     PAIR_WIDTHS,
     answer_lines,
     binary_type,
@@ -453,6 +461,11 @@ def _auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
+def _min_version(min_version: int | None) -> dict[str, str]:
+    """The header of a read that needs version ``min_version`` of its graph, or a newer one."""
+    return {} if min_version is None else {MIN_VERSION_HEADER: str(int(min_version))}
+
+
 def _status_filter(status: str | Sequence[str] | None) -> dict[str, Any]:
     if status is None:
         return {}
@@ -525,9 +538,10 @@ class _Calls:
         )
         return _got((yield call)).json()
 
-    def _get(self, graph_id: str) -> Plan[Record]:
-        """A graph's record: status, build progress, stats, version."""
-        return _got((yield Call("GET", f"/graphs/{graph_id}"))).json()
+    def _get(self, graph_id: str, *, min_version: int | None = None) -> Plan[Record]:
+        """A graph's record: status, build progress, stats, version. ``min_version``, here and in every read of
+        a graph: answered once the server holds that version or a newer one (VersionNotHereError otherwise)."""
+        return _got((yield Call("GET", f"/graphs/{graph_id}", headers=_min_version(min_version)))).json()
 
     def _list(self, status: str | Sequence[str] | None = None) -> Plan[builtins.list[Record]]:
         """All graphs, oldest first; ``status`` keeps those in the given status(es) (e.g. ``"failed"``)."""
@@ -552,49 +566,82 @@ class _Calls:
                 raise TimeoutError(f"graph {graph_id} is still {record['status']} after {timeout} s")
             yield Pause(poll)
 
-    def _reachable(self, graph_id: str, source: Name, target: Name, *, unknown: str = "error") -> Plan[bool | None]:
+    def _reachable(
+        self, graph_id: str, source: Name, target: Name, *, unknown: str = "error", min_version: int | None = None
+    ) -> Plan[bool | None]:
         """Whether ``source`` reaches ``target``. ``unknown``: what answers a pair naming a node the graph
         lacks: ``"error"`` (UnknownNodeError), ``"false"``, or ``"null"`` (None)."""
         params = {"source": source, "target": target, **_unknown(unknown)}
-        answer = _got((yield Call("GET", f"/graphs/{graph_id}/reachable", params))).json()["reachable"]
+        call = Call("GET", f"/graphs/{graph_id}/reachable", params, _min_version(min_version))
+        answer = _got((yield call)).json()["reachable"]
         return None if answer is None else bool(answer)
 
     def _reachable_many(
-        self, graph_id: str, pairs: Sequence[tuple[Name, Name]], *, unknown: str = "error"
+        self,
+        graph_id: str,
+        pairs: Sequence[tuple[Name, Name]],
+        *,
+        unknown: str = "error",
+        min_version: int | None = None,
     ) -> Plan[builtins.list[bool | None]]:
         """A few pairs in one GET (the server caps how many); query_batch takes any number."""
         params = {"pairs": ";".join(f"{u},{v}" for u, v in pairs), **_unknown(unknown)}
-        return _got((yield Call("GET", f"/graphs/{graph_id}/reachable", params))).json()["reachable"]
+        call = Call("GET", f"/graphs/{graph_id}/reachable", params, _min_version(min_version))
+        return _got((yield call)).json()["reachable"]
 
     def _query_batch(
-        self, graph_id: str, pairs: Any, *, width: int | None = None, unknown: str = "error"
+        self,
+        graph_id: str,
+        pairs: Any,
+        *,
+        width: int | None = None,
+        unknown: str = "error",
+        min_version: int | None = None,
     ) -> Plan[np.ndarray]:
         """Answers (bool array) for an (M, 2) array, a list of pairs of names, a pandas DataFrame or an Arrow
         table (their first two columns). Integer names go as binary integers of ``width`` bits (16, 32 or 64;
         default: the narrowest that holds them). ``unknown="null"`` answers a masked array, masked where a pair
         names a node the graph lacks; ``"false"`` answers False there."""
         batch = _batch(pairs, width)
-        headers = {**batch.headers, **({"Accept": "application/json"} if unknown == "null" else {})}
+        headers = {
+            **batch.headers,
+            **({"Accept": "application/json"} if unknown == "null" else {}),
+            **_min_version(min_version),
+        }
         body = _Body(batch.body) if isinstance(batch.body, np.ndarray) else batch.body
         reply = yield Call("POST", f"/graphs/{graph_id}/queries", _unknown(unknown), headers, body)
         return _answers(_got(reply), batch.count, unknown)
 
-    def _query_lines(self, graph_id: str, lines: bytes, *, unknown: str = "error") -> Plan[bytes]:
+    def _query_lines(
+        self, graph_id: str, lines: bytes, *, unknown: str = "error", min_version: int | None = None
+    ) -> Plan[bytes]:
         """'u v' text lines in, '0'/'1' lines out (``null`` lines with ``unknown="null"``). Integer names are
         parsed here and go as binary pairs, a fraction of the bytes; other names go as the text itself."""
         pairs = _integer_pairs(lines)
         if pairs is not None and unknown != "null":
-            return answer_lines((yield from self._query_batch(graph_id, pairs, unknown=unknown)))
-        reply = yield Call("POST", f"/graphs/{graph_id}/queries", _unknown(unknown), dict(_TEXT_HEADERS), lines)
+            batch = self._query_batch(graph_id, pairs, unknown=unknown, min_version=min_version)
+            return answer_lines((yield from batch))
+        headers = {**_TEXT_HEADERS, **_min_version(min_version)}
+        reply = yield Call("POST", f"/graphs/{graph_id}/queries", _unknown(unknown), headers, lines)
         return _got(reply).content
 
-    def _path(self, graph_id: str, source: Name, target: Name) -> Plan[builtins.list[Name] | None]:
+    def _path(
+        self, graph_id: str, source: Name, target: Name, *, min_version: int | None = None
+    ) -> Plan[builtins.list[Name] | None]:
         """A shortest path from source to target (names, both ends included), None when unreachable."""
-        reply = yield Call("GET", f"/graphs/{graph_id}/path", {"source": source, "target": target})
+        params = {"source": source, "target": target}
+        reply = yield Call("GET", f"/graphs/{graph_id}/path", params, _min_version(min_version))
         return _got(reply).json()["path"]
 
     def _descendants(
-        self, graph_id: str, node: Name, *, ancestors: bool = False, offset: int = 0, limit: int | None = None
+        self,
+        graph_id: str,
+        node: Name,
+        *,
+        ancestors: bool = False,
+        offset: int = 0,
+        limit: int | None = None,
+        min_version: int | None = None,
     ) -> Plan[Record]:
         """``{"node", "count", "offset", "nodes"}``: what ``node`` reaches (or, with ``ancestors``, what reaches
         it), itself excepted, a page of it with ``offset``/``limit``."""
@@ -602,23 +649,30 @@ class _Calls:
         if limit is not None:
             params["limit"] = limit
         kind = "ancestors" if ancestors else "descendants"
-        return _got((yield Call("GET", f"/graphs/{graph_id}/{kind}", params))).json()
+        return _got((yield Call("GET", f"/graphs/{graph_id}/{kind}", params, _min_version(min_version)))).json()
 
-    def _ancestors(self, graph_id: str, node: Name, *, offset: int = 0, limit: int | None = None) -> Plan[Record]:
+    def _ancestors(
+        self, graph_id: str, node: Name, *, offset: int = 0, limit: int | None = None, min_version: int | None = None
+    ) -> Plan[Record]:
         """``descendants(..., ancestors=True)``: the nodes that reach ``node``."""
-        return (yield from self._descendants(graph_id, node, ancestors=True, offset=offset, limit=limit))
+        listing = self._descendants(graph_id, node, ancestors=True, offset=offset, limit=limit, min_version=min_version)
+        return (yield from listing)
 
-    def _count(self, graph_id: str, node: Name, *, ancestors: bool = False) -> Plan[Record]:
+    def _count(
+        self, graph_id: str, node: Name, *, ancestors: bool = False, min_version: int | None = None
+    ) -> Plan[Record]:
         """``{"node", "count", "method"}``: how many nodes ``node`` reaches (or reach it), without listing them."""
         kind = "ancestors" if ancestors else "descendants"
-        reply = yield Call("GET", f"/graphs/{graph_id}/{kind}", {"node": node, "count": "true"})
+        params = {"node": node, "count": "true"}
+        reply = yield Call("GET", f"/graphs/{graph_id}/{kind}", params, _min_version(min_version))
         return _got(reply).json()
 
     def _update_edges(
         self, graph_id: str, add: Sequence[Sequence[Name]] = (), remove: Sequence[Sequence[Name]] = ()
     ) -> Plan[Record]:
-        """Add and remove edges; ``{"version", "added", "removed", ...}`` once the server has journaled them.
-        Not retried: an update is not safe to send twice."""
+        """Add and remove edges; ``{"version", "added", "removed", ...}`` once the server has journaled them:
+        ``version`` is what a read passes as ``min_version`` to see the update through any replica. Not retried:
+        an update is not safe to send twice."""
         body = json.dumps({"add": [list(edge) for edge in add], "remove": [list(edge) for edge in remove]})
         headers = {"Content-Type": "application/json"}
         call = Call("POST", f"/graphs/{graph_id}/edges", {}, headers, body.encode(), idempotent=False)

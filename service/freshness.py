@@ -16,16 +16,16 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from typing import Any
 from urllib.parse import unquote_plus
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import BAD_PARAMETERS, VERSION_NOT_HERE, ServiceError, response_for, truncate
+from .wire import MIN_VERSION_HEADER, MIN_VERSION_PARAMETER
 
-__all__ = ["MinVersionMiddleware", "MIN_VERSION_PARAMETER", "MIN_VERSION_HEADER"]
+__all__ = ["MinVersionMiddleware", "MIN_VERSION_PARAMETER", "MIN_VERSION_HEADER", "document_min_version"]
 
-MIN_VERSION_PARAMETER = "min_version"
-MIN_VERSION_HEADER = "Grail-Min-Version"
 _HEADER_KEY = MIN_VERSION_HEADER.lower().encode()
 # /graphs/{ref} and anything below it; not /graphs itself (listings and uploads name no graph).
 _GRAPH_PATH = re.compile(r"^/graphs/([^/]+)(?:/|$)")
@@ -33,6 +33,13 @@ _DIGITS = re.compile(r"[0-9]{1,18}")
 # The first checks come soon after the request (a journal row arrives in milliseconds), then less often.
 _FIRST_DELAY_S = 0.002
 _LONGEST_DELAY_S = 0.05
+# The OpenAPI path templates of the reads that take min_version: GET below /graphs/{...}, and the query batches.
+_READ_PATH = re.compile(r"^/graphs/\{[^/]+\}(?:/.*)?$")
+_VERSION_SCHEMA = {"type": "integer", "minimum": 1, "maximum": 10**18 - 1}
+_DESCRIPTION = (
+    "answer from this version of the graph or a newer one (read-your-writes through any replica: the version an "
+    "update answered); a server that does not hold it waits for it, then answers 503 VersionNotHere"
+)
 
 
 class MinVersionMiddleware:
@@ -80,6 +87,32 @@ class MinVersionMiddleware:
                 return False
             await asyncio.sleep(min(delay, left))
             delay = min(delay * 2, _LONGEST_DELAY_S)
+
+
+def document_min_version(schema: dict[str, Any]) -> None:
+    """The OpenAPI schema's reads of a graph take ``min_version`` (query) and ``Grail-Min-Version`` (header), and
+    may answer 503 with Retry-After when the version asked for is not here."""
+    for path, operations in schema["paths"].items():
+        if not _READ_PATH.match(path):
+            continue
+        for method, operation in operations.items():
+            if not (method == "get" or (method == "post" and path.endswith("/queries"))):
+                continue
+            parameters = operation.setdefault("parameters", [])
+            if any(parameter["name"] == MIN_VERSION_PARAMETER for parameter in parameters):
+                continue  # a schema shared by several apps (one process's tests), documented already
+            parameters.extend(
+                {"name": name, "in": where, "required": False, "description": _DESCRIPTION, "schema": _VERSION_SCHEMA}
+                for name, where in ((MIN_VERSION_PARAMETER, "query"), (MIN_VERSION_HEADER, "header"))
+            )
+            busy = operation["responses"].setdefault("503", {"description": ""})
+            busy["description"] = "; ".join(
+                filter(None, (busy["description"], f"VersionNotHere: {VERSION_NOT_HERE.title} (Retry-After)"))
+            )
+            busy.setdefault("headers", {})["Retry-After"] = {
+                "description": "seconds to wait before trying again",
+                "schema": {"type": "integer"},
+            }
 
 
 def _wanted(scope: Scope) -> tuple[int | None, Scope]:

@@ -18,7 +18,9 @@ server's uploads and updates and every ``POLL_S`` otherwise (jobs queued elsewhe
 
 A build that fails is failed for good (the graph keeps the error; bad input fails the same way every time); a
 rebuild that fails is tried again after a backoff (the job's attempts and next attempt, shown in the graph's
-record), the graph served exactly from its version and journal meanwhile. A stopping server gives its
+record), the graph served exactly from its version and journal meanwhile. A job that finds the artifact store
+unreachable is neither: it is put off (queued again a few seconds later, its attempt not counted) until the
+store answers again, so that an acknowledged upload is built once the store is back. A stopping server gives its
 running jobs back (``release_jobs``): the next start, or another server, takes them at once.
 """
 
@@ -41,6 +43,7 @@ from .errors import (
     INTERRUPTED,
     OVERLOADED,
     STORAGE_ERROR,
+    STORE_UNAVAILABLE,
     ServiceError,
     storage_error,
 )
@@ -50,7 +53,7 @@ from .options import UploadOptions
 from .registry import GraphRegistry, describe_error
 from .settings import Settings
 from .state import ArtifactStore, MetadataStore
-from .state.errors import LeaseLost, StateError, UploadNotFound
+from .state.errors import LeaseLost, StateError, StoreUnavailable, UploadNotFound
 from .state.metadata import Job, JobKind, JobState
 from .updates import write_rows
 from .worker import BuildJob, BuildOutcome, BuildWorker, RebuildSource
@@ -213,6 +216,9 @@ class BuildRunner:
             set_request_id(str(job.payload.get("request_id") or "-"))
             try:
                 (self._build if job.kind is JobKind.build else self._rebuild)(job, worker, reservation)
+            except StoreUnavailable as exc:  # not the job's fault: it waits for the store, its attempt not counted
+                log.warning("graph %s: %s put off: %s", job.graph_id, job.kind.value, exc.message)
+                self._defer(job, describe_error(exc.kind, exc.message))
             except Exception as exc:  # never a dead lane: the job fails, the next one runs
                 log.exception("graph %s: %s failed", job.graph_id, job.kind.value)
                 self._failed(job, describe_error(BUILD_CRASHED.name, f"the {job.kind.value} failed: {exc}"))
@@ -317,6 +323,12 @@ class BuildRunner:
                 self._registry.rebuild_failed(self._current(job), error)
         except StateError as exc:  # its lease expires, and the job is tried again
             log.error("graph %s: cannot record that its %s failed: %s", job.graph_id, job.kind.value, exc.message)
+
+    def _defer(self, job: Job, error: dict[str, object]) -> None:
+        try:
+            self._registry.job_deferred(self._current(job), error, float(STORE_UNAVAILABLE.retry_after or 1))
+        except StateError as exc:  # its lease expires, and the job is tried again
+            log.error("graph %s: cannot put its %s off: %s", job.graph_id, job.kind.value, exc.message)
 
     def _build(self, job: Job, worker: BuildWorker, memory: int) -> None:
         started = time.perf_counter()

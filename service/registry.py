@@ -500,6 +500,20 @@ class GraphRegistry:
             if ended.state is not JobState.queued:
                 entry.rebuild_asked_at = 0.0  # failed for good: the next update queues another one
 
+    def job_deferred(self, job: Job, error: dict[str, Any], delay_s: float) -> None:
+        """A build or rebuild put off (the artifact store cannot be reached): queued again after ``delay_s``, its
+        attempt not counted; a graph waiting for its build shows as queued, with the error, meanwhile."""
+        try:
+            self.metadata.defer_job(job, error, delay_s)
+            if job.kind is JobKind.build:
+                self.metadata.set_status(job.graph_id, GraphStatus.queued)
+        except (LeaseLost, GraphNotFound):
+            return
+        entry = self._graphs.get(job.graph_id)
+        if entry is not None:
+            entry.build = entry.rebuild = None
+            self._refresh_row(job.graph_id)
+
     def _refresh_row(self, graph_id: str) -> None:
         try:
             graph = self.metadata.get_graph(graph_id)

@@ -9,6 +9,9 @@ to 32,767 nodes, and bit answers an eighth of byte answers: little on loopback (
 benchmarks/bench_service.py), the transfer time itself on a network.
 
 Text: ``u v`` lines in, ``0``/``1`` lines out.
+
+Versions: a read of a graph that needs version N or a newer one (read-your-writes through another replica) says
+so with ``Grail-Min-Version: N`` or ``min_version=N`` (service.freshness).
 """
 
 from __future__ import annotations
@@ -32,9 +35,13 @@ __all__ = [
     "text_integers",
     "answer_lines",
     "json_answers",
+    "MIN_VERSION_HEADER",
+    "MIN_VERSION_PARAMETER",
 ]
 
 BINARY = "application/octet-stream"
+MIN_VERSION_HEADER = "Grail-Min-Version"
+MIN_VERSION_PARAMETER = "min_version"
 PAIR_WIDTHS = (16, 32, 64)
 ANSWER_WIDTHS = (1, 8)
 DEFAULT_PAIR_WIDTH = 64

@@ -877,6 +877,26 @@ class SqlMetadataStore(ABC):
 
         return self._write(work)
 
+    def defer_job(self, job: Job, error: dict[str, Any], delay_s: float) -> Job:
+        """Give a running job back after a failure that is not its own (a store that cannot be reached): queued
+        again after ``delay_s``, its attempt not counted, ``error`` shown meanwhile. LeaseLost when the job is no
+        longer the caller's."""
+
+        def work(tx: Tx) -> Job:
+            row = tx.one(
+                f"""UPDATE jobs SET state = 'queued', attempts = {{greatest}}(attempts - 1, 0),
+                        next_attempt_at = {{now}} + ?, lease_owner = NULL, lease_expires_at = NULL, error = ?,
+                        updated_at = {{now}}
+                    WHERE id = ? AND lease_token = ? AND state = 'running' RETURNING {_JOB_COLUMNS}""",
+                (delay_s, _dumps(error), job.id, job.lease_token),
+            )
+            if row is None:
+                raise LeaseLost(job.id)
+            self._record_change(tx, ChangeKind.job, job.graph_id)
+            return _job(row)
+
+        return self._write(work)
+
     def _finish_job(self, tx: Tx, job: Job, state: JobState, error: dict[str, Any] | None) -> Job:
         if (
             tx.one(

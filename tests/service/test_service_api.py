@@ -495,6 +495,15 @@ def test_health_metrics_openapi(client: GrailClient, files: GraphFiles, kegg: st
     assert "width=32" in batch["requestBody"]["content"]["application/octet-stream"]["schema"]["description"]
     assert "width=1" in batch["responses"]["200"]["description"]
     assert {"406", "413", "415", "422"} <= set(batch["responses"])
+    # Reads of a graph take min_version and Grail-Min-Version, and say they may answer 503 VersionNotHere.
+    for path, method in (("/graphs/{graph_id}/reachable", "get"), ("/graphs/{graph_id}/queries", "post")):
+        operation = spec["paths"][path][method]
+        taken = {(p["name"], p["in"]) for p in operation["parameters"]}
+        assert {("min_version", "query"), ("Grail-Min-Version", "header")} <= taken, path
+        assert "VersionNotHere" in operation["responses"]["503"]["description"]
+        assert "Retry-After" in operation["responses"]["503"]["headers"]
+    edges = spec["paths"]["/graphs/{graph_id}/edges"]["post"]
+    assert "min_version" not in {p["name"] for p in edges.get("parameters", [])}, "a write is no read"
     assert client.http.get("/docs").status_code == 200
 
 

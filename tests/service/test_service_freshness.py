@@ -1,11 +1,15 @@
-"""min_version and Grail-Min-Version as the middleware reads them (service.freshness); the waiting itself is
-tested across real replicas in test_service_roles.py."""
+"""min_version and Grail-Min-Version as the middleware reads them (service.freshness) and as the client sends
+them; the waiting itself is tested across real replicas in test_service_roles.py."""
 
 from __future__ import annotations
 
+import httpx
+import numpy as np
 import pytest
 
+from service.client import GrailClient, Retry
 from service.errors import ServiceError
+from service.exceptions import VersionNotHereError
 from service.freshness import _wanted
 
 
@@ -38,3 +42,46 @@ def test_a_value_that_is_not_a_positive_integer_is_refused(value: bytes) -> None
     assert refused.value.status == 422
     with pytest.raises(ServiceError):
         _wanted(_scope(b"", (b"grail-min-version", value)))
+
+
+def test_the_client_sends_min_version_on_every_read() -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.path, request.headers.get("Grail-Min-Version")))
+        if request.url.path.endswith("/queries"):
+            return httpx.Response(200, content=bytes([0b10000000]))
+        if request.url.path.endswith("/path"):
+            return httpx.Response(200, json={"path": ["a", "b"]})
+        if "count" in request.url.params:
+            return httpx.Response(200, json={"node": "a", "count": 1, "method": "labels"})
+        if request.url.path.endswith("/descendants"):
+            return httpx.Response(200, json={"node": "a", "count": 1, "offset": 0, "nodes": ["b"]})
+        if request.url.path.endswith("/reachable"):
+            return httpx.Response(200, json={"reachable": True})
+        return httpx.Response(200, json={"id": "g", "status": "ready"})
+
+    http = httpx.Client(base_url="http://grail", transport=httpx.MockTransport(answer))
+    with GrailClient(http=http) as client:
+        assert client.get("g", min_version=3)["id"] == "g"
+        assert client.reachable("g", "a", "b", min_version=4) is True
+        assert client.query_batch("g", np.array([[1, 2]]), min_version=5).tolist() == [True]
+        assert client.path("g", "a", "b", min_version=6) == ["a", "b"]
+        assert client.descendants("g", "a", min_version=7)["nodes"] == ["b"]
+        assert client.count("g", "a", min_version=8)["count"] == 1
+        assert client.reachable("g", "a", "b") is True
+    assert [version for _, version in seen] == ["3", "4", "5", "6", "7", "8", None]
+
+
+def test_a_version_not_here_is_retried_then_raised() -> None:
+    calls = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        body = {"error": "VersionNotHere", "detail": "not here yet", "status": 503}
+        return httpx.Response(503, json=body, headers={"Retry-After": "0"})
+
+    http = httpx.Client(base_url="http://grail", transport=httpx.MockTransport(answer))
+    with GrailClient(http=http, retry=Retry(attempts=2)) as client, pytest.raises(VersionNotHereError) as raised:
+        client.reachable("g", "a", "b", min_version=9)
+    assert raised.value.status == 503 and len(calls) == 2

@@ -16,6 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from service.cli import main as cli_main
 from service.main import main as serve_main
 
 from .conftest import GraphFiles, Server, wait_until
@@ -127,7 +128,9 @@ def test_replicas_and_a_builder_share_a_graph(cluster: Cluster, files: GraphFile
     assert _get(builder, f"/graphs/{graph_id}").status_code == 404
 
 
-def test_an_update_through_one_replica_is_read_through_the_other(cluster: Cluster, files: GraphFiles) -> None:
+def test_an_update_through_one_replica_is_read_through_the_other(
+    cluster: Cluster, files: GraphFiles, capsys: pytest.CaptureFixture[str]
+) -> None:
     api_a, api_b = cluster.servers[:2]
     with api_a.client() as a, api_b.client() as b:
         a.upload(b"r0 r1\n", name="ryw", wait=True)
@@ -149,6 +152,13 @@ def test_an_update_through_one_replica_is_read_through_the_other(cluster: Cluste
             assert int(answer.headers["Grail-Graph-Version"]) >= version
             batch = _get(reader, "/graphs/ryw/reachable", params={"pairs": f"r{k},r0", "min_version": version})
             assert batch.status_code == 200 and batch.json() == {"reachable": [False]}
+        # The client's read-your-writes is one line: the update's version passed on as min_version.
+        assert b.reachable("ryw", "r0", "r12", min_version=a.update_edges("ryw", add=[["r11", "r12"]])["version"])
+        version = b.update_edges("ryw", add=[["r12", "r13"]])["version"]
+        assert a.path("ryw", "r11", "r13", min_version=version) == ["r11", "r12", "r13"]
+        command = ["--url", api_a.url, "count", "ryw", "r0", "--min-version", str(version), "--json"]
+        assert cli_main(command) == 0
+        assert json.loads(capsys.readouterr().out)["count"] == 13  # r1 to r13
     # A version no replica holds: 503 with Retry-After after the timeout; a malformed one: 422.
     missing = _get(api_a, "/graphs/ryw/reachable", params={"source": "r0", "target": "r1", "min_version": 10**9})
     assert missing.status_code == 503 and missing.json()["error"] == "VersionNotHere", missing.text

@@ -160,3 +160,18 @@ kind loads them instead of compiling before /ready. */}}
     - name: kernel-cache
       mountPath: /cache
 {{- end -}}
+
+{{/* GRAIL_REPLICA_CACHE_MB of the API replicas: api.replicaCachePercent of their memory limit, in MiB. */}}
+{{- define "grail.replicaCacheMb" -}}
+{{- $limit := toString .Values.api.resources.limits.memory -}}
+{{- $mib := 0 -}}
+{{- if hasSuffix "Gi" $limit -}}
+{{- $mib = mul (trimSuffix "Gi" $limit | atoi) 1024 -}}
+{{- else if hasSuffix "Mi" $limit -}}
+{{- $mib = trimSuffix "Mi" $limit | atoi -}}
+{{- end -}}
+{{- if le $mib 0 -}}
+{{- fail "api.resources.limits.memory is given in Mi or Gi (e.g. 8Gi)" -}}
+{{- end -}}
+{{- div (mul $mib .Values.api.replicaCachePercent) 100 -}}
+{{- end -}}
