@@ -5,27 +5,23 @@ S3-compatible server (moto's server mode, a subprocess on a free loopback port).
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from service.state import ArtifactStore, open_artifacts, open_metadata
 from service.state.sql import SqlMetadataStore
 from tests.postgres_server import PostgresServer
+from tests.s3_server import S3_CREDENTIALS, MotoServer
 
 BACKENDS = ["sqlite", "postgresql"]
 # Short enough that the tests of retries wait little; the schedule's shape is what they check.
 TEST_BACKOFF_S = (0.2, 2.0)
 S3_BUCKET = "grail-test"
-S3_CREDENTIALS = {"access_key_id": "testing", "secret_access_key": "testing", "region": "us-east-1"}
 
 
 def wait_until(condition: Callable[[], Any], timeout: float = 15.0, interval: float = 0.01) -> Any:
@@ -38,12 +34,6 @@ def wait_until(condition: Callable[[], Any], timeout: float = 15.0, interval: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"not met within {timeout} s")
         time.sleep(interval)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(params=BACKENDS)
@@ -68,27 +58,8 @@ def store(store_url: str, tmp_path: Path) -> Iterator[SqlMetadataStore]:
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """moto's S3 server on a free loopback port, with an empty bucket ``S3_BUCKET``."""
-    port = free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-
-        def up() -> bool:
-            try:
-                return httpx.put(f"{endpoint}/{S3_BUCKET}").status_code == 200
-            except httpx.TransportError:
-                assert proc.poll() is None, "moto's server exited"
-                return False
-
-        wait_until(up, timeout=60, interval=0.1)
-        yield endpoint
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with MotoServer(S3_BUCKET) as moto:
+        yield moto.endpoint
 
 
 @pytest.fixture(params=["local", "s3"])

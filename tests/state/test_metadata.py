@@ -418,6 +418,26 @@ def test_released_jobs_are_due_at_once_their_attempt_not_counted(store: Metadata
     assert store.prune_jobs(0.01) == 1 and [j.id for j in store.list_jobs()] != [done.id]
 
 
+def test_a_deferred_job_waits_its_delay_and_keeps_its_attempts(store: MetadataStore) -> None:
+    """A build put off because the artifact store is away: any number of times, never failed for it."""
+    store.create_graph("aaaaaaaaaaaa", PARAMS)
+    store.enqueue_job("aaaaaaaaaaaa", JobKind.build, {}, max_attempts=1)
+    away = {"type": "StoreUnavailable", "message": "the artifact store cannot be reached now"}
+    for _ in range(3):
+        claimed = wait_until(lambda: store.claim_job("w", 30))
+        assert claimed.attempts == 1
+        before = time.time()
+        deferred = store.defer_job(claimed, away, 0.2)
+        assert (deferred.state, deferred.attempts, deferred.error) == (JobState.queued, 0, away)
+        assert 0.1 < deferred.next_attempt_at - before < 0.3
+        assert store.claim_job("w", 30) is None  # not before its time
+        with pytest.raises(LeaseLost):
+            store.defer_job(claimed, away, 0.2)  # given back already
+    done = store.complete_job(wait_until(lambda: store.claim_job("w", 30)))
+    assert (done.state, done.attempts) == (JobState.done, 1)
+    assert store.get_graph("aaaaaaaaaaaa").status is not GraphStatus.failed
+
+
 def test_journal_pages(store: MetadataStore) -> None:
     ready_graph(store, "aaaaaaaaaaaa")
     for version in range(1, 8):
