@@ -63,7 +63,7 @@ def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
     command = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
     if command is None:
         pytest.skip("schemathesis is not installed (make test installs it)")
-    server = Server(tmp_path / "data", tmp_path / "server.log").start()
+    server = Server(tmp_path / "data", tmp_path / "server.log", "--min-version-timeout-s", "0").start()
     try:
         server.client().upload(b"0 1\n1 2\n2 0\n2 3\n", content_type="text/plain", wait=True)
         done = _schemathesis(command, server.url, tmp_path, seed=15)
