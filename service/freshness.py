@@ -19,6 +19,7 @@ import time
 from typing import Any
 from urllib.parse import unquote_plus
 
+from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import BAD_PARAMETERS, VERSION_NOT_HERE, ServiceError, response_for, truncate
@@ -62,7 +63,7 @@ class MinVersionMiddleware:
         except ServiceError as exc:
             await response_for(exc)(scope, receive, send)
             return
-        if wanted is not None and not await self._wait(scope, match.group(1), wanted):
+        if wanted is not None and _served(scope) and not await self._wait(scope, match.group(1), wanted):
             refusal = ServiceError(
                 VERSION_NOT_HERE,
                 f"this server does not hold version {wanted} of graph {truncate(match.group(1), 80)!r} after "
@@ -113,6 +114,12 @@ def document_min_version(schema: dict[str, Any]) -> None:
                 "description": "seconds to wait before trying again",
                 "schema": {"type": "integer"},
             }
+
+
+def _served(scope: Scope) -> bool:
+    """Whether a route serves the request's method at its path: a method that none does is answered 405 at once,
+    whatever version it names."""
+    return any(route.matches(scope)[0] is Match.FULL for route in scope["app"].router.routes)
 
 
 def _wanted(scope: Scope) -> tuple[int | None, Scope]:

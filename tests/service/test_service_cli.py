@@ -119,9 +119,12 @@ def test_paths_listings_counts_and_updates(server: Server, calls: str) -> None:
         server, "update", calls, "--add", "exit", "lonely node", "--remove", "void run(int, char)", 'print("hi, there")'
     )
     assert updated.returncode == 0 and "1 edge added, 1 edge removed" in updated.stdout, updated.stderr
-    assert run(server, "reachable", calls, "main(String[] args)", "lonely node").returncode == 1
+    version = updated.stdout.split(":")[0].removeprefix("version ")
+    after = run(server, "reachable", calls, "main(String[] args)", "lonely node", "--min-version", version)
+    assert after.returncode == 1 and version.isdigit(), after.stderr
     assert run(server, "reachable", calls, "std::map<int, std::string> load()", "lonely node").returncode == 0
     assert run(server, "update", calls).returncode == 2  # no edges given
+    assert run(server, "count", calls, "exit", "--min-version", "0").returncode == 2  # versions start at 1
 
 
 def test_graph_commands_and_server_commands(server: Server, calls: str, tmp_path: Path) -> None:

@@ -3,14 +3,19 @@ them; the waiting itself is tested across real replicas in test_service_roles.py
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import httpx
 import numpy as np
 import pytest
 
+from service.app import create_app
 from service.client import GrailClient, Retry
 from service.errors import ServiceError
 from service.exceptions import VersionNotHereError
 from service.freshness import _wanted
+from service.settings import Settings
 
 
 def _scope(query: bytes, *headers: tuple[bytes, bytes]) -> dict:
@@ -85,3 +90,17 @@ def test_a_version_not_here_is_retried_then_raised() -> None:
     with GrailClient(http=http, retry=Retry(attempts=2)) as client, pytest.raises(VersionNotHereError) as raised:
         client.reachable("g", "a", "b", min_version=9)
     assert raised.value.status == 503 and len(calls) == 2
+
+
+def test_a_method_no_route_serves_waits_for_no_version(tmp_path: Path) -> None:
+    app = create_app(Settings(data_dir=tmp_path))
+
+    async def trace() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://grail") as http:
+            return await http.request(
+                "TRACE", "/graphs/g/reachable", params={"source": "a", "target": "b", "min_version": 7}
+            )
+
+    answer = asyncio.run(trace())
+    assert answer.status_code == 405 and answer.json()["error"] == "MethodNotAllowed", answer.text
+    assert "GET" in answer.headers["Allow"]
