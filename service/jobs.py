@@ -18,9 +18,10 @@ server's uploads and updates and every ``POLL_S`` otherwise (jobs queued elsewhe
 
 A build that fails is failed for good (the graph keeps the error; bad input fails the same way every time); a
 rebuild that fails is tried again after a backoff (the job's attempts and next attempt, shown in the graph's
-record), the graph served exactly from its version and journal meanwhile. A job that finds the artifact store
-unreachable is neither: it is put off (queued again a few seconds later, its attempt not counted) until the
-store answers again, so that an acknowledged upload is built once the store is back. A stopping server gives its
+record), the graph served exactly from its version and journal meanwhile. A job that finds a store unreachable
+(StoreUnavailable: the artifact store, or the database) is neither: it is put off (queued again a few seconds
+later, its attempt not counted) until the store answers again, so that an acknowledged upload is built once the
+store is back. A stopping server gives its
 running jobs back (``release_jobs``): the next start, or another server, takes them at once.
 """
 

@@ -501,8 +501,8 @@ class GraphRegistry:
                 entry.rebuild_asked_at = 0.0  # failed for good: the next update queues another one
 
     def job_deferred(self, job: Job, error: dict[str, Any], delay_s: float) -> None:
-        """A build or rebuild put off (the artifact store cannot be reached): queued again after ``delay_s``, its
-        attempt not counted; a graph waiting for its build shows as queued, with the error, meanwhile."""
+        """A build or rebuild put off (a store cannot be reached): queued again after ``delay_s``, its attempt not
+        counted (the job's row keeps the error); a graph waiting for its build shows as queued meanwhile."""
         try:
             self.metadata.defer_job(job, error, delay_s)
             if job.kind is JobKind.build:

@@ -130,7 +130,7 @@ def test_a_version_changed_in_the_bucket_is_refused_on_load(cluster: S3Cluster, 
     largest = max(manifest["files"], key=lambda entry: entry["size"])
     key = f"{_PREFIX}/graphs/{graph_id}/v1/{manifest['objects']}/{largest['path']}"
     data = bytearray(cluster.moto.get(key))
-    data[len(data) // 2] ^= 0xFF  # one bit pattern changed, the size kept: only the checksum can tell
+    data[len(data) // 2] ^= 0xFF  # one byte changed, the size kept: only the checksum can tell
     cluster.moto.put(key, bytes(data))
     # B has never loaded it: its first use fetches the changed object, and refuses it.
     pairs = files.pairs("dag.que")[:50]
@@ -142,7 +142,7 @@ def test_a_version_changed_in_the_bucket_is_refused_on_load(cluster: S3Cluster, 
     assert not (api_b.data_dir / "cache" / graph_id / "v1").exists(), "nothing half-fetched is kept"
 
 
-def test_a_version_is_published_once(cluster: S3Cluster, files: GraphFiles, tmp_path: Path) -> None:
+def test_a_version_is_published_once(cluster: S3Cluster, tmp_path: Path) -> None:
     api_a = cluster.servers["api-a"]
     with api_a.client() as a:
         graph_id = a.upload(b"p0 p1\np1 p2\n", name="once", wait=True)["id"]
@@ -172,6 +172,7 @@ def test_the_bucket_cut_off_and_restored(cluster: S3Cluster, files: GraphFiles) 
         a.upload(files.path("dag.gra"), name="held", wait=True)
         for client in (a, b):  # both replicas load it now
             assert np.array_equal(client.query_batch("held", pairs), truth)
+        assert b.reachable("held", 1, 0) is False  # until the update below
         builder.stop()  # its jobs given back: the next upload's build waits for a builder
         pending = a.upload(files.path("cyclic.gra"), name="pending")
         assert pending["status"] == "queued"
