@@ -21,13 +21,12 @@ time over all threads otherwise, each thread collecting what it appends in a buf
   ``wrap`` entries: the entries still to visit move to the front before a parallel level, and once ``wrap``
   entries lie behind the head.
 
-Searches (``search``, ``search_level``, ``search_both``) are the second shape: one node's or one pair's
-breadth-first search on the calling thread (many run at once, one per request or pair), which stops at the
-first witness. Its ``visit(v, x, y, z, queue, tail)`` returns ``(tail, found)`` and hands edges to
-``search_edges``, whose per-edge function ``edge(v, w, e, x, y, z)`` answers the entry to append, ``SKIP`` or
-``FOUND``; ``search_entry`` takes such an answer from edges kept outside a CSR graph. The context comes in
-three parts (the graph, its updates, the search's own state), passed apart as the edge functions' are: a
-tuple of the graph's arrays would be reference-counted at every step.
+Searches (``search``, ``search_level``) are the second shape: one node's or one pair's breadth-first search
+on the calling thread (many run at once, one per request or pair), which stops at the first witness. Its
+``visit(v, x, y, z, queue, tail)`` returns ``(tail, found)`` and hands edges to ``search_edges``, whose
+per-edge function ``edge(v, w, e, x, y, z)`` answers the entry to append, ``SKIP`` or ``FOUND``. The context
+comes in three parts, passed apart as the edge functions' are: a tuple holding arrays is reference-counted
+wherever it is bound.
 
 Everything is inlined into the caller (``inline="always"``): each pass is a small cached kernel that names its
 functions, so the operator costs nothing over a loop written out (``benchmarks/bench_frontier.py``); numba
@@ -51,9 +50,7 @@ __all__ = [
     "SKIP",
     "FOUND",
     "search",
-    "search_both",
     "search_edges",
-    "search_entry",
     "search_level",
 ]
 
@@ -161,7 +158,7 @@ def advance(visit, pull, context, queue, tail, frontier):
 
 
 @njit(nogil=True, inline="always")
-def search_entry(step, queue, tail):
+def _append_step(step, queue, tail):
     """Appends what a per-edge function answered (an entry, ``SKIP`` or ``FOUND``); returns (tail, found)."""
     if step >= 0:
         queue[tail] = step
@@ -171,10 +168,10 @@ def search_entry(step, queue, tail):
 
 @njit(nogil=True, inline="always")
 def search_edges(v, indptr, indices, edge, x, y, z, queue, tail):
-    """``search_entry`` of ``edge(v, w, e, x, y, z)`` for every edge v -> w at position e of the CSR graph
-    (indptr, indices), until one is ``FOUND``; returns (tail, found)."""
+    """Calls ``edge(v, w, e, x, y, z)`` for every edge v -> w at position e of the CSR graph (indptr,
+    indices), appending the entries it answers, until one is ``FOUND``; returns (tail, found)."""
     for e in range(indptr[v], indptr[v + 1]):
-        tail, found = search_entry(edge(v, indices[e], e, x, y, z), queue, tail)
+        tail, found = _append_step(edge(v, indices[e], e, x, y, z), queue, tail)
         if found:
             return tail, True
     return tail, False
@@ -205,24 +202,3 @@ def search(visit, x, y, z, queue, tail):
             return tail, True, levels
         head = stop
     return tail, False, levels
-
-
-@njit(nogil=True, inline="always")
-def search_both(visit, y, forward, backward, met):
-    """Breadth first from both ends, one level at a time, the side with the smaller level first, until one
-    side runs out or ``met(forward's z)`` after a level (a level is always finished); returns whether they
-    met. ``forward`` and ``backward``: each side's (x, z, queue) (of one type), its start alone in its queue;
-    ``y`` both sides'."""
-    forward_head, forward_tail, backward_head, backward_tail = 0, 1, 0, 1
-    while forward_head < forward_tail and backward_head < backward_tail:
-        ahead = forward_tail - forward_head <= backward_tail - backward_head
-        x, z, queue = forward if ahead else backward
-        head, stop = (forward_head, forward_tail) if ahead else (backward_head, backward_tail)
-        tail, _ = search_level(visit, x, y, z, queue, head, stop)
-        if ahead:
-            forward_head, forward_tail = stop, tail
-        else:
-            backward_head, backward_tail = stop, tail
-        if met(forward[1]):
-            return True
-    return False

@@ -12,9 +12,7 @@
   expand whole levels, the smaller frontier first; the first level on which they meet is finished and its
   shortest meeting kept, so the path is a shortest one.
 
-The breadth-first searches run on ``grail_core.frontier``'s search operator (``search``, ``search_both``);
-here are only their visits and per-edge functions, over the base graph's edges and those updates added
-(``_added_edges``). Everything here runs on the CPU.
+Everything here runs on the CPU.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .frontier import FOUND, SKIP, search, search_both, search_edges, search_entry
 from .pending import (
     INTO_COMP,
     INTO_NODE,
@@ -38,7 +35,7 @@ from .pending import (
     next_entry,
     verdict,
 )
-from .query import HotArrays, classify
+from .query import classify
 from .records import NO, YES
 
 __all__ = [
@@ -47,6 +44,7 @@ __all__ = [
     "reaches",
     "walk_pairs",
     "shortest_path",
+    "keys_to_nodes",
     "count_keys",
     "transpose_with_edges",
     "group_members",
@@ -68,7 +66,7 @@ class Side(NamedTuple):
     mem: np.ndarray
 
 
-@njit(nogil=True, inline="always")
+@njit(nogil=True)
 def _entry_edge(side_edge, f):
     return f if side_edge.size == 0 else side_edge[f]
 
@@ -85,130 +83,101 @@ def _key(g, p, y):
     return n_dag + y, -1
 
 
-@njit(nogil=True, inline="always")
-def _added_edges(v, p, forward, kind, edge, x, y, z, queue, tail):
-    """``search_edges`` over the edges that updates added, alive in the version, out of (``forward``) or
-    into DAG node or node v (``kind``: which list); ``e`` is the entry's number."""
-    i = first_entry(p, kind, v)
-    while i >= 0:
-        if entry_alive(p, i):
-            tail, found = search_entry(edge(v, p.dst[i] if forward else p.src[i], i, x, y, z), queue, tail)
-            if found:
-                return tail, True
-        i = next_entry(p, kind, i)
-    return tail, False
+@njit(nogil=True)
+def _other_end(p, i, forward):
+    return p.dst[i] if forward else p.src[i]
 
 
 # ---- walks over keys: listings, and reachability searched from both ends ---------------------------------
 
 
-class _Walk(NamedTuple):
-    """A walk's own state on one side (the graph and its updates come apart): ``mine`` the side's stamp,
-    ``theirs`` the other side's (-1: none); with ``test``, a key's verdict (forward: 'it reaches t';
-    backward: 's reaches it') may end the search or leave the key out. ``broken[0]``: whether the DAG node
-    being visited leads into a broken one."""
-
-    h: HotArrays
-    forward: bool
-    stamp: np.ndarray
-    mine: int
-    theirs: int
-    test: bool
-    s: int
-    cs: int
-    t: int
-    ct: int
-    broken: np.ndarray
-
-
-@njit(nogil=True, inline="always")
-def _walk(h, forward, stamp, mine, theirs, test, s, cs, t, ct, broken):
-    """A ``_Walk`` of one type whatever the integers' (one compiled ``_expand``)."""
-    i = np.int64
-    return _Walk(h, forward, stamp, i(mine), i(theirs), test, i(s), i(cs), i(t), i(ct), broken)
-
-
 @njit(nogil=True)
-def _enter(p, k, key, node, c):
-    """The visit of ``key`` (node ``node`` for a node key, DAG node ``c`` or -1), as a per-edge answer."""
-    if k.stamp[key] == k.mine:
-        return SKIP
-    if k.stamp[key] == k.theirs:
-        return FOUND
-    k.stamp[key] = k.mine
-    if k.test:
-        h = k.h
-        if k.forward:
-            base = classify(h.rec_dag, c, h.rec_dag, k.ct, h.label_end) if c >= 0 and k.ct >= 0 else NO
-            code = verdict(p, node, c, k.t, k.ct, base)
+def _visit(p, h, key, node, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward):
+    """Visit ``key`` (node ``node`` for a node key, DAG node ``c`` or -1); returns (tail, reached).
+
+    A key the other side of a search has seen (``theirs``) joins the two. With ``test``, the key's verdict
+    (forward: 'it reaches t'; backward: 's reaches it') may end the search or leave the key out."""
+    if stamp[key] == mine:
+        return tail, False
+    if stamp[key] == theirs:
+        return tail, True
+    stamp[key] = mine
+    if test:
+        if forward:
+            base = classify(h.rec_dag, c, h.rec_dag, ct, h.label_end) if c >= 0 and ct >= 0 else NO
+            code = verdict(p, node, c, t, ct, base)
         else:
-            base = classify(h.rec_dag, k.cs, h.rec_dag, c, h.label_end) if c >= 0 and k.cs >= 0 else NO
-            code = verdict(p, k.s, k.cs, node, c, base)
+            base = classify(h.rec_dag, cs, h.rec_dag, c, h.label_end) if c >= 0 and cs >= 0 else NO
+            code = verdict(p, s, cs, node, c, base)
         if code == YES:
-            return FOUND
+            return tail, True
         if code == NO:
-            return SKIP
-    return key
-
-
-@njit(nogil=True, inline="always")
-def _into_dag_node(x, w, e, g, p, k):
-    """DAG edge x -> w: w's key, unless the edge is dead; a broken w is entered by its members' edges."""
-    if dag_edge_dead(p, _entry_edge(g.dag_edge, e)):
-        return SKIP
-    if comp_broken(p, w):
-        k.broken[0] = True
-        return SKIP
-    return _enter(p, k, w, -1, w)
-
-
-@njit(nogil=True, inline="always")
-def _into_broken(m, y, f, g, p, k):
-    """Base edge m -> y from a member of the DAG node being visited: y's node key where it enters another,
-    broken one."""
-    cy = g.comp[y]
-    if cy == g.comp[m] or not comp_broken(p, cy) or edge_removed(p, _entry_edge(g.edge, f)):
-        return SKIP
-    return _enter(p, k, g.dag_indptr.size - 1 + y, y, cy)
-
-
-@njit(nogil=True, inline="always")
-def _into_node(v, z, e, g, p, k):
-    """An edge that updates added (from a DAG node or a node): z's key."""
-    key, c = _key(g, p, z)
-    return _enter(p, k, key, z, c)
-
-
-@njit(nogil=True, inline="always")
-def _along_base_edge(y, z, f, g, p, k):
-    """Base edge y -> z of a node key: z's key, unless the edge is removed."""
-    if edge_removed(p, _entry_edge(g.edge, f)):
-        return SKIP
-    return _into_node(y, z, f, g, p, k)
+            return tail, False
+    queue[tail] = key
+    return tail + 1, False
 
 
 @njit(nogil=True)
-def _expand(x, g, p, k, queue, tail):
-    """The visit of key x: every key it leads to in the version's graph (``g``: that direction's view)."""
+def _expand(g, p, h, x, forward, stamp, mine, theirs, queue, tail, test, s, cs, t, ct):
+    """Visit every key that key x leads to in the version's graph (``g``: that direction's view)."""
     n_dag = g.dag_indptr.size - 1
+    list_comp = OUT_OF_COMP if forward else INTO_COMP
+    list_node = OUT_OF_NODE if forward else INTO_NODE
     if x < n_dag:
-        k.broken[0] = False
-        tail, found = search_edges(x, g.dag_indptr, g.dag_indices, _into_dag_node, g, p, k, queue, tail)
-        if found:
-            return tail, True
-        if k.broken[0]:  # which members of a broken component the edges enter
-            for i in range(g.mem_indptr[x], g.mem_indptr[x + 1]):
-                tail, found = search_edges(g.mem[i], g.indptr, g.indices, _into_broken, g, p, k, queue, tail)
-                if found:
-                    return tail, True
-        v, kind = x, OUT_OF_COMP if k.forward else INTO_COMP
-    else:
-        v, kind = x - n_dag, OUT_OF_NODE if k.forward else INTO_NODE
-        if v < p.n_base:
-            tail, found = search_edges(v, g.indptr, g.indices, _along_base_edge, g, p, k, queue, tail)
+        into_broken = False
+        for e in range(g.dag_indptr[x], g.dag_indptr[x + 1]):
+            if dag_edge_dead(p, _entry_edge(g.dag_edge, e)):
+                continue
+            w = g.dag_indices[e]
+            if comp_broken(p, w):
+                into_broken = True
+                continue
+            tail, found = _visit(p, h, w, -1, w, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
             if found:
                 return tail, True
-    return _added_edges(v, p, k.forward, kind, _into_node, g, p, k, queue, tail)
+        if into_broken:  # which members of a broken component the edges enter
+            for i in range(g.mem_indptr[x], g.mem_indptr[x + 1]):
+                m = g.mem[i]
+                for f in range(g.indptr[m], g.indptr[m + 1]):
+                    y = g.indices[f]
+                    cy = g.comp[y]
+                    if cy == x or not comp_broken(p, cy) or edge_removed(p, _entry_edge(g.edge, f)):
+                        continue
+                    tail, found = _visit(
+                        p, h, n_dag + y, y, cy, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward
+                    )
+                    if found:
+                        return tail, True
+        i = first_entry(p, list_comp, x)
+        while i >= 0:
+            if entry_alive(p, i):
+                z = _other_end(p, i, forward)
+                key, c = _key(g, p, z)
+                tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
+                if found:
+                    return tail, True
+            i = next_entry(p, list_comp, i)
+        return tail, False
+    y = x - n_dag
+    if y < p.n_base:
+        for f in range(g.indptr[y], g.indptr[y + 1]):
+            if edge_removed(p, _entry_edge(g.edge, f)):
+                continue
+            z = g.indices[f]
+            key, c = _key(g, p, z)
+            tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
+            if found:
+                return tail, True
+    i = first_entry(p, list_node, y)
+    while i >= 0:
+        if entry_alive(p, i):
+            z = _other_end(p, i, forward)
+            key, c = _key(g, p, z)
+            tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
+            if found:
+                return tail, True
+        i = next_entry(p, list_node, i)
+    return tail, False
 
 
 @njit(nogil=True, cache=True)
@@ -218,9 +187,11 @@ def walk(g, p, h, start, forward, stamp, mark, queue):
     key, _ = _key(g, p, start)
     stamp[key] = mark
     queue[0] = key
-    state = _walk(h, forward, stamp, mark, -1, False, -1, -1, -1, -1, np.zeros(1, dtype=np.bool_))
-    count, _, _ = search(_expand, g, p, state, queue, 1)
-    return count
+    head, tail = 0, 1
+    while head < tail:
+        tail, _ = _expand(g, p, h, queue[head], forward, stamp, mark, -1, queue, tail, False, -1, -1, -1, -1)
+        head += 1
+    return tail
 
 
 @njit(nogil=True, cache=True)
@@ -228,9 +199,7 @@ def reaches(fw, bw, p, h, s, t, stamp, mark, queue):
     """Whether node s reaches node t on the version's graph: depth first from both ends at once, forward
     from s (keys that may still reach t) and backward from t (keys s may reach), each key tested by its
     verdict; the side that has seen fewer keys goes next, and the first side to run out proves 'no'.
-    ``stamp`` takes ``mark`` (forward) and ``mark + 1``; ``queue`` holds two stacks of every key each.
-    Depth first, not on the breadth-first ``frontier.search``: a witness down one branch ends the search
-    before a whole level is held."""
+    ``stamp`` takes ``mark`` (forward) and ``mark + 1``; ``queue`` holds two stacks of every key each."""
     if s == t:
         return True
     half = queue.size // 2
@@ -240,21 +209,18 @@ def reaches(fw, bw, p, h, s, t, stamp, mark, queue):
     stamp[bkey] = mark + 1
     queue[0] = fkey
     queue[half] = bkey
-    broken = np.zeros(1, dtype=np.bool_)
-    ahead = _walk(h, True, stamp, mark, mark + 1, True, s, cs, t, ct, broken)
-    behind = _walk(h, False, stamp, mark + 1, mark, True, s, cs, t, ct, broken)
     ftop, btop = 1, half + 1
     fseen, bseen = 1, 1
     while ftop > 0 and btop > half:
         if fseen <= bseen:
             ftop -= 1
             before = ftop
-            ftop, found = _expand(queue[ftop], fw, p, ahead, queue, ftop)
+            ftop, found = _expand(fw, p, h, queue[ftop], True, stamp, mark, mark + 1, queue, ftop, True, s, cs, t, ct)
             fseen += ftop - before
         else:
             btop -= 1
             before = btop
-            btop, found = _expand(queue[btop], bw, p, behind, queue, btop)
+            btop, found = _expand(bw, p, h, queue[btop], False, stamp, mark + 1, mark, queue, btop, True, s, cs, t, ct)
             bseen += btop - before
         if found:
             return True
@@ -268,6 +234,24 @@ def walk_pairs(fw, bw, p, h, pairs, which, answers, stamp, first_mark, queue):
     for j in range(which.size):
         i = which[j]
         answers[i] = reaches(fw, bw, p, h, pairs[i, 0], pairs[i, 1], stamp, np.int32(first_mark + 2 * j), queue)
+
+
+@njit(nogil=True, cache=True)
+def keys_to_nodes(keys, count, n_dag, mem_indptr, mem, skip, out):
+    """The nodes of ``keys[:count]`` (a DAG node's members, or the node of a node key) into ``out``, without
+    ``skip``; returns how many."""
+    written = 0
+    for i in range(count):
+        k = keys[i]
+        if k < n_dag:
+            for j in range(mem_indptr[k], mem_indptr[k + 1]):
+                if mem[j] != skip:
+                    out[written] = mem[j]
+                    written += 1
+        elif k - n_dag != skip:
+            out[written] = k - n_dag
+            written += 1
+    return written
 
 
 @njit(nogil=True, cache=True)
@@ -299,74 +283,13 @@ def _ruled_out(h, p, s, cs, t, ct):
     return verdict(p, s, cs, t, ct, base) == NO
 
 
-class _Paths(NamedTuple):
-    """One side's own state in a shortest-path search (the graph and its updates come apart): its stamp
-    ``mine`` (the other side's ``theirs``; nodes either rules out: ``ruled_out``), the parent and depth of
-    every node queued, and what both sides share: ``meeting`` = [the shortest length through a meeting, its
-    forward end, its backward end] (-1: not met); s and t with their DAG nodes, for the tests."""
-
-    h: HotArrays
-    forward: bool
-    stamp: np.ndarray
-    mine: int
-    theirs: int
-    ruled_out: int
-    parent: np.ndarray
-    depth: np.ndarray
-    meeting: np.ndarray
-    s: int
-    cs: int
-    t: int
-    ct: int
-
-
 @njit(nogil=True)
-def _reach(p, k, x, y, cy):
-    """Edge x -> y seen from x's side (backward: y -> x; ``cy``: y's DAG node or -1): y is queued unless
-    seen, met or ruled out."""
-    if k.stamp[y] == k.mine or k.stamp[y] == k.ruled_out:
-        return SKIP
-    if k.stamp[y] == k.theirs:
-        length = k.depth[x] + 1 + k.depth[y]
-        if length < k.meeting[0]:
-            k.meeting[0] = length
-            k.meeting[1], k.meeting[2] = (x, y) if k.forward else (y, x)
-        return SKIP
-    if _ruled_out(k.h, p, y, cy, k.t, k.ct) if k.forward else _ruled_out(k.h, p, k.s, k.cs, y, cy):
-        k.stamp[y] = k.ruled_out
-        return SKIP
-    k.stamp[y] = k.mine
-    k.parent[y] = x
-    k.depth[y] = k.depth[x] + 1
-    return y
-
-
-@njit(nogil=True, inline="always")
-def _reach_node(x, y, e, g, p, k):
-    """The per-edge function of a shortest-path search (``_reach``)."""
-    return _reach(p, k, x, y, _dag_of(g, p, y))
-
-
-@njit(nogil=True, inline="always")
-def _along_node_edge(x, y, f, g, p, k):
-    """Base edge at position f of x's row: ``_reach_node`` unless the edge is removed."""
-    if edge_removed(p, _entry_edge(g.edge, f)):
-        return SKIP
-    return _reach_node(x, y, f, g, p, k)
-
-
-@njit(nogil=True, inline="always")
-def _expand_nodes(x, g, p, k, queue, tail):
-    """The visit of node x on one side of a shortest-path search: its base edges, then those updates added."""
-    if x < p.n_base:
-        tail, _ = search_edges(x, g.indptr, g.indices, _along_node_edge, g, p, k, queue, tail)
-    kind = OUT_OF_NODE if k.forward else INTO_NODE
-    return _added_edges(x, p, k.forward, kind, _reach_node, g, p, k, queue, tail)
-
-
-@njit(nogil=True, inline="always")
-def _met(k):
-    return k.meeting[1] >= 0
+def _step(x, y, parent, depth, stamp, seen, queue, tail):
+    stamp[y] = seen
+    parent[y] = x
+    depth[y] = depth[x] + 1
+    queue[tail] = y
+    return tail + 1
 
 
 @njit(nogil=True, cache=True)
@@ -377,7 +300,7 @@ def shortest_path(fw, bw, p, h, s, t, stamp, mark, parent, depth, qf, qb):
     if s == t:
         qf[0] = s
         return 1
-    seen_f, seen_b, ruled_out = np.int64(mark), np.int64(mark) + 1, np.int64(mark) + 2
+    seen_f, seen_b, ruled_out = mark, mark + 1, mark + 2
     source_dag, target_dag = _dag_of(fw, p, s), _dag_of(fw, p, t)
     stamp[s] = seen_f
     parent[s] = -1
@@ -387,13 +310,73 @@ def shortest_path(fw, bw, p, h, s, t, stamp, mark, parent, depth, qf, qb):
     parent[t] = -1
     depth[t] = 0
     qb[0] = t
-    meeting = np.array([np.int64(1) << 62, -1, -1], dtype=np.int64)
-    ends = (np.int64(s), np.int64(source_dag), np.int64(t), np.int64(target_dag))
-    ahead = _Paths(h, True, stamp, seen_f, seen_b, ruled_out, parent, depth, meeting, *ends)
-    behind = _Paths(h, False, stamp, seen_b, seen_f, ruled_out, parent, depth, meeting, *ends)
-    if not search_both(_expand_nodes, p, (fw, ahead, qf), (bw, behind, qb), _met):
+    fh, ft, bh, bt = 0, 1, 0, 1
+    best = np.int64(1) << 62
+    meet_f = -1
+    meet_b = -1
+    while fh < ft and bh < bt and meet_f < 0:
+        if ft - fh <= bt - bh:
+            end = ft
+            for i in range(fh, end):
+                x = qf[i]
+                f = fw.indptr[x] if x < p.n_base else 0
+                stop = fw.indptr[x + 1] if x < p.n_base else 0
+                entry = first_entry(p, OUT_OF_NODE, x)
+                while f < stop or entry >= 0:
+                    if f < stop:
+                        y = fw.indices[f]
+                        f += 1
+                        if edge_removed(p, f - 1):
+                            continue
+                    else:
+                        y = p.dst[entry]
+                        alive = entry_alive(p, entry)
+                        entry = next_entry(p, OUT_OF_NODE, entry)
+                        if not alive:
+                            continue
+                    if stamp[y] == seen_f or stamp[y] == ruled_out:
+                        continue
+                    if stamp[y] == seen_b:
+                        if depth[x] + 1 + depth[y] < best:
+                            best = depth[x] + 1 + depth[y]
+                            meet_f, meet_b = x, y
+                    elif _ruled_out(h, p, y, _dag_of(fw, p, y), t, target_dag):
+                        stamp[y] = ruled_out
+                    else:
+                        ft = _step(x, y, parent, depth, stamp, seen_f, qf, ft)
+            fh = end
+        else:
+            end = bt
+            for i in range(bh, end):
+                y = qb[i]
+                f = bw.indptr[y] if y < p.n_base else 0
+                stop = bw.indptr[y + 1] if y < p.n_base else 0
+                entry = first_entry(p, INTO_NODE, y)
+                while f < stop or entry >= 0:
+                    if f < stop:
+                        x = bw.indices[f]
+                        f += 1
+                        if edge_removed(p, bw.edge[f - 1]):
+                            continue
+                    else:
+                        x = p.src[entry]
+                        alive = entry_alive(p, entry)
+                        entry = next_entry(p, INTO_NODE, entry)
+                        if not alive:
+                            continue
+                    if stamp[x] == seen_b or stamp[x] == ruled_out:
+                        continue
+                    if stamp[x] == seen_f:
+                        if depth[x] + 1 + depth[y] < best:
+                            best = depth[x] + 1 + depth[y]
+                            meet_f, meet_b = x, y
+                    elif _ruled_out(h, p, s, source_dag, x, _dag_of(fw, p, x)):
+                        stamp[x] = ruled_out
+                    else:
+                        bt = _step(y, x, parent, depth, stamp, seen_b, qb, bt)
+            bh = end
+    if meet_f < 0:
         return 0
-    meet_f, meet_b = meeting[1], meeting[2]
     length = depth[meet_f] + depth[meet_b] + 2
     # The queues are no longer needed: the path goes into qf, the source's half by the forward parents, the
     # target's half by the backward ones.
