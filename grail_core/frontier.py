@@ -21,6 +21,13 @@ time over all threads otherwise, each thread collecting what it appends in a buf
   ``wrap`` entries: the entries still to visit move to the front before a parallel level, and once ``wrap``
   entries lie behind the head.
 
+Searches (``search``, ``search_level``) are the second shape: one node's or one pair's breadth-first search
+on the calling thread (many run at once, one per request or pair), which stops at the first witness. Its
+``visit(v, x, y, z, queue, tail)`` returns ``(tail, found)`` and hands edges to ``search_edges``, whose
+per-edge function ``edge(v, w, e, x, y, z)`` answers the entry to append, ``SKIP`` or ``FOUND``. The context
+comes in three parts, passed apart as the edge functions' are: a tuple holding arrays is reference-counted
+wherever it is bound.
+
 Everything is inlined into the caller (``inline="always"``): each pass is a small cached kernel that names its
 functions, so the operator costs nothing over a loop written out (``benchmarks/bench_frontier.py``); numba
 cannot cache a kernel that receives its functions at run time.
@@ -35,7 +42,21 @@ from numba import njit, prange
 
 from .parallel import LOCAL_QUEUE, PARALLEL_MIN_NODES, chunk_count, chunk_range, queue_flush, queue_push
 
-__all__ = ["Frontier", "advance", "push_edges", "no_pull"]
+__all__ = [
+    "Frontier",
+    "advance",
+    "push_edges",
+    "no_pull",
+    "SKIP",
+    "FOUND",
+    "search",
+    "search_edges",
+    "search_level",
+]
+
+# What a search's per-edge function answers when it appends nothing (an entry to append is >= 0).
+SKIP = -1  # go on with the next edge
+FOUND = -2  # the search has its witness: stop
 
 
 class Frontier(NamedTuple):
@@ -131,3 +152,53 @@ def advance(visit, pull, context, queue, tail, frontier):
                 queue_flush(mine, count, queue, tail)
         head = stop
     return head
+
+
+# ---- searches: one node or one pair, on the calling thread, stopping at the first witness ----------------
+
+
+@njit(nogil=True, inline="always")
+def _append_step(step, queue, tail):
+    """Appends what a per-edge function answered (an entry, ``SKIP`` or ``FOUND``); returns (tail, found)."""
+    if step >= 0:
+        queue[tail] = step
+        return tail + 1, False
+    return tail, step == FOUND
+
+
+@njit(nogil=True, inline="always")
+def search_edges(v, indptr, indices, edge, x, y, z, queue, tail):
+    """Calls ``edge(v, w, e, x, y, z)`` for every edge v -> w at position e of the CSR graph (indptr,
+    indices), appending the entries it answers, until one is ``FOUND``; returns (tail, found)."""
+    for e in range(indptr[v], indptr[v + 1]):
+        tail, found = _append_step(edge(v, indices[e], e, x, y, z), queue, tail)
+        if found:
+            return tail, True
+    return tail, False
+
+
+@njit(nogil=True, inline="always")
+def search_level(visit, x, y, z, queue, head, tail):
+    """Visits the level ``queue[head:tail]``, the next one appended behind it, until a visit finds; returns
+    (tail, found)."""
+    for i in range(head, tail):
+        tail, found = visit(queue[i], x, y, z, queue, tail)
+        if found:
+            return tail, True
+    return tail, False
+
+
+@njit(nogil=True, inline="always")
+def search(visit, x, y, z, queue, tail):
+    """Breadth first from the nodes in ``queue[:tail]`` until a visit finds or none is left; returns (tail,
+    found, levels visited): every node queued in ``queue[:tail]``."""
+    head = 0
+    levels = 0
+    while head < tail:
+        levels += 1
+        stop = tail
+        tail, found = search_level(visit, x, y, z, queue, head, tail)
+        if found:
+            return tail, True, levels
+        head = stop
+    return tail, False, levels

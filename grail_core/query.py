@@ -25,6 +25,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .errors import InvalidParameterError
+from .frontier import FOUND, SKIP, search, search_edges
 from .records import (
     BWD,
     CACHE_LINE_WORDS,
@@ -257,6 +258,8 @@ def classify_nodes(h, u, v):
     return classify(h.rec_dag, h.rec_node[u, ID], h.rec_dag, h.rec_node[v, ID], h.label_end)
 
 
+# Depth first, not on the breadth-first ``frontier.search``: most pairs of a batch end at a witness down one
+# branch, found before a whole level would be held.
 @njit(nogil=True, inline="always")
 def _pruned_dfs(h, s, t, stamp, mark, stack):
     stamp[s] = mark
@@ -451,6 +454,34 @@ def answer_pair(hot: HotArrays, buffers: SearchBuffers, source: int, target: int
     return bool(answer), bool(searched)
 
 
+class _Hops(NamedTuple):
+    """A hop-by-hop search's own state: its target, visit stamp and mark, and ``tested[0]``, the children
+    tested so far."""
+
+    target: int
+    stamp: np.ndarray
+    mark: int
+    tested: np.ndarray
+
+
+@njit(nogil=True, inline="always")
+def _hop_child(x, w, e, h, k, _):
+    """Child w of DAG node x: queued while the labels leave 'w reaches the target' open."""
+    k.tested[0] += 1
+    if k.stamp[w] == k.mark:
+        return SKIP
+    k.stamp[w] = k.mark
+    code = classify(h.rec_dag, w, h.rec_dag, k.target, h.label_end)
+    if code == YES:
+        return FOUND
+    return w if code == UNDECIDED else SKIP
+
+
+@njit(nogil=True, inline="always")
+def _hop_children(x, h, k, _, queue, tail):
+    return search_edges(x, h.out_indptr, h.out_indices, _hop_child, h, k, None, queue, tail)
+
+
 @njit(nogil=True, cache=True)
 def _hop_search(h, s, t, stamp, queue, mark):
     """(reached, hops, edges) of a hop-by-hop search from DAG node s for DAG node t, pruned by the same
@@ -460,29 +491,9 @@ def _hop_search(h, s, t, stamp, queue, mark):
         return code == YES, 0, 0
     stamp[s] = mark
     queue[0] = s
-    head = 0
-    tail = 1
-    hops = 0
-    edges = 0
-    while head < tail:
-        end = tail
-        hops += 1
-        for i in range(head, end):
-            x = queue[i]
-            for e in range(h.out_indptr[x], h.out_indptr[x + 1]):
-                edges += 1
-                w = h.out_indices[e]
-                if stamp[w] == mark:
-                    continue
-                stamp[w] = mark
-                code = classify(h.rec_dag, w, h.rec_dag, t, h.label_end)
-                if code == YES:
-                    return True, hops, edges
-                if code == UNDECIDED:
-                    queue[tail] = w
-                    tail += 1
-        head = end
-    return False, hops, edges
+    state = _Hops(t, stamp, mark, np.zeros(1, dtype=np.int64))
+    _, found, hops = search(_hop_children, h, state, None, queue, 1)
+    return found, hops, state.tested[0]
 
 
 @njit(nogil=True, cache=True)

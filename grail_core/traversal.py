@@ -121,8 +121,6 @@ def _visit(p, h, key, node, c, stamp, mine, theirs, queue, tail, test, s, cs, t,
 def _expand(g, p, h, x, forward, stamp, mine, theirs, queue, tail, test, s, cs, t, ct):
     """Visit every key that key x leads to in the version's graph (``g``: that direction's view)."""
     n_dag = g.dag_indptr.size - 1
-    list_comp = OUT_OF_COMP if forward else INTO_COMP
-    list_node = OUT_OF_NODE if forward else INTO_NODE
     if x < n_dag:
         into_broken = False
         for e in range(g.dag_indptr[x], g.dag_indptr[x + 1]):
@@ -148,27 +146,20 @@ def _expand(g, p, h, x, forward, stamp, mine, theirs, queue, tail, test, s, cs, 
                     )
                     if found:
                         return tail, True
-        i = first_entry(p, list_comp, x)
-        while i >= 0:
-            if entry_alive(p, i):
-                z = _other_end(p, i, forward)
+        v, kind = x, OUT_OF_COMP if forward else INTO_COMP
+    else:
+        v, kind = x - n_dag, OUT_OF_NODE if forward else INTO_NODE
+        if v < p.n_base:
+            for f in range(g.indptr[v], g.indptr[v + 1]):
+                if edge_removed(p, _entry_edge(g.edge, f)):
+                    continue
+                z = g.indices[f]
                 key, c = _key(g, p, z)
                 tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
                 if found:
                     return tail, True
-            i = next_entry(p, list_comp, i)
-        return tail, False
-    y = x - n_dag
-    if y < p.n_base:
-        for f in range(g.indptr[y], g.indptr[y + 1]):
-            if edge_removed(p, _entry_edge(g.edge, f)):
-                continue
-            z = g.indices[f]
-            key, c = _key(g, p, z)
-            tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
-            if found:
-                return tail, True
-    i = first_entry(p, list_node, y)
+    # the edges that updates added out of (forward) or into the DAG node or node
+    i = first_entry(p, kind, v)
     while i >= 0:
         if entry_alive(p, i):
             z = _other_end(p, i, forward)
@@ -176,7 +167,7 @@ def _expand(g, p, h, x, forward, stamp, mine, theirs, queue, tail, test, s, cs, 
             tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
             if found:
                 return tail, True
-        i = next_entry(p, list_node, i)
+        i = next_entry(p, kind, i)
     return tail, False
 
 

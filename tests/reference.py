@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -23,6 +24,13 @@ def reachability_matrix(num_nodes: int, edges: list[tuple[int, int]]) -> np.ndar
                     matrix[source, child] = True
                     queue.append(child)
     return matrix
+
+
+def named_reachability(nodes: Sequence[str], edges: Iterable[tuple[str, str]]) -> np.ndarray:
+    """``reachability_matrix`` over named nodes: ``matrix[i, j]`` is True when ``nodes[j]`` is reachable from
+    ``nodes[i]``."""
+    position = {node: i for i, node in enumerate(nodes)}
+    return reachability_matrix(len(nodes), [(position[u], position[v]) for u, v in edges])
 
 
 def reachable_pairs(num_nodes: int, edges: np.ndarray, pairs: np.ndarray) -> np.ndarray:

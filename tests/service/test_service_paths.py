@@ -23,7 +23,7 @@ import pytest
 from service.client import GrailClient
 from service.routers.queries import VERSION_HEADER
 from service.routers.reach import LISTING_SLICE
-from tests.reference import bfs_distances, reachability_matrix
+from tests.reference import bfs_distances, named_reachability, reachability_matrix
 
 from .conftest import Server
 
@@ -146,7 +146,7 @@ def check_exact(http: httpx.Client, graph_id: str, edges: set[tuple[str, str]], 
     """Every pair, a path for each reachable one, and the listings, against brute force on ``edges``."""
     nodes = sorted({node for edge in edges for node in edge} | {n for e in START for n in e})
     position = {node: i for i, node in enumerate(nodes)}
-    truth = reachability_matrix(len(nodes), [(position[u], position[v]) for u, v in edges])
+    truth = named_reachability(nodes, edges)
     pairs = [[u, v] for u, v in itertools.product(nodes, repeat=2)]
     response = http.post(f"/graphs/{graph_id}/queries", json={"pairs": pairs})
     assert response.status_code == 200, response.text
