@@ -15,7 +15,7 @@ from .probing import EMPTY, lookup, store
 
 __all__ = [
     "mark",
-    "mark_lost_side",
+    "lost_side",
     "mark_reached",
     "close_groups",
     "lose",
@@ -122,28 +122,27 @@ def mark_reached(indptr, indices, masks, column, bit, start, seen, mark_value, q
     return tail
 
 
-# What ``mark_lost_side`` knows of a node: reached from its start, from the other end's other neighbours, both.
+# What ``lost_side`` knows of a node: reached from its start, from the other end's other neighbours, both.
 _FROM_START, _FROM_OTHER = 1, 2
 
 
 @njit(nogil=True, cache=True)
-def mark_lost_side(
-    indptr, indices, edge, dead_bits, masks, column, bit, start, other, order, flags, first, heap, budget
-):
-    """Set ``bit`` in ``masks[:, column]`` on the DAG nodes that ``start`` reaches and ``other`` no longer
-    does, ``other -> start`` (in the direction of ``indptr``/``indices``) being a DAG edge that just died; only
-    edges not dead are passed (a broken node passes like any: a pair it lies between is marked whole).
+def lost_side(indptr, indices, edge, dead_bits, start, other, order, flags, first, heap, found):
+    """The DAG nodes that ``start`` reaches and ``other`` no longer does, ``other -> start`` (in the direction
+    of ``indptr``/``indices``) being a DAG edge that just died, into ``found``: how many, or -1 when the sweep
+    would take more nodes than ``found`` holds. Only edges not dead are passed (a broken node passes like any:
+    a pair it lies between is marked whole).
 
     A sweep in topological order (``order`` 1: ids up, along children; -1: down, along parents) from ``start``
     and from ``other``'s other neighbours: a node taken from the heap has every flag its neighbours on the
-    near side give it, and is marked when it is reached from ``start`` alone. Once no waiting node is, none
-    can be any more, and the sweep ends. Returns False, with the marks so far, when it would take more than
-    ``budget`` nodes. ``flags``: an int32 stamp per DAG node (``first``, ``first + 1``, ``first + 2``: the
-    flags 1, 2, 3); ``heap``: room for every DAG node."""
+    near side give it, and is found when it is reached from ``start`` alone. Once no waiting node is, none
+    can be any more, and the sweep ends. ``flags``: an int32 stamp per DAG node (``first``, ``first + 1``,
+    ``first + 2``: the flags 1, 2, 3); ``heap``: room for every DAG node."""
     flags[start] = first + _FROM_START - 1
     size = _heap_push(heap, 0, order * start)
     lonely = 1  # nodes waiting that are reached from start alone
     taken = 1
+    count = 0
     for f in range(indptr[other], indptr[other + 1]):
         w = indices[f]
         if w == start or bit_set(dead_bits, _edge_at(edge, f)):
@@ -152,13 +151,14 @@ def mark_lost_side(
         size = _heap_push(heap, size, order * w)
         taken += 1
     while lonely > 0:
-        if taken > budget:
-            return False
+        if taken > found.size:
+            return -1
         w = order * _heap_pop(heap, size)
         size -= 1
         known = flags[w] - first + 1
         if known == _FROM_START:
-            masks[w, column] |= bit
+            found[count] = w
+            count += 1
             lonely -= 1
         for f in range(indptr[w], indptr[w + 1]):
             if bit_set(dead_bits, _edge_at(edge, f)):
@@ -175,7 +175,7 @@ def mark_lost_side(
             if had == 0:
                 size = _heap_push(heap, size, order * v)
                 taken += 1
-    return True
+    return count
 
 
 @njit(nogil=True, cache=True)

@@ -31,8 +31,8 @@ from .marking import (
     count_between,
     dag_edge_of,
     lose,
+    lost_side,
     mark,
-    mark_lost_side,
     mark_reached,
     still_joined,
     strongly_connected,
@@ -40,6 +40,7 @@ from .marking import (
 from .pending import (
     BROKEN_COMP,
     BWD_YES,
+    CLOSED_MARK,
     DEAD_DAG_EDGE,
     DOWN_NO,
     DOWN_YES,
@@ -47,6 +48,7 @@ from .pending import (
     GROUPS,
     INTO_COMP,
     INTO_NODE,
+    NARROW_UP,
     NEW_DOWN_NO,
     NEW_UP_NO,
     OUT_OF_COMP,
@@ -56,6 +58,7 @@ from .pending import (
     RM_UP,
     UP_NO,
     UP_YES,
+    WIDE_UP,
     bit_set,
     removal_bit,
     table_key,
@@ -274,47 +277,21 @@ def group_of(comp, n_base, n_dag, x, y):
 def _mark_reach(fw, bw, sh, cx, cy, n_dag):
     """The closed removal marks: RM_UP on everything that reaches DAG node cx in the base DAG, RM_DOWN on
     everything cy reaches (a broken component's, cx == cy, or a dead edge's past the budget)."""
-    bit = removal_bit(cy, n_dag, False)
+    bit = removal_bit(cy, n_dag, CLOSED_MARK)
     _mark_from(fw, bw, sh, RM_UP, bit, cx, False)
     _mark_from(fw, bw, sh, RM_DOWN, bit, cy, False)
 
 
 @njit(nogil=True)
-def _lost_side(fw, bw, sh, column, bit, cx, cy):
-    """``marking.mark_lost_side`` of DAG edge cx -> cy: RM_DOWN below it, RM_UP above; False past the budget."""
+def _lost_side(fw, bw, sh, below, cx, cy, found):
+    """``marking.lost_side`` of DAG edge cx -> cy: ``below`` it (what cy reaches), or above (what reaches cx)."""
     first = _fresh_marks(sh, _SCRATCH_MARK, 3)
-    if column == RM_DOWN:
-        return mark_lost_side(
-            fw.dag_indptr,
-            fw.dag_indices,
-            fw.dag_edge[:0],
-            sh.dead_bits,
-            sh.masks,
-            column,
-            bit,
-            cy,
-            cx,
-            1,
-            sh.queued,
-            first,
-            sh.queue,
-            SIDE_BUDGET,
+    if below:
+        return lost_side(
+            fw.dag_indptr, fw.dag_indices, fw.dag_edge[:0], sh.dead_bits, cy, cx, 1, sh.queued, first, sh.queue, found
         )
-    return mark_lost_side(
-        bw.dag_indptr,
-        bw.dag_indices,
-        bw.dag_edge,
-        sh.dead_bits,
-        sh.masks,
-        column,
-        bit,
-        cx,
-        cy,
-        -1,
-        sh.queued,
-        first,
-        sh.queue,
-        SIDE_BUDGET,
+    return lost_side(
+        bw.dag_indptr, bw.dag_indices, bw.dag_edge, sh.dead_bits, cx, cy, -1, sh.queued, first, sh.queue, found
     )
 
 
@@ -324,15 +301,22 @@ def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag):
     RM_DOWN on what cy reaches and cx no longer does, both in the graph as it is now (dead edges not passed).
     A side past ``SIDE_BUDGET`` nodes marks, with the same bit, everything its end reaches in the base DAG
     (the other side stays small); both past it, the closed marks (``_mark_reach``)."""
-    bit = removal_bit(cy, n_dag, True)
-    down = _lost_side(fw, bw, sh, RM_DOWN, bit, cx, cy)
-    up = _lost_side(fw, bw, sh, RM_UP, bit, cx, cy)
-    if not (down or up):
+    below = np.empty(SIDE_BUDGET, dtype=np.int64)
+    above = np.empty(SIDE_BUDGET, dtype=np.int64)
+    down = _lost_side(fw, bw, sh, True, cx, cy, below)
+    up = _lost_side(fw, bw, sh, False, cx, cy, above)
+    if down < 0 and up < 0:
         _mark_reach(fw, bw, sh, cx, cy, n_dag)
-    elif not down:
+        return
+    bit = removal_bit(cy, n_dag, WIDE_UP if up < 0 else NARROW_UP)
+    for i in range(down):
+        sh.masks[below[i], RM_DOWN] |= bit
+    for i in range(up):
+        sh.masks[above[i], RM_UP] |= bit
+    if down < 0:
         seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
         mark_reached(fw.dag_indptr, fw.dag_indices, sh.masks, RM_DOWN, bit, cy, sh.queued, seen, sh.queue)
-    elif not up:
+    elif up < 0:
         seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
         mark_reached(bw.dag_indptr, bw.dag_indices, sh.masks, RM_UP, bit, cx, sh.queued, seen, sh.queue)
 
@@ -534,7 +518,7 @@ def fold_removals(fw, bw, sh, table, positions, stamp, n_dag):
     for e in positions:
         x = np.searchsorted(fw.indptr, e, side="right") - 1
         cx, cy = fw.comp[x], fw.comp[fw.indices[e]]
-        bit = removal_bit(cy, n_dag, False)
+        bit = removal_bit(cy, n_dag, CLOSED_MARK)
         if cx == cy:
             if bit_set(sh.broken_bits, cx) or lookup(table, table_key(CHECKED, cx)) != EMPTY:
                 continue
