@@ -92,7 +92,7 @@ __all__ = [
 # and which components a folded journal had checked.
 SUPPORT, CHECKED = 8, 9
 
-# The nodes a side of a dead edge's sweep may take before the edge gets the closed marks instead.
+# The nodes a side of a dead edge's sweep may take before that side is marked whole (``_mark_dead_edge``).
 SIDE_BUDGET = 4096
 
 # Counters (``Shared.counters``): witnesses taken, base edges ever removed, those of them added back and in
