@@ -93,7 +93,7 @@ __all__ = [
 SUPPORT, CHECKED = 8, 9
 
 # The nodes a side of a dead edge's sweep may take before that side is marked whole (``_mark_dead_edge``).
-SIDE_BUDGET = 4096
+SIDE_BUDGET = 1 << 16
 
 # Counters (``Shared.counters``): witnesses taken, base edges ever removed, those of them added back and in
 # the graph, log entries in the graph, log entries, keys in the table and in the live table.
