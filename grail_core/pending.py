@@ -29,8 +29,8 @@ NO masks and the removal masks only ever grow and over-approximate: a bit they l
   component or a dead DAG edge: each such set is closed along the base DAG's edges, so a mark stops where it
   finds its bit. The high ones mark, for a DAG edge x -> y that died, only the nodes that reach x and no longer
   reach y, and those that y reaches and x no longer does (``marking.lost_side``): a pair lost when the edge
-  died is such a pair, since its every path used the edge (see ``staging``). Edges whose side above is wide
-  take bits of their own, so that a wide side above and another edge's wide side below share none.
+  died is such a pair, since its every path used the edge (see ``staging``). Edges whose side above is the
+  larger take bits of their own, so that a wide side above and another edge's wide side below share none.
 
 A pair whose ends are nodes that updates added reads ``new_masks`` (the groups of its own added edges).
 """
@@ -91,7 +91,7 @@ GROUPS = 64  # bits of a mask
 FWD_YES, BWD_YES, DOWN_YES, UP_YES, DOWN_NO, UP_NO, RM_DOWN, RM_UP = range(8)
 MASK_COLUMNS = 8  # one 64-byte line per DAG node
 RM_GROUPS = GROUPS // 2  # groups of the removal masks' closed marks; as many again for a dead edge's sides
-# Kinds of removal marks (``removal_bit``): closed, and a dead edge's sides whose side above is small or wide.
+# Kinds of removal marks (``removal_bit``): closed, and a dead edge's sides (its side above the smaller, the larger).
 CLOSED_MARK, NARROW_UP, WIDE_UP = range(3)
 NEW_DOWN_NO, NEW_UP_NO = 0, 1
 
@@ -180,7 +180,7 @@ def table_key(kind, i):
 @_tested(types.uint64(_I64, _I64, _I64))
 def removal_bit(c, n_dag, kind):
     """The removal masks' bit of DAG node c (of ``n_dag``) for a mark of ``kind``: CLOSED_MARK, or a dead
-    edge's sides, NARROW_UP or WIDE_UP (its side above took more than a sweep's budget)."""
+    edge's sides, NARROW_UP or WIDE_UP (its side above is the larger)."""
     if kind == CLOSED_MARK:
         return np.uint64(1) << np.uint64(c * RM_GROUPS // max(n_dag, 1))
     half = RM_GROUPS // 2

@@ -308,7 +308,8 @@ def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag):
     if down < 0 and up < 0:
         _mark_reach(fw, bw, sh, cx, cy, n_dag)
         return
-    bit = removal_bit(cy, n_dag, WIDE_UP if up < 0 else NARROW_UP)
+    wide_up = up < 0 or (down >= 0 and up > down)
+    bit = removal_bit(cy, n_dag, WIDE_UP if wide_up else NARROW_UP)
     for i in range(down):
         sh.masks[below[i], RM_DOWN] |= bit
     for i in range(up):
