@@ -15,6 +15,8 @@ from .probing import EMPTY, lookup, store
 
 __all__ = [
     "mark",
+    "lost_side",
+    "mark_reached",
     "close_groups",
     "lose",
     "sweep",
@@ -62,6 +64,118 @@ def mark(indptr, indices, edge, masks, column, bits, starts, cut, dead_bits, bro
             queue[tail] = w
             tail += 1
     return tail
+
+
+@njit(nogil=True)
+def _heap_push(heap, size, key):
+    i = size
+    heap[i] = key
+    while i > 0:
+        up = (i - 1) >> 1
+        if heap[up] <= heap[i]:
+            break
+        heap[up], heap[i] = heap[i], heap[up]
+        i = up
+    return size + 1
+
+
+@njit(nogil=True)
+def _heap_pop(heap, size):
+    """The smallest key; the heap keeps ``size - 1``."""
+    top = heap[0]
+    size -= 1
+    heap[0] = heap[size]
+    i = 0
+    while True:
+        low = 2 * i + 1
+        if low >= size:
+            break
+        if low + 1 < size and heap[low + 1] < heap[low]:
+            low += 1
+        if heap[i] <= heap[low]:
+            break
+        heap[low], heap[i] = heap[i], heap[low]
+        i = low
+    return top
+
+
+@njit(nogil=True, cache=True)
+def mark_reached(indptr, indices, masks, column, bit, start, seen, mark_value, queue):
+    """Set ``bit`` in ``masks[:, column]`` on every DAG node reachable from ``start`` through ``indptr``/
+    ``indices`` (every edge, dead ones too), passing each once (``seen``: an int32 stamp per DAG node): unlike
+    ``mark``, it does not stop where the bit is, for a bit whose nodes need not hold what they reach."""
+    seen[start] = mark_value
+    masks[start, column] |= bit
+    queue[0] = start
+    head, tail = 0, 1
+    while head < tail:
+        x = queue[head]
+        head += 1
+        for f in range(indptr[x], indptr[x + 1]):
+            w = indices[f]
+            if seen[w] == mark_value:
+                continue
+            seen[w] = mark_value
+            masks[w, column] |= bit
+            queue[tail] = w
+            tail += 1
+    return tail
+
+
+# What ``lost_side`` knows of a node: reached from its start, from the other end's other neighbours, both.
+_FROM_START, _FROM_OTHER = 1, 2
+
+
+@njit(nogil=True, cache=True)
+def lost_side(indptr, indices, edge, dead_bits, start, other, order, flags, first, heap, found):
+    """The DAG nodes that ``start`` reaches and ``other`` no longer does, ``other -> start`` (in the direction
+    of ``indptr``/``indices``) being a DAG edge that just died, into ``found``: how many, or -1 when the sweep
+    would take more nodes than ``found`` holds. Only edges not dead are passed (a broken node passes like any:
+    a pair it lies between is marked whole).
+
+    A sweep in topological order (``order`` 1: ids up, along children; -1: down, along parents) from ``start``
+    and from ``other``'s other neighbours: a node taken from the heap has every flag its neighbours on the
+    near side give it, and is found when it is reached from ``start`` alone. Once no waiting node is, none
+    can be any more, and the sweep ends. ``flags``: an int32 stamp per DAG node (``first``, ``first + 1``,
+    ``first + 2``: the flags 1, 2, 3); ``heap``: room for every DAG node."""
+    flags[start] = first + _FROM_START - 1
+    size = _heap_push(heap, 0, order * start)
+    lonely = 1  # nodes waiting that are reached from start alone
+    taken = 1
+    count = 0
+    for f in range(indptr[other], indptr[other + 1]):
+        w = indices[f]
+        if w == start or bit_set(dead_bits, _edge_at(edge, f)):
+            continue
+        flags[w] = first + _FROM_OTHER - 1
+        size = _heap_push(heap, size, order * w)
+        taken += 1
+    while lonely > 0:
+        if taken > found.size:
+            return -1
+        w = order * _heap_pop(heap, size)
+        size -= 1
+        known = flags[w] - first + 1
+        if known == _FROM_START:
+            found[count] = w
+            count += 1
+            lonely -= 1
+        for f in range(indptr[w], indptr[w + 1]):
+            if bit_set(dead_bits, _edge_at(edge, f)):
+                continue
+            v = indices[f]
+            had = flags[v] - first + 1
+            if had < _FROM_START or had > _FROM_START + _FROM_OTHER:
+                had = 0
+            now = had | known
+            if now == had:
+                continue
+            flags[v] = first + now - 1
+            lonely += int(now == _FROM_START) - int(had == _FROM_START)
+            if had == 0:
+                size = _heap_push(heap, size, order * v)
+                taken += 1
+    return count
 
 
 @njit(nogil=True, cache=True)

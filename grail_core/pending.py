@@ -23,8 +23,14 @@ NO masks and the removal masks only ever grow and over-approximate: a bit they l
 - ``DOWN_NO``/``UP_NO``: the target of some added edge of group g reaches the node / the node reaches the
   source of one (base graph, edges ever added). Groups are ranges of topological ranks (of the source), so
   on a DAG that stays one a group leads only to groups below; ``closure_no[g]``: the groups g may lead to.
-- ``RM_DOWN``/``RM_UP``: the node is reached from / reaches a dead DAG edge or a broken component of group g:
-  a pair none lies between keeps its base paths.
+- ``RM_DOWN``/``RM_UP``: a pair (s, t) of the base graph that may have lost its paths has a bit in both
+  RM_UP of s and RM_DOWN of t; a pair with none keeps its base paths. The low ``RM_GROUPS`` bits (groups of
+  the topological rank of the removal's node) mark everything that reaches, and is reached from, a broken
+  component or a dead DAG edge: each such set is closed along the base DAG's edges, so a mark stops where it
+  finds its bit. The high ones mark, for a DAG edge x -> y that died, only the nodes that reach x and no longer
+  reach y, and those that y reaches and x no longer does (``marking.lost_side``): a pair lost when the edge
+  died is such a pair, since its every path used the edge (see ``staging``). Edges whose side above is the
+  larger take bits of their own, so that a wide side above and another edge's wide side below share none.
 
 A pair whose ends are nodes that updates added reads ``new_masks`` (the groups of its own added edges).
 """
@@ -53,6 +59,10 @@ __all__ = [
     "RM_DOWN",
     "RM_UP",
     "MASK_COLUMNS",
+    "RM_GROUPS",
+    "CLOSED_MARK",
+    "NARROW_UP",
+    "WIDE_UP",
     "NEW_DOWN_NO",
     "NEW_UP_NO",
     "HAS_ADDED",
@@ -65,6 +75,7 @@ __all__ = [
     "OUT_OF_NODE",
     "INTO_NODE",
     "table_key",
+    "removal_bit",
     "bit_set",
     "edge_removed",
     "dag_edge_dead",
@@ -79,6 +90,9 @@ GROUPS = 64  # bits of a mask
 # Even columns: what reaches the node (marked downwards); odd ones: what the node reaches (marked upwards).
 FWD_YES, BWD_YES, DOWN_YES, UP_YES, DOWN_NO, UP_NO, RM_DOWN, RM_UP = range(8)
 MASK_COLUMNS = 8  # one 64-byte line per DAG node
+RM_GROUPS = GROUPS // 2  # groups of the removal masks' closed marks; as many again for a dead edge's sides
+# Kinds of removal marks (``removal_bit``): closed, and a dead edge's sides (its side above the smaller, the larger).
+CLOSED_MARK, NARROW_UP, WIDE_UP = range(3)
 NEW_DOWN_NO, NEW_UP_NO = 0, 1
 
 # What a pair's tests say beyond the labels' NO, YES and UNDECIDED (a search on the updated graph): the
@@ -161,6 +175,17 @@ def _tested(*signatures: object) -> Any:
 @_tested(_I64(_I64, _I64))
 def table_key(kind, i):
     return (np.int64(kind) << _KIND_SHIFT) | np.int64(i)
+
+
+@_tested(types.uint64(_I64, _I64, _I64))
+def removal_bit(c, n_dag, kind):
+    """The removal masks' bit of DAG node c (of ``n_dag``) for a mark of ``kind``: CLOSED_MARK, or a dead
+    edge's sides, NARROW_UP or WIDE_UP (its side above is the larger)."""
+    if kind == CLOSED_MARK:
+        return np.uint64(1) << np.uint64(c * RM_GROUPS // max(n_dag, 1))
+    half = RM_GROUPS // 2
+    first = RM_GROUPS if kind == NARROW_UP else RM_GROUPS + half
+    return np.uint64(1) << np.uint64(first + c * half // max(n_dag, 1))
 
 
 @_tested(types.boolean(_READ_ONLY_BITS, _I64), types.boolean(_BITS, _I64))

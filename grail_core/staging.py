@@ -5,7 +5,18 @@ component it leaves is checked (``marking.still_joined``) and marked broken if i
 left without a base edge dies; either clears the YES bits that relied on it (``marking.lose``) and marks
 the removal masks. An added edge goes into the log and its lists, marks the NO masks of its group and the
 groups' closure, and becomes a witness (its own YES bit) while there is a free one and the labels say its
-ends are unrelated. Marks pass each DAG node once per bit over all updates.
+ends are unrelated. Closed marks pass each DAG node once per bit over all updates.
+
+The removal masks keep one invariant: a pair of the base graph that no longer has a path in G_T (the base
+graph less every edge removed up to update T) has a bit in RM_UP of its source's DAG node and in RM_DOWN of
+its target's. A broken component marks, closed, everything that reaches it and everything it reaches. A DAG
+edge h = x -> y that dies at T marks only Up(h) = anc(x) - anc(y) and Down(h) = desc(y) - desc(x), both in
+G_T, with one bit: a pair (s, t) lost at T had a path in G_{T-1}, and each such path used h (or a broken
+component, which marks the pair already); its parts s..x and y..t lie in G_T, so s reaches x, and does not
+reach y (it would reach t), and y reaches t, which x does not (s would reach t). Marks only grow, so pairs lost
+earlier stay marked; a version older than a mark only searches more. A side whose sweep passes more than
+``SIDE_BUDGET`` nodes marks a superset instead (``_mark_dead_edge``). A journal folded at once
+(``fold_removals``) gets the closed marks for every dead edge.
 """
 
 from __future__ import annotations
@@ -15,10 +26,21 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .marking import close_groups, count_between, dag_edge_of, lose, mark, still_joined, strongly_connected
+from .marking import (
+    close_groups,
+    count_between,
+    dag_edge_of,
+    lose,
+    lost_side,
+    mark,
+    mark_reached,
+    still_joined,
+    strongly_connected,
+)
 from .pending import (
     BROKEN_COMP,
     BWD_YES,
+    CLOSED_MARK,
     DEAD_DAG_EDGE,
     DOWN_NO,
     DOWN_YES,
@@ -26,6 +48,7 @@ from .pending import (
     GROUPS,
     INTO_COMP,
     INTO_NODE,
+    NARROW_UP,
     NEW_DOWN_NO,
     NEW_UP_NO,
     OUT_OF_COMP,
@@ -35,7 +58,9 @@ from .pending import (
     RM_UP,
     UP_NO,
     UP_YES,
+    WIDE_UP,
     bit_set,
+    removal_bit,
     table_key,
 )
 from .probing import EMPTY, lookup, store
@@ -66,6 +91,9 @@ __all__ = [
 # Beyond pending's kinds, the writer keeps in the table how many base edges under a touched DAG edge are left,
 # and which components a folded journal had checked.
 SUPPORT, CHECKED = 8, 9
+
+# The nodes a side of a dead edge's sweep may take before that side is marked whole (``_mark_dead_edge``).
+SIDE_BUDGET = 1 << 16
 
 # Counters (``Shared.counters``): witnesses taken, base edges ever removed, those of them added back and in
 # the graph, log entries in the graph, log entries, keys in the table and in the live table.
@@ -113,16 +141,36 @@ def _set(bits, i):
 
 
 @njit(nogil=True)
-def _fresh_marks(sh, which):
-    """Two fresh marks for scratch stamp ``which`` (cleared when the int32 marks run out)."""
-    if sh.marks[which] > np.iinfo(np.int32).max - 4:
+def _fresh_marks(sh, which, count):
+    """The first of ``count`` fresh marks in a row for scratch stamp ``which`` (cleared when the int32 marks
+    run out)."""
+    if sh.marks[which] > np.iinfo(np.int32).max - count - 2:
         if which == _SCRATCH_MARK:
             sh.queued[:] = 0
         else:
             sh.node_stamp[:] = 0
         sh.marks[which] = 0
-    sh.marks[which] += 2
-    return np.int32(sh.marks[which] - 1)
+    first = sh.marks[which] + 1
+    sh.marks[which] += count
+    return np.int32(first)
+
+
+@njit(nogil=True)
+def _support(fw, bw, sh, cx, cy):
+    """``marking.count_between``: the base edges from DAG node cx to cy never removed."""
+    return count_between(
+        fw.indptr,
+        fw.indices,
+        bw.indptr,
+        bw.indices,
+        bw.edge,
+        fw.comp,
+        fw.mem_indptr,
+        fw.mem,
+        sh.removed_bits,
+        cx,
+        cy,
+    )
 
 
 @njit(nogil=True, cache=True)
@@ -156,7 +204,7 @@ def _cut(fw, bw, sh, below, above):
         sh.broken_bits,
         np.array([below], dtype=np.int64),
         sh.queued,
-        _fresh_marks(sh, _SCRATCH_MARK),
+        _fresh_marks(sh, _SCRATCH_MARK, 2),
         sh.queue,
     )
     nodes[hubs:] = sh.witness_src[:witnesses]
@@ -176,7 +224,7 @@ def _cut(fw, bw, sh, below, above):
         sh.broken_bits,
         np.array([above], dtype=np.int64),
         sh.queued,
-        _fresh_marks(sh, _SCRATCH_MARK),
+        _fresh_marks(sh, _SCRATCH_MARK, 2),
         sh.queue,
     )
 
@@ -226,10 +274,52 @@ def group_of(comp, n_base, n_dag, x, y):
 
 
 @njit(nogil=True)
-def _mark_removal(fw, bw, sh, cx, cy, n_dag):
-    bits = np.uint64(1) << np.uint64(cy * GROUPS // max(n_dag, 1))
-    _mark_from(fw, bw, sh, RM_UP, bits, cx, False)
-    _mark_from(fw, bw, sh, RM_DOWN, bits, cy, False)
+def _mark_reach(fw, bw, sh, cx, cy, n_dag):
+    """The closed removal marks: RM_UP on everything that reaches DAG node cx in the base DAG, RM_DOWN on
+    everything cy reaches (a broken component's, cx == cy, or a dead edge's past the budget)."""
+    bit = removal_bit(cy, n_dag, CLOSED_MARK)
+    _mark_from(fw, bw, sh, RM_UP, bit, cx, False)
+    _mark_from(fw, bw, sh, RM_DOWN, bit, cy, False)
+
+
+@njit(nogil=True)
+def _lost_side(fw, bw, sh, below, cx, cy, found):
+    """``marking.lost_side`` of DAG edge cx -> cy: ``below`` it (what cy reaches), or above (what reaches cx)."""
+    first = _fresh_marks(sh, _SCRATCH_MARK, 3)
+    if below:
+        return lost_side(
+            fw.dag_indptr, fw.dag_indices, fw.dag_edge[:0], sh.dead_bits, cy, cx, 1, sh.queued, first, sh.queue, found
+        )
+    return lost_side(
+        bw.dag_indptr, bw.dag_indices, bw.dag_edge, sh.dead_bits, cx, cy, -1, sh.queued, first, sh.queue, found
+    )
+
+
+@njit(nogil=True)
+def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag):
+    """The removal marks of DAG edge cx -> cy, dead now: RM_UP on what reaches cx and no longer reaches cy,
+    RM_DOWN on what cy reaches and cx no longer does, both in the graph as it is now (dead edges not passed).
+    A side past ``SIDE_BUDGET`` nodes marks, with the same bit, everything its end reaches in the base DAG
+    (the other side stays small); both past it, the closed marks (``_mark_reach``)."""
+    below = np.empty(SIDE_BUDGET, dtype=np.int64)
+    above = np.empty(SIDE_BUDGET, dtype=np.int64)
+    down = _lost_side(fw, bw, sh, True, cx, cy, below)
+    up = _lost_side(fw, bw, sh, False, cx, cy, above)
+    if down < 0 and up < 0:
+        _mark_reach(fw, bw, sh, cx, cy, n_dag)
+        return
+    wide_up = up < 0 or (down >= 0 and up > down)
+    bit = removal_bit(cy, n_dag, WIDE_UP if wide_up else NARROW_UP)
+    for i in range(down):
+        sh.masks[below[i], RM_DOWN] |= bit
+    for i in range(up):
+        sh.masks[above[i], RM_UP] |= bit
+    if down < 0:
+        seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
+        mark_reached(fw.dag_indptr, fw.dag_indices, sh.masks, RM_DOWN, bit, cy, sh.queued, seen, sh.queue)
+    elif up < 0:
+        seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
+        mark_reached(bw.dag_indptr, bw.dag_indices, sh.masks, RM_UP, bit, cx, sh.queued, seen, sh.queue)
 
 
 @njit(nogil=True)
@@ -245,7 +335,7 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
     if cx == cy:
         if bit_set(sh.broken_bits, cx):
             return 1
-        mark_value = _fresh_marks(sh, _NODE_MARK)
+        mark_value = _fresh_marks(sh, _NODE_MARK, 2)
         if still_joined(
             fw.indptr,
             fw.indices,
@@ -265,24 +355,12 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
         _set(sh.broken_bits, cx)
         sh.counters[TABLE_USED] += store(table, table_key(BROKEN_COMP, cx), stamp)
         _cut(fw, bw, sh, cx, cx)
-        _mark_removal(fw, bw, sh, cx, cx, n_dag)
+        _mark_reach(fw, bw, sh, cx, cx, n_dag)
         return 1
     de = dag_edge_of(fw.dag_indptr, fw.dag_indices, bw.dag_indptr, bw.dag_indices, bw.dag_edge, cx, cy)
     left = lookup(table, table_key(SUPPORT, de))
     if left == EMPTY:
-        left = count_between(
-            fw.indptr,
-            fw.indices,
-            bw.indptr,
-            bw.indices,
-            bw.edge,
-            fw.comp,
-            fw.mem_indptr,
-            fw.mem,
-            sh.removed_bits,
-            cx,
-            cy,
-        )
+        left = _support(fw, bw, sh, cx, cy)
     else:
         left -= 1
     sh.counters[TABLE_USED] += store(table, table_key(SUPPORT, de), left)
@@ -290,7 +368,7 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
         _set(sh.dead_bits, de)
         sh.counters[TABLE_USED] += store(table, table_key(DEAD_DAG_EDGE, de), stamp)
         _cut(fw, bw, sh, cy, cx)
-        _mark_removal(fw, bw, sh, cx, cy, n_dag)
+        _mark_dead_edge(fw, bw, sh, cx, cy, n_dag)
     return 1
 
 
@@ -441,14 +519,14 @@ def fold_removals(fw, bw, sh, table, positions, stamp, n_dag):
     for e in positions:
         x = np.searchsorted(fw.indptr, e, side="right") - 1
         cx, cy = fw.comp[x], fw.comp[fw.indices[e]]
-        bit = np.uint64(1) << np.uint64(cy * GROUPS // max(n_dag, 1))
+        bit = removal_bit(cy, n_dag, CLOSED_MARK)
         if cx == cy:
             if bit_set(sh.broken_bits, cx) or lookup(table, table_key(CHECKED, cx)) != EMPTY:
                 continue
             sh.counters[TABLE_USED] += store(table, table_key(CHECKED, cx), 1)
             size = fw.mem_indptr[cx + 1] - fw.mem_indptr[cx]
             member = fw.mem[fw.mem_indptr[cx]]
-            mark_value = _fresh_marks(sh, _NODE_MARK)
+            mark_value = _fresh_marks(sh, _NODE_MARK, 2)
             if strongly_connected(
                 fw.indptr,
                 fw.indices,
@@ -470,19 +548,7 @@ def fold_removals(fw, bw, sh, table, positions, stamp, n_dag):
             de = dag_edge_of(fw.dag_indptr, fw.dag_indices, bw.dag_indptr, bw.dag_indices, bw.dag_edge, cx, cy)
             if lookup(table, table_key(SUPPORT, de)) != EMPTY:
                 continue
-            left = count_between(
-                fw.indptr,
-                fw.indices,
-                bw.indptr,
-                bw.indices,
-                bw.edge,
-                fw.comp,
-                fw.mem_indptr,
-                fw.mem,
-                sh.removed_bits,
-                cx,
-                cy,
-            )
+            left = _support(fw, bw, sh, cx, cy)
             sh.counters[TABLE_USED] += store(table, table_key(SUPPORT, de), left)
             if left:
                 continue

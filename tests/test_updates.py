@@ -354,3 +354,44 @@ def test_a_version_answers_for_its_number_whatever_comes_after() -> None:
     with pytest.raises(InvalidParameterError, match="not the graph's newest"):
         before.updated(add=[["a", "d"]])
     assert after.updated(add=[["x", "d"]]).reachable("b", "d") and not after.reachable("b", "d")
+
+
+def test_a_removed_edge_loses_the_pairs_above_and_below_it() -> None:
+    """Removing x -> y loses s -> t, s two levels above x and t below y: what reaches x and no longer reaches
+    y, and what y reaches and x no longer does, are marked beyond the edge's ends (c, b still reach y; z, w
+    stay below x)."""
+    index = ReachabilityIndex.from_bytes(
+        b"s a\na x\nx y\ny t\nt u\nx z\nz w\nc b\nb y\ns q\nq w\n", format="edgelist", backend="cpu"
+    )
+    index.remove_edges([["x", "y"]])
+    lost = [["s", "t"], ["s", "u"], ["a", "y"], ["a", "u"], ["x", "t"], ["s", "y"]]
+    kept = [["c", "u"], ["b", "t"], ["s", "w"], ["a", "z"], ["x", "w"], ["y", "u"]]
+    assert not index.query_batch(lost).any()
+    assert index.query_batch(kept).all()
+    assert [index.reachable(u, v) for u, v in lost + kept] == [False] * len(lost) + [True] * len(kept)
+
+
+def test_removed_edges_of_a_deep_dag_mark_only_what_they_cut() -> None:
+    """On a DAG of 1,000 levels, removed edges mark only what reaches an edge's source and no longer its
+    target, and what its target reaches and the source no longer does: edges with a bypass mark nothing (no
+    pair is searched), and the answers after edges without one equal BFS on the updated graph."""
+    from grail_core.synthetic import downward_walk_pairs, layered_dag
+
+    n = 20_000
+    indptr, indices = layered_dag(n, 1_000, 3.0, 4, seed=3)
+    src = np.repeat(np.arange(n), np.diff(indptr))
+    edges = np.column_stack([src, indices])
+    rng = np.random.default_rng(4)
+    walks = np.column_stack(downward_walk_pairs(indptr, indices, 4000, seed=5))
+    pairs = np.concatenate([walks, rng.integers(0, n, size=(4000, 2))])
+    tried = rng.choice(edges.shape[0], size=3000, replace=False)
+    bypassed = tried[reachable_pairs(n, np.delete(edges, tried, axis=0), edges[tried])][:20]
+    picked = tried[:40]
+    assert bypassed.size == 20
+    for gone in (bypassed, picked):
+        index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
+        for e in gone:
+            index.remove_edges([edges[e].tolist()])
+        answers, stats = index.query_ids(pairs)
+        np.testing.assert_array_equal(answers, reachable_pairs(n, np.delete(edges, gone, axis=0), pairs))
+        assert stats.searched_updated == 0 or gone is picked
