@@ -138,11 +138,11 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
         app.include_router(graphs.router)
         app.include_router(queries.router)
         app.include_router(reach.router)
-        app.include_router(updates.router)
         # First in the list: the router tries routes in order, and each FastAPI router it passes costs time.
-        app.router.routes.insert(
-            0, Route(queries.REACHABLE_PATH, queries.reachable, methods=["GET"], include_in_schema=False)
-        )
+        app.router.routes[:0] = [
+            Route(queries.REACHABLE_PATH, queries.reachable, methods=["GET"], include_in_schema=False),
+            Route(updates.EDGES_PATH, updates.update_edges, methods=["POST"], include_in_schema=False),
+        ]
     app.include_router(health.router)
     app.include_router(problems.router)
     # Innermost first: each add_middleware wraps the ones before it.
@@ -166,7 +166,9 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+            # The plain routes are described by hand (reachable) or by a FastAPI route that is not mounted (edges).
+            documented = [*app.routes, *updates.router.routes] if role.serves else app.routes
+            schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=documented)
             if role.serves:
                 schema["paths"][queries.REACHABLE_PATH] = queries.REACHABLE_OPENAPI
             _document(schema, bool(keys), _backends())

@@ -507,6 +507,40 @@ def test_health_metrics_openapi(client: GrailClient, files: GraphFiles, kegg: st
     assert client.http.get("/docs").status_code == 200
 
 
+def test_edge_updates_route(client: GrailClient) -> None:
+    """POST /graphs/{id}/edges is a plain route served ahead of FastAPI's: the same conventions, metrics and
+    description as every route."""
+    http = client.http
+    graph_id = client.upload(b"a b\nb c\n", content_type="text/plain", wait=True)["id"]
+    edges = f"/graphs/{graph_id}/edges"
+    answer = http.post(edges, json={"add": [["c", "d"]], "remove": [["a", "b"]]})
+    assert answer.status_code == 200 and answer.headers["grail-graph-version"] == "2" and answer.headers["x-request-id"]
+    assert answer.json() == {"version": 2, "added": 1, "removed": 1, "new_nodes": 1, "pending_updates": 1}
+    assert client.reachable(graph_id, "b", "d") and not client.reachable(graph_id, "a", "c")
+    assert error_of(http.post(edges, params={"wait": "true"}, json={"add": []}), 422)["error"] == "BadParameters"
+    assert error_of(http.post(edges, content=b"{", headers={"Content-Type": "application/json"}), 422)["error"] == (
+        "InvalidParameter"
+    )
+    assert error_of(http.post("/graphs/nosuchgraph/edges", json={"add": [["a", "b"]]}), 404)["error"] == "GraphNotFound"
+    refused = http.get(edges)
+    assert error_of(refused, 405) and refused.headers["allow"] == "POST, OPTIONS"
+    assert http.options(edges).headers["allow"] == "POST, OPTIONS"
+    assert http.post(edges, json={"add": [["d", "a"]]}, params={"min_version": "2"}).json()["version"] == 3
+    text = http.get("/metrics").text
+    for status in (200, 404, 405, 422):  # counted by route template, not by path
+        method = "GET" if status == 405 else "POST"
+        assert (
+            f'grail_http_requests_total{{method="{method}",route="/graphs/{{graph_id}}/edges",status="{status}"}}'
+            in text
+        )
+    operation = http.get("/openapi.json").json()["paths"]["/graphs/{graph_id}/edges"]["post"]
+    assert [(p["name"], p["in"], p["required"]) for p in operation["parameters"]] == [("graph_id", "path", True)]
+    assert operation["requestBody"]["content"]["application/json"]["schema"]["properties"].keys() == {"add", "remove"}
+    ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok == {"$ref": "#/components/schemas/EdgesOut"}
+    assert {"404", "409", "413", "422", "424", "507"} <= set(operation["responses"])
+
+
 def test_text_answers_by_accept(client: GrailClient, files: GraphFiles, kegg: str) -> None:
     pairs = files.pairs("dag.que")[:500]
     answers = files.answers("dag.ans")[:500]
