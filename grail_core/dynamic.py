@@ -2,7 +2,8 @@
 
 Every pair gets one verdict (``grail_core.pending.verdict``), from the labels and the version's masks, in
 parallel: YES or NO (decided), BASE (the updates cannot have changed it: the labels' graph's answer holds,
-which the index's own search engine finds, on the CPU or a GPU), or UNDECIDED. The undecided pairs are a
+which the index's own search engine finds, on the CPU or a GPU), BASE_FIRST (that engine's YES holds, its NO
+is searched again on the updated graph), or UNDECIDED. The undecided pairs are a
 list of (source, target) searches on the updated graph (``traversal.walk``, depth first, each key it meets
 tested by the same verdict), spread over the cores. Exact throughout: a verdict states only what a witness
 path or a test on the labels proves.
@@ -17,19 +18,21 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .pending import BASE, Pending, verdict
+from .pending import BASE, BASE_FIRST, Pending, verdict
 from .query import SERIAL_BATCH, HotArrays, SearchBuffers, answer_pair, classify_nodes
 from .records import NO, UNDECIDED, YES
 from .traversal import Side, reaches, walk_pairs
 
-__all__ = ["UpdatedAnswers", "verdicts", "answer_pairs", "answer_one", "walk_size"]
+__all__ = ["UpdatedAnswers", "verdicts", "answer_pairs", "search_pairs", "answer_one", "walk_size"]
 
 
 class UpdatedAnswers(NamedTuple):
     """What ``answer_pairs`` left to the index's search engine: the positions of the pairs whose answer is
-    the labels' graph's (BASE), and how many pairs it searched on the updated graph."""
+    the labels' graph's (BASE), of those whose YES only is (BASE_FIRST: a NO goes to ``search_pairs``), and
+    how many pairs it searched on the updated graph."""
 
     base: np.ndarray
+    base_first: np.ndarray
     searched: int
 
 
@@ -94,7 +97,7 @@ def answer_pairs(
     undecided = np.flatnonzero(codes == UNDECIDED)
     if undecided.size:
         search_pairs(sides, pending, hot, pool, pairs, undecided, answers)
-    return UpdatedAnswers(np.flatnonzero(codes == BASE), int(undecided.size))
+    return UpdatedAnswers(np.flatnonzero(codes == BASE), np.flatnonzero(codes == BASE_FIRST), int(undecided.size))
 
 
 def search_pairs(
@@ -130,11 +133,13 @@ def answer_one(
     v: int,
 ) -> tuple[bool, bool]:
     """(reachable, needed a search) for one pair of node ids on the version ``pending``, on the calling
-    thread: its verdict, then the labels' graph's search (BASE) or one on the updated graph."""
+    thread: its verdict, then the labels' graph's search (BASE, BASE_FIRST) or one on the updated graph."""
     code = pair_verdict(hot, pending, sides[0].comp, u, v)
-    if code == BASE:
-        return answer_pair(hot, base_buffers, u, v)
-    if code != UNDECIDED:
+    if code == BASE or code == BASE_FIRST:
+        found, searched = answer_pair(hot, base_buffers, u, v)
+        if found or code == BASE:
+            return found, searched
+    if code == YES or code == NO:
         return bool(code == YES), False
     with pool.take(marks=2) as (stamp, queue, mark):
         found = reaches(*sides, pending, hot, u, v, stamp, mark, queue)

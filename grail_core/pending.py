@@ -84,6 +84,7 @@ __all__ = [
     "first_entry",
     "next_entry",
     "verdict",
+    "BASE_FIRST",
 ]
 
 GROUPS = 64  # bits of a mask
@@ -98,6 +99,9 @@ NEW_DOWN_NO, NEW_UP_NO = 0, 1
 # What a pair's tests say beyond the labels' NO, YES and UNDECIDED (a search on the updated graph): the
 # labels' graph's answer holds, which the index's own search (CPU or GPU) finds.
 BASE = np.int8(3)
+# A pair only added edges may have joined: the labels' graph's YES holds (nothing it relies on was removed),
+# its NO leaves a search on the updated graph. Most such pairs of a positive batch are decided by the first.
+BASE_FIRST = np.int8(4)
 
 HAS_ADDED, HAS_REMOVED = 1, 2  # ``Pending.flags``
 
@@ -264,7 +268,8 @@ def _down_no(p, node, c):
 @_tested(types.int8(PENDING_TYPE, _I64, _I64, _I64, _I64, types.int8))
 def verdict(p, s, cs, t, ct, base):
     """'Node s reaches node t' (s != t) in this version: NO, YES, UNDECIDED (a search on the updated graph
-    decides) or BASE (the labels' graph's answer holds). ``cs``/``ct``: their DAG nodes, -1 for a node that
+    decides), BASE (the labels' graph's answer holds) or BASE_FIRST (its YES holds, its NO needs the search).
+    ``cs``/``ct``: their DAG nodes, -1 for a node that
     updates added; ``base``: the labels' code for (cs, ct), NO when an end was added."""
     if p.flags == 0:
         return BASE if base == UNDECIDED else base
@@ -282,6 +287,6 @@ def verdict(p, s, cs, t, ct, base):
         return NO
     if route and cs >= 0 and ct >= 0 and _through(p.closure_yes, p.masks[cs, UP_YES], p.masks[ct, DOWN_YES]):
         return YES
-    if base == UNDECIDED and not route and not relevant:
-        return BASE
+    if base == UNDECIDED and not relevant:
+        return BASE_FIRST if route else BASE
     return UNDECIDED

@@ -9,8 +9,8 @@ Updates extend the newest version only (``plan_update`` then ``apply``, ``update
 journal); the state they share (``grail_core.overlay``: facts stamped with the update that made them, so a
 version is a count and views of shared arrays) is kept by the first version of the labels and handed on.
 Queries over pending updates reach the updates' tests and searches (``grail_core.dynamic``,
-``grail_core.traversal``, ``grail_core.listing``) in three places only: ``_answers_under_updates`` (pairs),
-``_shortest_path`` (paths) and ``listing``/``_count`` (listings and counts).
+``grail_core.traversal``, ``grail_core.listing``) in three places only: ``_answers_under_updates`` and
+``_search_updated`` (pairs), ``_shortest_path`` (paths) and ``listing``/``_count`` (listings and counts).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .build import ProgressCallback
-from .dynamic import answer_one, answer_pairs, walk_size
+from .dynamic import UpdatedAnswers, answer_one, answer_pairs, search_pairs, walk_size
 from .errors import IndexFileError, InvalidParameterError, UnknownName, UnknownNodeError
 from .labels import Labels
 from .listing import Listing, ReachCount, count_reached, listing
@@ -358,10 +358,12 @@ class Version:
         else:
             # The updates' tests decide most pairs, or search them on the updated graph; those whose answer
             # is the labels' graph's go to the labels' engines (GPU included).
-            answers, base, flagged = self._answers_under_updates(pairs)
+            answers, left = self._answers_under_updates(pairs)
             searched, decision = 0, None
-            if base.size:
-                answers[base], searched, _, decision = self.search.answer_ids(pairs[base])
+            on_labels = np.concatenate((left.base, left.base_first))
+            if on_labels.size:
+                answers[on_labels], searched, _, decision = self.search.answer_ids(pairs[on_labels])
+            flagged = left.searched + self._search_updated(pairs, left.base_first[~answers[left.base_first]], answers)
             positives = int(np.count_nonzero(answers))
         engine = decision.engine if decision is not None else ("cpu" if searched else "none")
         stats = QueryStats(
@@ -453,15 +455,23 @@ class Version:
         """Room for the searches' stacks over this version's keys (``dynamic.walk_size``)."""
         return walk_size(self.labels.views.num_dag_nodes, self.num_nodes)
 
-    def _answers_under_updates(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-        """Answers of pairs of node ids on this version's graph, with updates pending: (answers, the
-        positions of the pairs whose answer is the labels' graph's, left for the labels' engines to fill in,
-        how many pairs were searched on the updated graph)."""
+    def _answers_under_updates(self, pairs: np.ndarray) -> tuple[np.ndarray, UpdatedAnswers]:
+        """Answers of pairs of node ids on this version's graph, with updates pending, and what they left to
+        the labels' engines (``dynamic.UpdatedAnswers``)."""
         views = self.labels.views
         answers = np.empty(pairs.shape[0], dtype=np.bool_)
         pool = self.search.walk_buffers(self._walk_size())
         left = answer_pairs((views.forward(), views.backward()), self._updates(), self.search.hot, pool, pairs, answers)
-        return answers, left.base, left.searched
+        return answers, left
+
+    def _search_updated(self, pairs: np.ndarray, which: np.ndarray, answers: np.ndarray) -> int:
+        """Answers of ``pairs[which]`` by searches on this version's graph into ``answers``; how many."""
+        if which.size:
+            views = self.labels.views
+            pool = self.search.walk_buffers(self._walk_size())
+            sides = (views.forward(), views.backward())
+            search_pairs(sides, self._updates(), self.search.hot, pool, pairs, which, answers)
+        return int(which.size)
 
     def _shortest_path(self, u: int, v: int) -> np.ndarray:
         """A shortest path from node u to node v, which reaches it, on this version's graph (node ids)."""

@@ -37,6 +37,7 @@ from .routers import graphs, health, problems, queries, reach, updates
 from .settings import Settings
 from .stores import Stores, open_stores
 from .warmup import CoreGate, Readiness, start_warm_up, warm_up, warm_up_beyond
+from .wire import MIN_VERSION_HEADER
 
 __all__ = ["create_app"]
 
@@ -158,8 +159,15 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
             CORSMiddleware,
             allow_origins=settings.cors_origin_list,
             allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type", "Content-Encoding", "Accept", "X-Request-ID"],
-            expose_headers=["X-Request-ID", "Location", "Retry-After"],
+            allow_headers=[
+                "Authorization",
+                "Content-Type",
+                "Content-Encoding",
+                "Accept",
+                "X-Request-ID",
+                MIN_VERSION_HEADER,
+            ],
+            expose_headers=["X-Request-ID", "Location", "Retry-After", queries.VERSION_HEADER],
         )
     app.add_middleware(MetricsMiddleware, metrics=metrics, router=app.router)
     app.add_middleware(RequestIdMiddleware)  # added last: outermost, so that every response and log line has it

@@ -73,6 +73,18 @@ def test_origins_and_cors(keyed: Server) -> None:
             "/graphs", headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
         )
         assert preflight.status_code == 200 and "POST" in preflight.headers["access-control-allow-methods"]
+        # A browser may ask for a version it wrote (read-your-writes) and read the version an answer is from.
+        preflight = http.options(
+            "/graphs/g/reachable",
+            headers={
+                "Origin": "https://app.example",
+                "Access-Control-Request-Method": "GET",
+                "Access-Control-Request-Headers": "grail-min-version",
+            },
+        )
+        assert preflight.status_code == 200, preflight.text
+        assert "grail-min-version" in preflight.headers["access-control-allow-headers"].lower()
+        assert "grail-graph-version" in good.headers["access-control-expose-headers"].lower()
 
 
 def test_no_cors_and_foreign_writes_refused_by_default(server: Server) -> None:
