@@ -31,6 +31,7 @@ from .pending import (
     GROUPS,
     HAS_ADDED,
     HAS_REMOVED,
+    HAS_UPWARD,
     MASK_COLUMNS,
     REMOVED_EDGE,
     RM_DOWN,
@@ -202,6 +203,7 @@ class Overlay:
         self._new_keys: list[int | str] = []
         self._new_ids: dict[int | str, int] = {}
         self._shared: Shared | None = None
+        self._upward = False  # ``pending.HAS_UPWARD`` from the first such added edge on
         self.latest = Snapshot(version, version, self.n_base, self.n_base, no_pending(self.n_base), None, 0, 0, 0)
 
     # ---- the shared state, made on the first update ---------------------------------------------------
@@ -350,9 +352,17 @@ class Overlay:
             self.n_dag,
         )
         self._name_nodes(plan.new_names)
+        self._note_direction(plan.add[:, 0], plan.add[:, 1])
         self.seq += 1
         self.latest = self._snapshot(self.latest.version + 1 if version is None else version)
         return UpdateResult(self.latest.version, int(added), int(removed), len(plan.new_names))
+
+    def _note_direction(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """Whether added edges src -> dst (node ids) may lead against the labels' topological order."""
+        if self._upward or src.size == 0:
+            return
+        n, comp = self.n_base, self.views.forward().comp
+        self._upward = bool((src >= n).any() or (dst >= n).any() or (comp[src] > comp[dst]).any())
 
     def _name_nodes(self, keys: Iterable[int | str]) -> None:
         for key in keys:
@@ -386,6 +396,7 @@ class Overlay:
         )
         self._sweep(shared)
         fold_closure(forward, shared, self.log, self.new_masks, count)
+        self._note_direction(folded.add_src, folded.add_dst)
         self.seq = stamp
         self.latest = self._snapshot(self.latest.version + len(updates) if version is None else version)
         return UpdateResult(self.latest.version, folded.added, folded.removed, len(folded.new_keys))
@@ -439,6 +450,7 @@ class Overlay:
         closures(shared, self.log.died, self.seq, closure_no, closure_yes)
         view = self._frozen
         flags = (HAS_ADDED if counters[ENTRIES] else 0) | (HAS_REMOVED if counters[REMOVED_EVER] else 0)
+        flags |= HAS_UPWARD if self._upward else 0
         state = Pending(
             seq=self.seq,
             n_base=self.n_base,

@@ -67,6 +67,7 @@ __all__ = [
     "NEW_UP_NO",
     "HAS_ADDED",
     "HAS_REMOVED",
+    "HAS_UPWARD",
     "REMOVED_EDGE",
     "DEAD_DAG_EDGE",
     "BROKEN_COMP",
@@ -104,6 +105,9 @@ BASE = np.int8(3)
 BASE_FIRST = np.int8(4)
 
 HAS_ADDED, HAS_REMOVED = 1, 2  # ``Pending.flags``
+# Some added edge may lead against the labels' topological order (to a lower DAG node, or through a node that
+# updates added): without one, a pair whose source's DAG node comes after its target's stays unreachable.
+HAS_UPWARD = 4
 
 # Kinds of keys in ``Pending.table`` (kind << 48 | id): stamps of removals, then the heads of the four lists
 # of added edges (the list's column in ``links`` is its kind less OUT_OF_COMP).
@@ -116,7 +120,7 @@ class Pending(NamedTuple):
 
     seq: int  # updates since the labels in this version: stamps 1..seq are in effect
     n_base: int  # nodes of the labels' graph; ids from here on are nodes that updates added
-    flags: int  # HAS_ADDED, HAS_REMOVED: whether any update ever added (removed) an edge
+    flags: int  # HAS_ADDED, HAS_REMOVED, HAS_UPWARD: whether any update ever added (removed) such an edge
     masks: np.ndarray  # (DAG nodes, MASK_COLUMNS) uint64; (0, MASK_COLUMNS) before the first update
     new_masks: np.ndarray  # (capacity, 2) uint64 per added node: NEW_DOWN_NO, NEW_UP_NO
     removed_bits: np.ndarray  # uint64 bit sets: base edges (forward CSR positions) ever removed,
@@ -275,6 +279,8 @@ def verdict(p, s, cs, t, ct, base):
         return BASE if base == UNDECIDED else base
     if cs >= 0 and cs == ct:
         return UNDECIDED if comp_broken(p, cs) else YES
+    if cs > ct >= 0 and not p.flags & HAS_UPWARD:
+        return NO
     relevant = False
     if cs >= 0 and ct >= 0:
         if p.masks[cs, BWD_YES] & p.masks[ct, FWD_YES]:

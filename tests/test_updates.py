@@ -400,10 +400,11 @@ def test_removed_edges_of_a_deep_dag_mark_only_what_they_cut() -> None:
 def test_pairs_only_added_edges_may_join_take_the_labels_yes_first() -> None:
     """A pair the labels leave to a search, that no removal touches but an added edge may join, takes the
     labels' graph's YES as it is (no search on the updated graph); its NO is searched on the updated graph.
-    Both kinds occur on a deep DAG with edges added like its own, and every answer equals BFS."""
+    Both kinds occur on a deep DAG with edges added like its own, and every answer equals BFS. While no
+    added edge leads against the topological order, a pair whose source comes after its target is NO."""
     from grail_core.dynamic import verdicts
     from grail_core.pending import BASE_FIRST
-    from grail_core.records import UNDECIDED
+    from grail_core.records import NO, UNDECIDED
     from grail_core.synthetic import downward_walk_pairs, layered_dag
 
     n = 20_000
@@ -413,12 +414,16 @@ def test_pairs_only_added_edges_may_join_take_the_labels_yes_first() -> None:
     walks = np.column_stack(downward_walk_pairs(indptr, indices, 6000, seed=9))
     pairs = np.concatenate([walks, rng.integers(0, n, size=(6000, 2))])
     index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
-    # Edges like the graph's own: from a node to one 1-8 levels (of 20 nodes) below.
-    tails = rng.integers(0, n - 200, size=300)
-    added = np.column_stack([tails, tails + rng.integers(20, 180, size=300)])
+    # Edges like the graph's own: from a node to one 1-8 levels (of 20 nodes) below, in the labels'
+    # topological order (the component ids): then a pair whose source comes after its target stays NO.
+    comp = index.current().labels.views.forward().comp
+    tails = rng.integers(0, n - 200, size=600)
+    added = np.column_stack([tails, tails + rng.integers(20, 180, size=600)])
+    added = added[comp[added[:, 0]] < comp[added[:, 1]]][:300]
     index.add_edges(added.tolist())
     version = index.current()
-    codes = verdicts(version.search.hot, version._updates(), version.labels.views.forward().comp, pairs)
+    codes = verdicts(version.search.hot, version._updates(), comp, pairs)
+    assert (codes[comp[pairs[:, 0]] > comp[pairs[:, 1]]] == NO).all()
     first = np.flatnonzero(codes == BASE_FIRST)
     base_edges = np.column_stack([src, indices])
     on_labels = reachable_pairs(n, base_edges, pairs[first])
