@@ -2,33 +2,69 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .machine import raise_open_files_limit
-from .settings import Settings, SettingsError
 
-__all__ = ["main", "numba_cache_dir"]
+if TYPE_CHECKING:
+    from .settings import Settings
+
+
+__all__ = ["main", "numba_cache_dir", "sources_digest"]
+
+_COMPILED_PACKAGES = ("grail_core", "kernels", "service")
 
 
 def numba_cache_dir() -> Path:
     """Where numba keeps the compiled kernels (``cache=True``) so that a restart loads instead of compiling:
-    ``NUMBA_CACHE_DIR`` when set, else ``grail/numba`` in the user's cache folder (``XDG_CACHE_HOME`` or
-    ``~/.cache``), one place for every data directory and every installation of the same sources."""
+    ``NUMBA_CACHE_DIR`` when set, else a folder per version of the sources (``sources_digest``) under
+    ``grail/numba`` in the user's cache folder (``XDG_CACHE_HOME`` or ``~/.cache``), shared by every data
+    directory and every installation of the same sources."""
     given = os.environ.get("NUMBA_CACHE_DIR")
     if given:
         return Path(given)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grail" / "numba"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grail" / "numba"
+    return base / sources_digest(_package_roots())
+
+
+def sources_digest(roots: Sequence[Path]) -> str:
+    """A digest of the Python sources under ``roots``. numba checks a cached kernel against its own file
+    only: one that calls a function changed in another file would load stale code, which a folder per digest
+    never holds."""
+    digest = hashlib.blake2b(digest_size=8)
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _package_roots() -> list[Path]:
+    """The folders of the packages numba compiles, found without importing them (numba must not be imported
+    before its cache folder is set)."""
+    roots: list[Path] = []
+    for package in _COMPILED_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            roots.extend(Path(location) for location in spec.submodule_search_locations)
+    return roots
+
+
+# numba reads its cache folder once, when it is first imported: before the settings are (they import grail_core,
+# and numba with it), so that the server, its build workers and a test process sharing it use one folder.
+os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_dir())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # numba reads its cache folder once, when it is first imported: before the app (and grail_core) is. The
-    # build workers inherit it.
-    os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_dir())
     from .access import load_keys
+    from .settings import Settings, SettingsError
 
     try:
         settings = Settings.from_args(argv)
@@ -88,6 +124,7 @@ _BACKLOG = 4096
 def _check_exposure(settings: Settings) -> None:
     """Without access keys only this machine may connect, unless the operator says otherwise."""
     from .access import is_loopback
+    from .settings import SettingsError
 
     if settings.api_keys_file is None and not settings.allow_anonymous and not is_loopback(settings.host):
         raise SettingsError(
@@ -98,6 +135,8 @@ def _check_exposure(settings: Settings) -> None:
 
 def _check_data_dir(data_dir: Path) -> None:
     """The data directory must exist (it is created) and be writable: say so in one line, not a traceback."""
+    from .settings import SettingsError
+
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=data_dir):

@@ -71,6 +71,30 @@ def test_serve_reports_bad_settings_without_a_traceback(tmp_path: Path) -> None:
     assert done.stderr.startswith("grail-serve: GRAIL_MAX_GET_PAIRS:") and "Traceback" not in done.stderr
 
 
+def test_numba_cache_folder_follows_the_sources(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Kernels compiled from other sources are never loaded: the default cache folder is one per digest of
+    the sources, which any change of any file changes (numba itself checks a kernel's own file only)."""
+    from service.main import numba_cache_dir, sources_digest
+
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("x = 1\n")
+    (package / "sub" / "b.py").write_text("y = 2\n")
+    before = sources_digest([package])
+    assert sources_digest([package]) == before
+    (package / "sub" / "b.py").write_text("y = 3\n")
+    changed = sources_digest([package])
+    assert changed != before
+    (package / "sub" / "b.py").rename(package / "b.py")
+    assert sources_digest([package]) not in (before, changed)
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    default = numba_cache_dir()
+    assert default.parent == tmp_path / "cache" / "grail" / "numba" and len(default.name) == 16
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "given"))
+    assert numba_cache_dir() == tmp_path / "given"
+
+
 def test_format_from_content_type() -> None:
     assert format_for(None, "text/x-grail-gra", None) == "gra"
     assert format_for(None, "text/csv; charset=utf-8", "gzip") == "edgelist"
