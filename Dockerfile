@@ -127,7 +127,8 @@ WORKDIR /var/lib/grail
 # e.g. BuildKit's --device), the GPU kernels of kernels.specializations, CuPy's and the search cost model
 # of this GPU. Without one they are filled by the first start on a GPU machine: mount a volume on
 # /var/cache/grail to keep them for every later container.
-RUN python -m service.warmup auto
+# (service.main first: it names the cache's folder for these sources before numba is imported.)
+RUN python -c "import service.main, service.warmup as w; print('caches filled for', w.fill_caches('auto'))"
 
 # Liveness: /health answers within seconds of the start, while the kernels may still compile (/ready says when
 # they are done; use it for a load balancer's readiness).

@@ -23,15 +23,17 @@ _COMPILED_PACKAGES = ("grail_core", "kernels", "service")
 
 
 def numba_cache_dir() -> Path:
-    """Where numba keeps the compiled kernels (``cache=True``) so that a restart loads instead of compiling:
-    ``NUMBA_CACHE_DIR`` when set, else a folder per version of the sources (``sources_digest``) under
-    ``grail/numba`` in the user's cache folder (``XDG_CACHE_HOME`` or ``~/.cache``), shared by every data
-    directory and every installation of the same sources."""
+    """Where numba keeps the compiled kernels (``cache=True``) so that a restart loads instead of compiling: a
+    folder per version of the sources (``sources_digest``) in ``NUMBA_CACHE_DIR`` when set, else in
+    ``grail/numba`` of the user's cache folder (``XDG_CACHE_HOME`` or ``~/.cache``); shared by every data
+    directory and every installation of the same sources. A ``NUMBA_CACHE_DIR`` that is already such a
+    folder (a server started by another's environment) is kept."""
     given = os.environ.get("NUMBA_CACHE_DIR")
-    if given:
-        return Path(given)
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grail" / "numba"
-    return base / sources_digest(_package_roots())
+    base = (
+        Path(given) if given else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grail" / "numba"
+    )
+    digest = sources_digest(_package_roots())
+    return base if base.name == digest else base / digest
 
 
 def sources_digest(roots: Sequence[Path]) -> str:

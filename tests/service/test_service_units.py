@@ -92,7 +92,9 @@ def test_numba_cache_folder_follows_the_sources(monkeypatch: pytest.MonkeyPatch,
     default = numba_cache_dir()
     assert default.parent == tmp_path / "cache" / "grail" / "numba" and len(default.name) == 16
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "given"))
-    assert numba_cache_dir() == tmp_path / "given"
+    assert numba_cache_dir() == tmp_path / "given" / default.name
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(numba_cache_dir()))
+    assert numba_cache_dir() == tmp_path / "given" / default.name
 
 
 def test_format_from_content_type() -> None:
