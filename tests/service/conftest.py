@@ -217,3 +217,26 @@ def fresh_server(tmp_path: Path) -> Iterator[Server]:
     srv = Server(tmp_path / "data", tmp_path / "server.log", "--version-grace-s", "1")
     yield srv
     srv.stop()
+
+
+def publish_in_process(registry: Any, tmp_path: Path, graph_id: str, name: str, text: bytes) -> None:
+    """Upload ``text`` as graph ``graph_id`` named ``name`` through ``registry``, claim its job, build it on the
+    CPU and publish it, all in this process (no server, no build worker)."""
+    from grail_core import ReachabilityIndex
+    from service.options import UploadOptions
+
+    registry.artifacts.put_upload(graph_id, [text])
+    registry.add(
+        graph_id,
+        UploadOptions(backend="cpu"),
+        name=name,
+        replace=False,
+        upload_key=graph_id,
+        upload_bytes=len(text),
+        memory_bytes=0,
+        request_id="-",
+    )
+    job = registry.metadata.claim_job("test", 600)
+    assert job is not None
+    ReachabilityIndex.from_bytes(text, backend="cpu").save(tmp_path / f"built-{graph_id}")
+    assert registry.publish(job, tmp_path / f"built-{graph_id}", None, "cpu") is not None

@@ -13,14 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grail_core import ReachabilityIndex
 from service.cache import VersionCache, memory_bytes
-from service.options import UploadOptions
 from service.registry import GraphRegistry
 from service.state import open_artifacts, open_metadata
 from tests.reference import named_reachability
 
-from .conftest import wait_until
+from .conftest import publish_in_process, wait_until
 
 
 class _Held:
@@ -149,21 +147,7 @@ def _published(tmp_path: Path) -> dict[str, str]:
     for n, (name, edges) in enumerate(_GRAPHS.items()):
         graph_id = f"{n:012d}"
         text = "".join(f"{u} {v}\n" for u, v in edges).encode()
-        artifacts.put_upload(graph_id, [text])
-        registry.add(
-            graph_id,
-            UploadOptions(backend="cpu"),
-            name=name,
-            replace=False,
-            upload_key=graph_id,
-            upload_bytes=len(text),
-            memory_bytes=0,
-            request_id="-",
-        )
-        job = metadata.claim_job("test", 600)
-        assert job is not None
-        ReachabilityIndex.from_bytes(text, backend="cpu").save(tmp_path / f"built-{name}")
-        assert registry.publish(job, tmp_path / f"built-{name}", None, "cpu") is not None
+        publish_in_process(registry, tmp_path, graph_id, name, text)
         ids[name] = graph_id
     metadata.close()
     return ids

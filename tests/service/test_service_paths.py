@@ -25,7 +25,7 @@ from service.routers.queries import VERSION_HEADER
 from service.routers.reach import LISTING_SLICE
 from tests.reference import bfs_distances, named_reachability, reachability_matrix
 
-from .conftest import Server
+from .conftest import Server, publish_in_process
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -319,8 +319,6 @@ def test_an_update_landing_inside_a_request_changes_nothing_it_answers(tmp_path:
     import sys
     from types import SimpleNamespace
 
-    from grail_core import ReachabilityIndex
-    from service.options import UploadOptions
     from service.registry import GraphRegistry
     from service.routers import reach
     from service.state import open_artifacts, open_metadata
@@ -329,22 +327,7 @@ def test_an_update_landing_inside_a_request_changes_nothing_it_answers(tmp_path:
     registry = GraphRegistry(metadata, artifacts)
     registry.start()
     graph_id = "aaaaaaaaaaaa"
-    edges = b"a b\nc c\n"
-    artifacts.put_upload(graph_id, [edges])
-    registry.add(
-        graph_id,
-        UploadOptions(backend="cpu"),
-        name="race",
-        replace=False,
-        upload_key=graph_id,
-        upload_bytes=len(edges),
-        memory_bytes=0,
-        request_id="-",
-    )
-    job = metadata.claim_job("test", 600)
-    assert job is not None
-    ReachabilityIndex.from_bytes(edges, backend="cpu").save(tmp_path / "built")
-    assert registry.publish(job, tmp_path / "built", None, "cpu") is not None
+    publish_in_process(registry, tmp_path, graph_id, "race", b"a b\nc c\n")
     state = SimpleNamespace(
         registry=registry, core_gate=contextlib.nullcontext(), settings=SimpleNamespace(send_timeout=30.0)
     )
