@@ -32,6 +32,12 @@ def _schemathesis(command: str, url: str, folder: Path, seed: int) -> subprocess
             f"{url}/openapi.json",
             "--checks",
             "all",
+            # A batch or an update naming a node the graph does not have is answered 404 UnknownNodeError with
+            # the node (as a GET naming one is), its graph being there: the check that a resource just created
+            # is found cannot tell a node in the body from the graph in the path. Disabled in the configuration
+            # file, it was still applied to the stateful phase's links; excluded here, it is not.
+            "--exclude-checks",
+            "ensure_resource_availability",
             "--max-examples",
             "12",
             "--seed",
