@@ -87,7 +87,10 @@ class UpdateQueue:
                     return
                 updated = [item[0] for item, outcome in zip(batch, outcomes, strict=True) if isinstance(outcome, dict)]
                 if updated:
-                    self._answered(updated)
+                    try:
+                        self._answered(updated)
+                    except Exception:  # the next update asks again; this thread must go on
+                        log.exception("queuing rebuilds after edge updates failed")
             if self._stopping:
                 return
 
