@@ -12,7 +12,8 @@ Every write reaches the store first and memory only once it has committed:
 
 - ``add``: the graph's row and its build job, in one transaction (its upload is in the artifact store).
 - ``update``: planned against the current Version, journaled (one row, group commit), then applied; one
-  graph's updates take turns on that graph's lock, no other graph waits.
+  graph's updates take turns on that graph's lock, no other graph waits. ``update_many`` does the same for
+  updates of several graphs (service.update_queue's batches), their rows in one transaction.
 - ``publish``: a build's or a rebuild's index stored as a new version (create-only, checksummed), loaded, then
   published (one transaction: ready, the journal rows it folds in dropped, a replacement takes its name) and
   served with the journal rows past it applied.
@@ -675,7 +676,11 @@ class GraphRegistry:
                     latest = self.metadata.get_graph(entry.id)
                     if latest.published_version != published:
                         continue  # published again while it loaded
-                    self._set_version(entry, self._replayed(entry, base if base is not None else current))  # type: ignore[arg-type]
+                    # Without a new base, from the version held now: updates may have been applied since it was read.
+                    start = base if base is not None else entry.version
+                    if start is None or start.labels.version != published:
+                        continue
+                    self._set_version(entry, self._replayed(entry, start))
                     entry.loading = None
                     entry.load_error = None
                     if base is not None:  # another server's rebuild is published: the next update may ask again
