@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.metadata
 import inspect
 import logging
@@ -31,11 +32,12 @@ from .housekeeping import Follower, Housekeeping
 from .jobs import BuildRunner
 from .loader import GraphLoader
 from .logs import RequestIdMiddleware
-from .metrics import Metrics, MetricsMiddleware
+from .metrics import Metrics, RequestMetrics
 from .registry import GraphRegistry
 from .routers import graphs, health, problems, queries, reach, updates
 from .settings import Settings
 from .stores import Stores, open_stores
+from .update_queue import UpdateQueue
 from .warmup import CoreGate, Readiness, start_warm_up, warm_up, warm_up_beyond
 from .wire import MIN_VERSION_HEADER
 
@@ -51,6 +53,13 @@ _WITHOUT_TELEMETRY: dict[str, Any] = (
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters
     else {}
 )
+
+
+def _queue_rebuilds(registry: GraphRegistry, runner: BuildRunner, graph_ids: list[str]) -> None:
+    """After updates: a rebuild queued for each graph that has journaled updates to fold in and none queued."""
+    queued = [graph_id for graph_id in graph_ids if registry.rebuild_if_pending(graph_id)]
+    if queued:
+        runner.wake()
 
 
 def _version() -> str:
@@ -102,9 +111,11 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
         if follower is not None:
             follower.start()
         admission = Admission(settings.max_concurrent_uploads, settings.max_batch_memory_bytes)
+        updates = UpdateQueue(registry, functools.partial(_queue_rebuilds, registry, runner))
+        updates.start()
         gpu = device_name() if settings.backend != "cpu" else None
         app.state.grail = ServiceState(
-            settings, registry, runner, metrics, default_backend, gpu, gate, readiness, admission
+            settings, registry, runner, metrics, default_backend, gpu, gate, readiness, admission, updates
         )
         log.info(
             "grail service up (role %s): data dir %s, default backend %s (%s), gpu %s; %d graphs to load; "
@@ -122,6 +133,7 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
             if follower is not None:
                 follower.stop()
             loader.stop()
+            updates.stop()
             runner.shutdown()
             housekeeping.stop()
             opened.close()
@@ -169,8 +181,8 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
             ],
             expose_headers=["X-Request-ID", "Location", "Retry-After", queries.VERSION_HEADER],
         )
-    app.add_middleware(MetricsMiddleware, metrics=metrics, router=app.router)
-    app.add_middleware(RequestIdMiddleware)  # added last: outermost, so that every response and log line has it
+    # Added last: outermost, so that every response and log line has the id, and every request is counted.
+    app.add_middleware(RequestIdMiddleware, observe=RequestMetrics(metrics, app.router))
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -11,6 +11,7 @@ from .jobs import BuildRunner
 from .metrics import Metrics
 from .registry import GraphRegistry
 from .settings import Settings
+from .update_queue import UpdateQueue
 from .warmup import CoreGate, Readiness
 
 __all__ = ["ServiceState", "get_state"]
@@ -28,6 +29,7 @@ class ServiceState:
     core_gate: CoreGate
     readiness: Readiness
     admission: Admission
+    updates: UpdateQueue
 
 
 async def get_state(request: Request) -> ServiceState:

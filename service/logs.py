@@ -6,7 +6,9 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import time
 import uuid
+from collections.abc import Callable
 
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
@@ -15,7 +17,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .context import request_id, request_path
 from .errors import response_for
 
-__all__ = ["REQUEST_ID_HEADER", "RequestIdMiddleware", "configure_logging", "current_request_id", "set_request_id"]
+__all__ = [
+    "REQUEST_ID_HEADER",
+    "RequestIdMiddleware",
+    "Observer",
+    "configure_logging",
+    "current_request_id",
+    "set_request_id",
+]
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _HEADER_KEY = REQUEST_ID_HEADER.lower().encode()
@@ -37,27 +46,35 @@ def set_request_id(value: str) -> None:
     request_id.set(value)
 
 
+# What is told of each request once it is answered: its scope, its status and the seconds it took.
+Observer = Callable[[Scope, int, float], None]
+
+
 class RequestIdMiddleware:
     """Pure ASGI, outermost: sets the request's id for the log lines of everything below it, adds the header to
-    the response, and turns an exception no handler took into a JSON 500 that carries the id as well."""
+    the response, and turns an exception no handler took into a JSON 500 that carries the id as well. Each
+    answered request is told to ``observe`` (the metrics, service.metrics.RequestMetrics): one layer for both,
+    since each layer costs a good part of a small request."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, observe: Observer | None = None) -> None:
         self.app = app
+        self.observe = observe
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        began = time.perf_counter()
         given = next((value for key, value in scope["headers"] if key == _HEADER_KEY), b"")
         this_id = given.decode() if _ACCEPTED_ID.fullmatch(given) else uuid.uuid4().hex
         token = request_id.set(this_id)
         path_token = request_path.set(scope["path"])
-        started = False
+        status = 0  # no response started yet
 
         async def send_with_id(message: Message) -> None:
-            nonlocal started
+            nonlocal status
             if message["type"] == "http.response.start":
-                started = True
+                status = message["status"]
                 message["headers"] = [*message.get("headers", ()), (_HEADER_KEY, this_id.encode())]
             await send(message)
 
@@ -65,10 +82,12 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send_with_id)
         except Exception:
             log.exception("unhandled error on %s %s", scope["method"], scope["path"])
-            if started:
+            if status:
                 raise
             await response_for(RuntimeError())(scope, receive, send_with_id)
         finally:
+            if self.observe is not None:
+                self.observe(scope, status or 500, time.perf_counter() - began)
             request_path.reset(path_token)
             request_id.reset(token)
 

@@ -3,7 +3,6 @@ library's process, platform and garbage-collector metrics, in one registry per a
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -21,11 +20,11 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.routing import Router
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from .cache import CacheStats
 
-__all__ = ["Metrics", "MetricsMiddleware", "CONTENT_TYPE", "UNMATCHED_ROUTE"]
+__all__ = ["Metrics", "RequestMetrics", "CONTENT_TYPE", "UNMATCHED_ROUTE"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 UNMATCHED_ROUTE = "<unmatched>"
@@ -166,38 +165,23 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class MetricsMiddleware:
-    """Pure ASGI (no BaseHTTPMiddleware: it would cost more than a single-pair query itself).
+class RequestMetrics:
+    """What service.logs.RequestIdMiddleware tells of each answered request, counted (a middleware of its own
+    would cost more than a single-pair query itself).
 
     Labels requests by route template (``/graphs/{graph_id}/queries``, ``/docs``), not by raw path, so that
     graph ids do not explode the label set; paths no route matches count as ``<unmatched>``. FastAPI's routes
-    name themselves in the scope; the others (``/openapi.json``, the docs' static files, the plain route of
-    single-pair GETs) are found by the endpoint the router put there.
+    name themselves in the scope; the others (``/openapi.json``, the docs' static files, the plain routes of
+    single-pair GETs and edge updates) are found by the endpoint the router put there.
     """
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, router: Router) -> None:
-        self.app = app
+    def __init__(self, metrics: Metrics, router: Router) -> None:
         self.metrics = metrics
         self._router = router
         self._templates: dict[Any, str] | None = None  # endpoint -> path, made at the first request
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            self.metrics.request(scope["method"], self._template(scope), status, time.perf_counter() - started)
+    def __call__(self, scope: Scope, status: int, seconds: float) -> None:
+        self.metrics.request(scope["method"], self._template(scope), status, seconds)
 
     def _template(self, scope: Scope) -> str:
         template = getattr(scope.get("route"), "path", None)

@@ -12,7 +12,8 @@ Every write reaches the store first and memory only once it has committed:
 
 - ``add``: the graph's row and its build job, in one transaction (its upload is in the artifact store).
 - ``update``: planned against the current Version, journaled (one row, group commit), then applied; one
-  graph's updates take turns on that graph's lock, no other graph waits.
+  graph's updates take turns on that graph's lock, no other graph waits. ``update_many`` does the same for
+  updates of several graphs (service.update_queue's batches), their rows in one transaction.
 - ``publish``: a build's or a rebuild's index stored as a new version (create-only, checksummed), loaded, then
   published (one transaction: ready, the journal rows it folds in dropped, a replacement takes its name) and
   served with the journal rows past it applied.
@@ -35,7 +36,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ from .state.errors import (
 from .state.metadata import Graph, GraphStatus, Job, JobKind, JobState
 from .updates import JournalGap, Row, apply_journal, encode
 
-__all__ = ["GraphRegistry", "GraphRecord", "Progress", "JOURNAL_PAGE"]
+__all__ = ["GraphRegistry", "GraphRecord", "Progress", "JOURNAL_PAGE", "REBUILD_SPACING_S", "UpdateOutcome"]
 
 log = logging.getLogger("grail.service.registry")
 
@@ -75,6 +76,13 @@ JOURNAL_PAGE = 10_000
 _UPDATE_TRIES = 3
 # A rebuild this server queued is assumed to be under way for this long before it asks the store again.
 _REBUILD_RECHECK_S = 30.0
+# A graph's next rebuild is due this long after its last one was published: under a steady stream of updates a
+# rebuild folds what that many seconds brought, instead of the build workers rebuilding it back to back (each
+# rebuild costs a worker's CPU and the server a load of the new version). The journal past the published version
+# holds at most what came in that time and one rebuild's.
+REBUILD_SPACING_S = 5.0
+# An update of ``update_many``: its answer, its refusal, or None (left to ``update``).
+UpdateOutcome = dict[str, Any] | BaseException | None
 _DAMAGED = {"type": IndexFileError.kind, "message": "index files are missing or corrupt; upload the graph again"}
 
 
@@ -102,6 +110,7 @@ class _Entry:
         self.build: Progress | None = None  # this server builds it
         self.rebuild: Progress | None = None  # this server rebuilds it
         self.rebuild_asked_at = 0.0  # when this server last made sure a rebuild is queued (0: not since the last)
+        self.rebuilt_at = 0.0  # when a rebuild of it was last published here (0: none yet)
         self.deleted = False
         self.settled: Future[None] = Future()  # done once ready and loaded here, failed, or deleted
 
@@ -574,6 +583,8 @@ class GraphRegistry:
         entry = self._remember(graph, entry)
         entry.build = entry.rebuild = None
         entry.rebuild_asked_at = 0.0
+        if job.kind is JobKind.rebuild:
+            entry.rebuilt_at = time.monotonic()
         entry.settle()
         return graph
 
@@ -665,7 +676,11 @@ class GraphRegistry:
                     latest = self.metadata.get_graph(entry.id)
                     if latest.published_version != published:
                         continue  # published again while it loaded
-                    self._set_version(entry, self._replayed(entry, base if base is not None else current))  # type: ignore[arg-type]
+                    # Without a new base, from the version held now: updates may have been applied since it was read.
+                    start = base if base is not None else entry.version
+                    if start is None or start.labels.version != published:
+                        continue
+                    self._set_version(entry, self._replayed(entry, start))
                     entry.loading = None
                     entry.load_error = None
                     if base is not None:  # another server's rebuild is published: the next update may ask again
@@ -749,19 +764,69 @@ class GraphRegistry:
                 updated = current.apply(plan)
             assert updated.number == number, (updated.number, number)
             self._set_version(entry, updated)
-        result = updated.last_update
-        assert result is not None
-        return {
-            "version": result.version,
-            "added": result.added,
-            "removed": result.removed,
-            "new_nodes": result.new_nodes,
-            "pending_updates": updated.number - updated.labels.version,
-        }
+        return _answer(updated)
+
+    def update_many(self, updates: Sequence[tuple[str, list[Any], list[Any]]]) -> list[UpdateOutcome]:
+        """``update`` of several graphs at once, their journal rows committed in one transaction (one flush of
+        the disk): for each, its answer, its refusal (an exception to raise), or None for one left to
+        ``update`` (a second update of a graph in the call, a graph whose lock another thread holds or whose
+        version must load first, another server's update that came first): this call never waits for a lock."""
+        outcomes: list[UpdateOutcome] = [None] * len(updates)
+        held: list[tuple[int, _Entry, Version, Any]] = []
+        appends: list[tuple[str, int, str]] = []
+        try:
+            for i, (ref, add, remove) in enumerate(updates):
+                try:
+                    entry = self._entry(ref)
+                except GraphNotFound as exc:
+                    outcomes[i] = exc
+                    continue
+                if any(e is entry for _, e, _, _ in held) or not entry.lock.acquire(blocking=False):
+                    continue
+                try:
+                    if entry.deleted:
+                        raise GraphNotFound(ref)
+                    if self._loads_on_use(entry):
+                        entry.lock.release()
+                        continue
+                    current = self.ready_version(entry.id)
+                    with self._gate:
+                        plan = current.plan_update(add, remove)
+                except Exception as exc:  # refused (404, 409, 422 ...): this update only
+                    entry.lock.release()
+                    outcomes[i] = exc
+                    continue
+                held.append((i, entry, current, plan))
+                appends.append((entry.id, current.number, encode(add, remove)))
+            if not held:
+                return outcomes
+            numbers: Sequence[int | BaseException]
+            try:
+                numbers = self.metadata.append_updates(appends)
+            except Exception as exc:  # the transaction did not commit: none of them happened
+                numbers = [exc] * len(held)
+            for (i, entry, current, plan), number in zip(held, numbers, strict=True):
+                if isinstance(number, VersionConflict):
+                    continue  # ``update`` catches up with the store and plans it again
+                if isinstance(number, BaseException):
+                    if isinstance(number, GraphNotFound):
+                        self._forget(entry.id)
+                    outcomes[i] = number
+                    continue
+                with self._gate:
+                    updated = current.apply(plan)
+                assert updated.number == number, (updated.number, number)
+                self._set_version(entry, updated)
+                outcomes[i] = _answer(updated)
+        finally:
+            for _, entry, _, _ in held:
+                entry.lock.release()
+        return outcomes
 
     def rebuild_if_pending(self, ref: str) -> bool:
         """Queue a rebuild of a graph (by id or name) with journaled updates past its published version, unless
-        one is queued or running already (the store returns that one); True when one is queued now."""
+        one is queued or running already (the store returns that one); True when one is queued now. It is due
+        ``REBUILD_SPACING_S`` after the graph's last rebuild published here, at once when that is past."""
         try:
             entry = self._entry(ref)
         except GraphNotFound:
@@ -783,8 +848,9 @@ class GraphRegistry:
         entry.rebuild_asked_at = now
         num_nodes = version.num_nodes if version is not None else int((entry.graph.stats or {}).get("nodes", 0))
         memory = sizing.build_bytes(entry.options.format or "edgelist", 0, num_nodes, edges)
+        delay = entry.rebuilt_at + REBUILD_SPACING_S - now if entry.rebuilt_at else 0.0
         try:
-            self.metadata.enqueue_job(graph_id, JobKind.rebuild, {}, memory_bytes=memory)
+            self.metadata.enqueue_job(graph_id, JobKind.rebuild, {}, memory_bytes=memory, delay_s=max(delay, 0.0))
         except GraphNotFound:
             self._forget(graph_id)
             return False
@@ -836,6 +902,19 @@ class GraphRegistry:
 
 
 _SHOWN_JOBS = (JobState.queued, JobState.running, JobState.failed)
+
+
+def _answer(updated: Version) -> dict[str, Any]:
+    """An update's answer: what the version it made changed, and how many updates its labels lack."""
+    result = updated.last_update
+    assert result is not None
+    return {
+        "version": result.version,
+        "added": result.added,
+        "removed": result.removed,
+        "new_nodes": result.new_nodes,
+        "pending_updates": updated.number - updated.labels.version,
+    }
 
 
 def _created(entry: _Entry) -> tuple[float, str]:

@@ -47,15 +47,17 @@ async def update_edges(request: Request) -> Response:
         ) from None
     add = [list(edge) for edge in body.add]
     remove = [list(edge) for edge in body.remove]
+    # In a batch of the update queue's thread (service.update_queue): one commit and one wake-up for many.
+    answer = await state.updates.submit(graph_id, add, remove)
+    if answer is None:  # left to a worker thread, which waits for the graph's lock, a load or a catch-up
 
-    def run() -> dict[str, Any]:
-        answer = registry.update(graph_id, add, remove)
-        if registry.rebuild_if_pending(graph_id):
-            state.runner.wake()
-        return answer
+        def run() -> dict[str, Any]:
+            answer = registry.update(graph_id, add, remove)
+            if registry.rebuild_if_pending(graph_id):
+                state.runner.wake()
+            return answer
 
-    # The loop's executor (a C queue) rather than anyio's worker threads: the hop is a good part of an update.
-    answer = await asyncio.to_thread(run)
+        answer = await asyncio.to_thread(run)
     return versioned_json(answer, answer["version"])
 
 

@@ -291,6 +291,8 @@ class MetadataStore(Protocol):
     # ---- the edge-update journal --------------------------------------------------------------------
     def append_update(self, graph_id: str, expected_version: int, payload: str) -> int: ...
 
+    def append_updates(self, appends: Sequence[tuple[str, int, str]]) -> list[int | BaseException]: ...
+
     def append_stats(self) -> GroupStats: ...
 
     def read_updates(
@@ -309,6 +311,7 @@ class MetadataStore(Protocol):
         through_version: int | None = None,
         max_attempts: int = 3,
         memory_bytes: int = 0,
+        delay_s: float = 0.0,
     ) -> Job: ...
 
     def claim_job(

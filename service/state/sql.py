@@ -650,6 +650,13 @@ class SqlMetadataStore(ABC):
         its appends with that error, and none of them happened."""
         return self._appends.submit(Append(graph_id, expected_version, payload))
 
+    def append_updates(self, appends: Sequence[tuple[str, int, str]]) -> list[int | BaseException]:
+        """Journal several edge updates (graph id, expected version, payload; at most one per graph) in one
+        transaction, as ``append_update`` does each: each one's new version, or its refusal (VersionConflict,
+        GraphNotFound, GraphNotReady: that one wrote nothing). Raises, and none of them happened, when the
+        transaction fails."""
+        return self._commit_appends([Append(*append) for append in appends])
+
     def append_stats(self) -> GroupStats:
         """How the appends of this store were grouped so far: transactions, appends, the largest group."""
         return self._appends.stats()
@@ -739,10 +746,11 @@ class SqlMetadataStore(ABC):
         through_version: int | None = None,
         max_attempts: int = 3,
         memory_bytes: int = 0,
+        delay_s: float = 0.0,
     ) -> Job:
-        """Queue a job, due now; when one of this graph and kind is queued or running already, that one is
-        returned instead (a rebuild folds in every update journaled when it starts). GraphNotFound once the
-        graph is deleted."""
+        """Queue a job, due in ``delay_s`` seconds; when one of this graph and kind is queued or running already,
+        that one is returned instead (a rebuild folds in every update journaled when it starts). GraphNotFound
+        once the graph is deleted."""
 
         def work(tx: Tx) -> Job:
             self._live_locked(tx, graph_id)
@@ -752,7 +760,7 @@ class SqlMetadataStore(ABC):
             )
             if existing is not None:
                 return _job(existing)
-            return self._insert_job(tx, graph_id, kind, payload, through_version, max_attempts, memory_bytes)
+            return self._insert_job(tx, graph_id, kind, payload, through_version, max_attempts, memory_bytes, delay_s)
 
         return self._write(work)
 
@@ -765,12 +773,21 @@ class SqlMetadataStore(ABC):
         through_version: int | None,
         max_attempts: int,
         memory_bytes: int,
+        delay_s: float = 0.0,
     ) -> Job:
         row = tx.one(
             f"""INSERT INTO jobs (graph_id, kind, state, payload, through_version, attempts, max_attempts,
                     next_attempt_at, lease_token, created_at, updated_at, memory_bytes)
-                VALUES (?, ?, 'queued', ?, ?, 0, ?, {{now}}, 0, {{now}}, {{now}}, ?) RETURNING {_JOB_COLUMNS}""",
-            (graph_id, JobKind(kind).value, _dumps(payload), through_version, max_attempts, int(memory_bytes)),
+                VALUES (?, ?, 'queued', ?, ?, 0, ?, {{now}} + ?, 0, {{now}}, {{now}}, ?) RETURNING {_JOB_COLUMNS}""",
+            (
+                graph_id,
+                JobKind(kind).value,
+                _dumps(payload),
+                through_version,
+                max_attempts,
+                float(delay_s),
+                int(memory_bytes),
+            ),
         )
         assert row is not None
         self._record_change(tx, ChangeKind.job, graph_id)

@@ -189,6 +189,22 @@ def test_a_group_refuses_only_its_refused_appends(store: SqlMetadataStore, store
     assert journal_changes == [("aaaaaaaaaaaa", 2), ("bbbbbbbbbbbb", 2), ("cccccccccccc", 2), ("cccccccccccc", 3)]
 
 
+def test_appends_of_one_call_commit_together_each_refused_alone(store: SqlMetadataStore) -> None:
+    """``append_updates``: a batch in one transaction; a refused append writes nothing and refuses no other."""
+    for graph_id in ("aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"):
+        ready_graph(store, graph_id)
+    store.delete_graph("cccccccccccc")
+    answers = store.append_updates(
+        [("bbbbbbbbbbbb", 1, "b2"), ("aaaaaaaaaaaa", 1, "a2"), ("cccccccccccc", 1, "c2"), ("dddddddddddd", 1, "d2")]
+    )
+    assert answers[:2] == [2, 2]
+    assert isinstance(answers[2], GraphNotFound) and isinstance(answers[3], GraphNotFound)
+    answers = store.append_updates([("aaaaaaaaaaaa", 1, "a-stale"), ("bbbbbbbbbbbb", 2, "b3")])
+    assert isinstance(answers[0], VersionConflict) and answers[0].current == 2 and answers[1] == 3
+    journal = {g: [(r.version, r.payload) for r in store.read_updates(g, 0)] for g in ("aaaaaaaaaaaa", "bbbbbbbbbbbb")}
+    assert journal == {"aaaaaaaaaaaa": [(2, "a2")], "bbbbbbbbbbbb": [(2, "b2"), (3, "b3")]}
+
+
 def test_many_writers_of_many_graphs(store: SqlMetadataStore) -> None:
     """16 writers, each on its graph, their appends grouped as they come: every answered append is in the
     journal, in its graph's order, without a gap."""

@@ -296,6 +296,16 @@ def test_jobs_claim_heartbeat_complete(store: MetadataStore) -> None:
     assert store.enqueue_job("aaaaaaaaaaaa", JobKind.rebuild, {}).id != job.id  # the next rebuild
 
 
+def test_a_job_queued_with_a_delay_is_claimed_once_due(store: MetadataStore) -> None:
+    ready_graph(store, "aaaaaaaaaaaa")
+    before = time.time()
+    job = store.enqueue_job("aaaaaaaaaaaa", JobKind.rebuild, {}, delay_s=0.5)
+    assert 0.3 < job.next_attempt_at - before < 1.5
+    assert store.claim_job("w", 30) is None  # not before its time
+    claimed = wait_until(lambda: store.claim_job("w", 30))
+    assert claimed.id == job.id and time.time() >= job.next_attempt_at
+
+
 def test_expired_lease_is_taken_over_and_fenced(store: MetadataStore) -> None:
     ready_graph(store, "aaaaaaaaaaaa")
     store.enqueue_job("aaaaaaaaaaaa", JobKind.rebuild, {}, max_attempts=2)
