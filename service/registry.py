@@ -613,17 +613,13 @@ class GraphRegistry:
             entry.load_error = None
 
     def _replayed(self, entry: _Entry, version: Version, through: int | None = None) -> Version:
-        """``version`` with the graph's journal rows past it (up to ``through``) applied, a page at a time; while
-        the graph loads, its progress says how far."""
-        first = version.number
-        total = max(entry.graph.head_version - first, 0)
-        while True:
-            rows = self.metadata.read_updates(entry.id, version.number, through, limit=JOURNAL_PAGE)
-            if not rows:
-                return version
-            report = functools.partial(_report_journal, entry, version.number - first, total)
-            with self._gate:
-                version = apply_journal(version, _rows(rows), len(rows), report)
+        """``version`` with the graph's journal rows past it (up to ``through``) applied, read a page at a time
+        and folded at once (a fold per page would apply every page after the first one update at a time);
+        while the graph loads, its progress says how far."""
+        total = max(entry.graph.head_version - version.number, 0)
+        report = functools.partial(_report_journal, entry, total)
+        with self._gate:
+            return apply_journal(version, self.journal(entry.id, version.number, through), total, report)
 
     def _refresh(self, entry: _Entry, load_missing: bool = True) -> None:
         """Bring the graph's version in line with its row: its published version loaded when this server holds
@@ -805,9 +801,9 @@ class GraphRegistry:
             return None
         return graph.published_version, graph.head_version
 
-    def journal(self, graph_id: str, after: int, through: int) -> Iterator[Row]:
-        """The journal rows (after, through], a page at a time."""
-        while after < through:
+    def journal(self, graph_id: str, after: int, through: int | None = None) -> Iterator[Row]:
+        """The journal rows (after, through] (through None: to the last), a page at a time."""
+        while through is None or after < through:
             rows = self.metadata.read_updates(graph_id, after, through, limit=JOURNAL_PAGE)
             if not rows:
                 return
@@ -842,9 +838,9 @@ def _created(entry: _Entry) -> tuple[float, str]:
     return entry.graph.created_at, entry.id
 
 
-def _report_journal(entry: _Entry, before: int, total: int, done: int, _: int) -> None:
+def _report_journal(entry: _Entry, total: int, done: int, _: int) -> None:
     if entry.loading is not None:
-        entry.loading = Progress("journal", (before + done) / max(total, before + done, 1))
+        entry.loading = Progress("journal", done / max(total, done, 1))
 
 
 def _rows(rows: list[Any]) -> Iterator[Row]:
