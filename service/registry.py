@@ -63,7 +63,7 @@ from .state.errors import (
     VersionStateError,
 )
 from .state.metadata import Graph, GraphStatus, Job, JobKind, JobState
-from .updates import JournalGap, Row, apply_journal, encode
+from .updates import Journal, JournalGap, Row, encode, fold_journal
 
 __all__ = ["GraphRegistry", "GraphRecord", "Progress", "JOURNAL_PAGE"]
 
@@ -612,14 +612,24 @@ class GraphRegistry:
             entry.loading = None
             entry.load_error = None
 
-    def _replayed(self, entry: _Entry, version: Version, through: int | None = None) -> Version:
-        """``version`` with the graph's journal rows past it (up to ``through``) applied, read a page at a time
-        and folded at once (a fold per page would apply every page after the first one update at a time);
-        while the graph loads, its progress says how far."""
-        total = max(entry.graph.head_version - version.number, 0)
-        report = functools.partial(_report_journal, entry, total)
+    def _replayed(self, entry: _Entry, version: Version, read: Journal | None = None) -> Version:
+        """``version`` with the graph's journal rows past it applied: ``read`` (rows read and decoded before the
+        version loaded, when they follow it) and the rows journaled since, read a page at a time, then folded at
+        once (a fold per page would apply every page after the first one update at a time); while the graph
+        loads, its progress says how far."""
+        journal = read if read is not None and read.after == version.number else Journal(version.number)
+        self._read_journal(entry, journal)
+        total = max(entry.graph.head_version - version.number, journal.last - version.number)
         with self._gate:
-            return apply_journal(version, self.journal(entry.id, version.number, through), total, report)
+            return fold_journal(version, journal, total, functools.partial(_report_journal, entry, total))
+
+    def _read_journal(self, entry: _Entry, journal: Journal) -> Journal:
+        """The graph's journal rows past ``journal``'s last version, decoded onto its end (outside the gate:
+        beside the kernels' warm-up, which holds it at a start)."""
+        total = max(entry.graph.head_version - journal.after, 0)
+        return journal.read(
+            self.journal(entry.id, journal.last), total, functools.partial(_report_journal, entry, total)
+        )
 
     def _refresh(self, entry: _Entry, load_missing: bool = True) -> None:
         """Bring the graph's version in line with its row: its published version loaded when this server holds
@@ -649,9 +659,12 @@ class GraphRegistry:
                 entry.settle()
                 return
             try:
-                base = None
+                base, read = None, None
                 if current is None or current.labels.version != published:
                     if entry.loading is not None or current is None:
+                        entry.loading = Progress("journal")
+                    read = self._read_journal(entry, Journal(published))
+                    if entry.loading is not None:
                         entry.loading = Progress("load")
                     with self._gate:
                         base = _load(self.artifacts.fetch(entry.id, published, verify=False), entry.options.backend)
@@ -661,7 +674,7 @@ class GraphRegistry:
                     latest = self.metadata.get_graph(entry.id)
                     if latest.published_version != published:
                         continue  # published again while it loaded
-                    self._set_version(entry, self._replayed(entry, base if base is not None else current))  # type: ignore[arg-type]
+                    self._set_version(entry, self._replayed(entry, base if base is not None else current, read))  # type: ignore[arg-type]
                     entry.loading = None
                     entry.load_error = None
                     if base is not None:  # another server's rebuild is published: the next update may ask again
