@@ -46,6 +46,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 GRAPHS = {"out-tree": ("descendants", False), "in-tree": ("ancestors", True)}
 _RECEIVE_BUFFER = 16 * 1024
 _STOPPED = b"a streamed answer stopped"
+# Seconds given to every reader to have its first bytes, and beyond the send timeout to every stream to stop.
+FIRST_BYTES_WAIT_S = 120.0
+STOP_WAIT_S = 600.0
 
 
 def tree_text(nodes: int, reverse: bool) -> bytes:
@@ -90,13 +93,14 @@ def stalled_readers(server: GrailServer, path: str, readers: int, send_timeout: 
         sock.sendall(request)
         sockets.append(sock)
     waiting = set(sockets)
-    while waiting and time.monotonic() - started < send_timeout * 0.8:
+    while waiting and time.monotonic() - started < FIRST_BYTES_WAIT_S:
         readable, _, _ = select.select(list(waiting)[:500], [], [], 1.0)
         waiting.difference_update(readable)
     answered = time.monotonic() - started
     held, kernel_held = peak_rss(pid, 5), kernel_tcp_bytes()
-    # The server gives up on each reader send_timeout after its last write went through.
-    deadline = started + answered + send_timeout + 30
+    # The server gives up on each reader send_timeout after its last write went through (once the kernel's
+    # buffers of its socket are full: a busy server takes a while to fill a thousand).
+    deadline = started + answered + send_timeout + STOP_WAIT_S
     while time.monotonic() < deadline:
         if server.log_path.read_bytes().count(_STOPPED) - stopped_before >= readers:
             break
@@ -106,7 +110,7 @@ def stalled_readers(server: GrailServer, path: str, readers: int, send_timeout: 
     after_timeout = peak_rss(pid, 3)
     for sock in sockets:
         sock.close()
-    time.sleep(3)
+    idle(server.url, path)
     closed = peak_rss(pid, 3)
     mb = 1 << 20
     return [
@@ -120,6 +124,17 @@ def stalled_readers(server: GrailServer, path: str, readers: int, send_timeout: 
         f"{after_timeout / mb:,.0f} (+{(after_timeout - before) / mb:,.0f})",
         f"{closed / mb:,.0f} (+{(closed - before) / mb:,.0f})",
     ]
+
+
+def idle(url: str, path: str, timeout: float = 300.0) -> None:
+    """Until the server answers a HEAD of the listing within 50 ms (the streams it was writing are done)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        started = time.perf_counter()
+        httpx.head(url + path, timeout=60)
+        if time.perf_counter() - started < 0.05:
+            return
+        time.sleep(1)
 
 
 STALLED_HEADER = [
@@ -193,6 +208,7 @@ def main() -> None:
                 path = f"/graphs/{name}/{route}?node=0"
                 # Compiled and warm: the first listing of a kind compiles its kernels.
                 httpx.get(f"{server.url}{path}&limit=1", timeout=600).raise_for_status()
+                idle(server.url, path)
                 if args.section in ("all", "cheap"):
                     cheap_rows.append([name, route, *cheap(server.url, path, args.runs)])
                     print(markdown_table(CHEAP_HEADER, cheap_rows[-1:]), flush=True)

@@ -499,12 +499,29 @@ class _Watch:
 
 
 def _replay_log(log: Path, since: int) -> str:
-    """What the server logged of the graph's load (its own timing of the load and the replay)."""
+    """What the server logged of the graph's load: its own timing of the load and the replay, and how long
+    after the kernels' warm-up (which holds every call into grail_core until numba's threading layer is
+    known: the version's load waits for it, the journal is read meanwhile) it ended."""
     import re
 
     text = log.read_bytes()[since:].decode(errors="replace")
-    found = re.findall(r"version \d+ loaded in ([\d.]+) s \((\d+) journaled updates replayed\)", text)
-    return f"{float(found[-1][0]):.2f} s ({int(found[-1][1]):,} replayed)" if found else "-"
+    stamp = r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) "
+    found = re.findall(stamp + r".*version \d+ loaded in ([\d.]+) s \((\d+) journaled updates replayed\)", text, re.M)
+    warm = re.findall(stamp + r".*grail\.service\.warmup .*kernels ready in", text, re.M)
+    if not found:
+        return "-"
+    when, seconds, replayed = found[-1]
+    shown = f"{float(seconds):.2f} s ({int(replayed):,} replayed)"
+    if warm:
+        after = (_moment(when) - _moment(warm[0])).total_seconds()
+        shown += f", {after:.2f} s after the warm-up"
+    return shown
+
+
+def _moment(stamp: str) -> Any:
+    import datetime
+
+    return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f")
 
 
 def restart_section(
@@ -612,7 +629,7 @@ RESTART_HEADER = [
     "/health s",
     "graph answers s",
     "after /health s",
-    "server: load + replay",
+    "server: load + replay (its log)",
     "/health p50 / p99 / max while loading (answers)",
     "409s",
     "/ready loading",
