@@ -15,9 +15,17 @@ Sections:
 * ``apply``: 100,000 updates each adding a node (an edge between a new node and an existing one, or
   between two new ones) applied one by one (the rate over the last 10,000), then the same journal folded at
   once into a fresh copy (``update_many``), with its answers checked against the one-by-one index.
+* ``restart`` (not in ``all``): a real ``grail-serve`` (SQLite in its data directory, or ``--database-url``
+  PostgreSQL) builds a DAG of 500,000 nodes (x scale), is killed (SIGKILL to its process group), finds
+  ``--journal`` updates (a quarter removing edges, half adding edges between existing nodes, a quarter adding
+  new nodes) journaled in its store, and starts again, ``--runs`` times from a copy of that data directory:
+  seconds to ``/health`` and until the graph answers, ``/health`` latencies meanwhile, the 409s (with
+  Retry-After) and ``/ready``'s loading phases seen; then its answers on sample pairs against a fresh build
+  of the final edge set.
 
-    .venv/bin/python -m benchmarks.bench_updates [--section all|issue|queries|apply] [--scale 1.0]
+    .venv/bin/python -m benchmarks.bench_updates [--section all|issue|queries|apply|restart] [--scale 1.0]
         [--pairs 20000] [--pending 0,10,100,1000,10000] [--before DIR] [--stem updates-vm]
+        [--journal 100000] [--runs 3] [--database-url postgresql://... | --postgres]
 
 ``--scale`` multiplies the node counts (10 for graphs of 10^7 nodes on a large machine). Writes
 benchmarks/results/<stem>.{md,csv} and a plot (.png, with matplotlib).
@@ -26,6 +34,7 @@ benchmarks/results/<stem>.{md,csv} and a plot (.png, with matplotlib).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -33,11 +42,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+# numba's cache folder as the server's, set before numba is imported: the kernels a server compiled load here.
+import service.main  # noqa: F401
 from grail_core import ReachabilityIndex
 from grail_core.synthetic import downward_walk_pairs, layered_dag
 
@@ -341,6 +353,290 @@ def apply_section(scale: float, total: int = 100_000) -> tuple[str, list[list[ob
     return text, rows
 
 
+# ---- a restart that replays a journal, through a real server -------------------------------------------
+
+
+RESTART_NAME = "restart"
+# A restart whose graph does not answer within this is reported so, not waited for.
+RESTART_WAIT_S = 900.0
+
+
+def restart_journal(
+    edges: np.ndarray, n: int, total: int, seed: int
+) -> tuple[list[tuple[list[list[int]], list[list[int]]]], np.ndarray]:
+    """``total`` single-edge updates of a graph with these (unique) ``edges``: every fourth removes an edge of
+    the graph (each one once), every fourth adds an edge to or from a new node (or between two new ones), the
+    others add an edge between existing nodes shaped like the graph's own. Returns them and the final edges."""
+    rng = np.random.default_rng(seed)
+    removed = rng.choice(edges.shape[0], size=total // 4 + 1, replace=False)
+    gone = {(int(u), int(v)) for u, v in edges[removed].tolist()}
+    pick = rng.integers(0, edges.shape[0], size=total)
+    near = np.clip(pick + rng.integers(-64, 65, size=total), 0, edges.shape[0] - 1)
+    journal: list[tuple[list[list[int]], list[list[int]]]] = []
+    added: list[tuple[int, int]] = []
+    fresh = n
+    for i in range(total):
+        if i % 4 == 0:
+            u, v = edges[removed[i // 4]].tolist()
+            journal.append(([], [[u, v]]))
+            continue
+        u, v = int(edges[pick[i], 0]), int(edges[near[i], 1])
+        if i % 4 == 3 or u == v or (u, v) in gone:
+            if i % 16 == 15 and fresh > n:  # between two new nodes
+                u, v = fresh, fresh - 1
+            else:
+                u, v = (u, fresh) if i % 2 else (fresh, u)
+            fresh += 1
+        journal.append(([[u, v]], []))
+        added.append((u, v))
+    keep = np.ones(edges.shape[0], dtype=bool)
+    keep[removed[: (total + 3) // 4]] = False
+    final = np.unique(np.concatenate([edges[keep], np.array(added, dtype=np.int64).reshape(-1, 2)]), axis=0)
+    return journal, final
+
+
+def _fill_journal(data_dir: Path, database_url: str | None, name: str, journal: list[Any]) -> tuple[int, float]:
+    """The updates appended to the graph's journal through the metadata store (as the update route does, in
+    transactions of 10,000): the version they reach and the seconds it took."""
+    from service.state import open_metadata
+    from service.state.sql import Append
+    from service.updates import encode
+
+    store = open_metadata(database_url, data_dir)
+    try:
+        graph = next(g for g in store.list_graphs() if g.name == name)
+        head = graph.head_version
+        started = time.perf_counter()
+        for first in range(0, len(journal), 10_000):
+            appends = [
+                Append(graph.id, head + first + i, encode(add, remove))
+                for i, (add, remove) in enumerate(journal[first : first + 10_000])
+            ]
+            made = store._write(lambda tx, appends=appends: store._append_rows(tx, appends))  # type: ignore[attr-defined]
+            assert None not in made, "an append was refused"
+        return head + len(journal), time.perf_counter() - started
+    finally:
+        store.close()
+
+
+class _Watch:
+    """Polls a starting server until its graph answers: /health (latency of each answer), the graph's
+    ``/reachable`` (409s, Retry-After), ``/ready`` (the loading phases it lists)."""
+
+    def __init__(self, url: str, pair: tuple[int, int]) -> None:
+        import threading
+
+        self.url, self.pair = url, pair
+        self.health: list[tuple[float, float]] = []  # (when, seconds)
+        self.health_failures = 0
+        self.first_health = float("nan")
+        self.answered = float("nan")
+        self.conflicts = 0
+        self.retry_after: set[str] = set()
+        self.phases: list[str] = []
+        self.done = threading.Event()
+        self.threads = [threading.Thread(target=f, daemon=True) for f in (self._health, self._graph, self._ready)]
+
+    def run(self, started: float, timeout: float) -> None:
+        self.started = started
+        for thread in self.threads:
+            thread.start()
+        self.done.wait(timeout)
+        self.done.set()
+        for thread in self.threads:
+            thread.join()
+
+    def _get(self, client: Any, path: str) -> Any:
+        import httpx
+
+        try:
+            return client.get(self.url + path, timeout=30)
+        except httpx.TransportError:
+            return None
+
+    def _health(self) -> None:
+        import httpx
+
+        with httpx.Client() as client:
+            while not self.done.is_set():
+                sent = time.monotonic()
+                answer = self._get(client, "/health")
+                if answer is not None and answer.status_code == 200:
+                    if self.first_health != self.first_health:
+                        self.first_health = time.monotonic() - self.started
+                    self.health.append((sent - self.started, time.monotonic() - sent))
+                elif self.first_health == self.first_health:
+                    self.health_failures += 1
+                time.sleep(0.02)
+
+    def _graph(self) -> None:
+        import httpx
+
+        path = f"/graphs/{RESTART_NAME}/reachable?source={self.pair[0]}&target={self.pair[1]}"
+        with httpx.Client() as client:
+            while not self.done.is_set():
+                answer = self._get(client, path)
+                if answer is not None and answer.status_code == 200:
+                    self.answered = time.monotonic() - self.started
+                    self.done.set()
+                elif answer is not None and answer.status_code == 409:
+                    self.conflicts += 1
+                    self.retry_after.add(answer.headers.get("retry-after", "none"))
+                time.sleep(0.02)
+
+    def _ready(self) -> None:
+        import httpx
+
+        with httpx.Client() as client:
+            while not self.done.is_set():
+                answer = self._get(client, "/ready")
+                if answer is not None and answer.status_code in (200, 503):
+                    for graph in answer.json().get("loading", []):
+                        phase = f"{graph['phase']} {graph['progress']:.0%}"
+                        if not self.phases or self.phases[-1] != phase:
+                            self.phases.append(phase)
+                time.sleep(0.1)
+
+
+def _replay_log(log: Path, since: int) -> str:
+    """What the server logged of the graph's load: its own timing of the load and the replay, and how long
+    after the kernels' warm-up (which holds every call into grail_core until numba's threading layer is
+    known: the version's load waits for it, the journal is read meanwhile) it ended."""
+    import re
+
+    text = log.read_bytes()[since:].decode(errors="replace")
+    stamp = r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) "
+    found = re.findall(stamp + r".*version \d+ loaded in ([\d.]+) s \((\d+) journaled updates replayed\)", text, re.M)
+    warm = re.findall(stamp + r".*grail\.service\.warmup .*kernels ready in", text, re.M)
+    if not found:
+        return "-"
+    when, seconds, replayed = found[-1]
+    shown = f"{float(seconds):.2f} s ({int(replayed):,} replayed)"
+    if warm:
+        after = (_moment(when) - _moment(warm[0])).total_seconds()
+        shown += f", {after:.2f} s after the warm-up"
+    return shown
+
+
+def _moment(stamp: str) -> Any:
+    import datetime
+
+    return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f")
+
+
+def restart_section(
+    scale: float, total: int, runs: int, database_url: str | None, pair_count: int
+) -> tuple[str, list[list[object]]]:
+    import shutil
+    import tempfile
+
+    import httpx
+
+    from benchmarks.serving import GrailServer
+
+    if database_url and runs > 1:
+        raise SystemExit("a restart copies the data directory, not a database: --runs 1 with --database-url")
+    n = max(1000, int(500_000 * scale))
+    indptr, indices = layered_dag(n, 1_000, 3.0, 4)
+    edges = np.unique(np.stack(edge_arrays(indptr, indices), axis=1), axis=0)
+    journal, final = restart_journal(edges, n, total, seed=5)
+    nodes = int(final.max()) + 1
+    known = np.union1d(edges.ravel(), final.ravel())
+    print(
+        f"graph: {n:,} nodes, {edges.shape[0]:,} edges; {total:,} updates; final {final.shape[0]:,} edges", flush=True
+    )
+    # The answers a fresh build of the final edges gives, before any server takes the cores.
+    fresh = ReachabilityIndex.from_edges(final[:, 0], final[:, 1], num_nodes=nodes, backend="cpu")
+    order = np.argsort(final[:, 0], kind="stable")
+    final_indptr = np.searchsorted(final[order, 0], np.arange(nodes + 1))
+    rng = np.random.default_rng(9)
+    walks = np.stack(downward_walk_pairs(final_indptr, final[order, 1], pair_count, seed=9), axis=1)
+    pairs = np.concatenate([walks, known[rng.integers(0, known.size, size=(pair_count, 2))]])
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    expected = fresh.query_ids(pairs)[0]
+    store = ["--database-url", database_url] if database_url else []
+    rows: list[list[object]] = []
+    with tempfile.TemporaryDirectory(prefix="grail-bench-restart-") as tmp:
+        root = Path(tmp)
+        log = root / "server.log"
+        seed = root / "seed"
+        if database_url:
+            store += ["--store", f"file://{root / 'store'}"]
+        server = GrailServer(seed, log, *store).launch()
+        try:
+            server.wait_for("/health")
+            text = "".join(f"{u} {v}\n" for u, v in edges.tolist()).encode()
+            started = time.perf_counter()
+            answer = httpx.post(
+                f"{server.url}/graphs?wait=true&format=edgelist&name={RESTART_NAME}", content=text, timeout=3600
+            )
+            answer.raise_for_status()
+            print(f"built through the server in {time.perf_counter() - started:.1f} s", flush=True)
+        finally:
+            server.kill()
+        head, fill = _fill_journal(seed, database_url, RESTART_NAME, journal)
+        print(f"{total:,} updates journaled in {fill:.1f} s", flush=True)
+        for run in range(runs):
+            data = root / f"run-{run}"
+            shutil.copytree(seed, data)
+            since = log.stat().st_size
+            server = GrailServer(data, log, *store).launch()
+            watch = _Watch(server.url, (int(walks[0, 0]), int(walks[0, 1])))
+            try:
+                watch.run(server.started_at, timeout=RESTART_WAIT_S)
+                got: list[bool] = []
+                record: dict[str, Any] = {}
+                if watch.answered == watch.answered:
+                    record = httpx.get(f"{server.url}/graphs/{RESTART_NAME}", timeout=60).json()
+                    body = {"pairs": pairs.tolist()}
+                    got = httpx.post(
+                        f"{server.url}/graphs/{RESTART_NAME}/queries?unknown=false", json=body, timeout=600
+                    ).json()["reachable"]
+            finally:
+                server.kill()
+            wrong = int(np.count_nonzero(np.array(got, dtype=bool) != expected)) if got else len(pairs)
+            during = [s for when, s in watch.health if when <= watch.answered]
+            latencies = np.array(during or [float("nan")]) * 1e3
+            row = [
+                "restart",
+                run + 1,
+                f"{watch.first_health:.2f}",
+                f"{watch.answered:.2f}",
+                f"{watch.answered - watch.first_health:.2f}",
+                _replay_log(log, since),
+                f"{np.median(latencies):.0f} / {np.percentile(latencies, 99):.0f} / {latencies.max():.0f} ms "
+                f"({len(during)})",
+                f"{watch.conflicts} (Retry-After {', '.join(sorted(watch.retry_after)) or '-'})",
+                " > ".join(watch.phases[:6]) + (" ..." if len(watch.phases) > 6 else ""),
+                f"v{record.get('version')}/{head}: {len(got) - wrong:,}/{len(pairs):,} equal"
+                if got
+                else f"not answering after {RESTART_WAIT_S:.0f} s",
+            ]
+            print(_markdown(RESTART_HEADER, [row[1:]]).splitlines()[-1], flush=True)
+            rows.append(row)
+            assert not got or (wrong == 0 and record.get("version") == head), (wrong, record.get("version"), head)
+    where = "PostgreSQL" if database_url else "SQLite (the data directory's file)"
+    text = (
+        f"DAG {n:,} nodes, {edges.shape[0]:,} edges, 1,000 levels; {total:,} journaled updates ({fill:.1f} s to "
+        f"journal through the store); {where}; seconds from the server's launch:\n\n"
+        + _markdown(RESTART_HEADER, [row[1:] for row in rows])
+    )
+    return text, rows
+
+
+RESTART_HEADER = [
+    "run",
+    "/health s",
+    "graph answers s",
+    "after /health s",
+    "server: load + replay (its log)",
+    "/health p50 / p99 / max while loading (answers)",
+    "409s",
+    "/ready loading",
+    "answers after",
+]
+
+
 # ---- output ------------------------------------------------------------------------------------------------
 
 
@@ -385,13 +681,17 @@ def _plot(rows: list[list[object]], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=("all", "issue", "queries", "apply"), default="all")
+    parser.add_argument("--section", choices=("all", "issue", "queries", "apply", "restart"), default="all")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--pairs", type=int, default=20_000)
     parser.add_argument("--pending", default=",".join(map(str, PENDING)))
     parser.add_argument("--graphs", default="", help="comma-separated names (default: all)")
     parser.add_argument("--before", default=None, help="another checkout to run the issue's table with")
     parser.add_argument("--stem", default="updates-vm")
+    parser.add_argument("--journal", type=int, default=100_000, help="restart: journaled updates")
+    parser.add_argument("--runs", type=int, default=3, help="restart: restarts from the same data")
+    parser.add_argument("--database-url", default=None, help="restart: a PostgreSQL database instead of SQLite")
+    parser.add_argument("--postgres", action="store_true", help="restart: on a throwaway PostgreSQL server")
     args = parser.parse_args()
     pending = tuple(int(x) for x in args.pending.split(","))
     load = os.getloadavg()
@@ -404,6 +704,14 @@ def main() -> None:
     for section in sections:
         if section == "issue":
             text, found = issue_section(args.before)
+        elif section == "restart":
+            with contextlib.ExitStack() as stack:
+                database_url = args.database_url
+                if args.postgres:
+                    from tests.postgres_server import PostgresServer
+
+                    database_url = stack.enter_context(PostgresServer()).create_database("bench_restart")
+                text, found = restart_section(args.scale, args.journal, args.runs, database_url, args.pairs)
         elif section == "queries":
             text, found = queries_section(args.scale, args.pairs, pending, [g for g in args.graphs.split(",") if g])
         else:

@@ -64,7 +64,7 @@ from .state.errors import (
     VersionStateError,
 )
 from .state.metadata import Graph, GraphStatus, Job, JobKind, JobState
-from .updates import JournalGap, Row, apply_journal, encode
+from .updates import Journal, JournalGap, Row, encode, fold_journal
 
 __all__ = ["GraphRegistry", "GraphRecord", "Progress", "JOURNAL_PAGE", "REBUILD_SPACING_S", "UpdateOutcome"]
 
@@ -623,18 +623,24 @@ class GraphRegistry:
             entry.loading = None
             entry.load_error = None
 
-    def _replayed(self, entry: _Entry, version: Version, through: int | None = None) -> Version:
-        """``version`` with the graph's journal rows past it (up to ``through``) applied, a page at a time; while
-        the graph loads, its progress says how far."""
-        first = version.number
-        total = max(entry.graph.head_version - first, 0)
-        while True:
-            rows = self.metadata.read_updates(entry.id, version.number, through, limit=JOURNAL_PAGE)
-            if not rows:
-                return version
-            report = functools.partial(_report_journal, entry, version.number - first, total)
-            with self._gate:
-                version = apply_journal(version, _rows(rows), len(rows), report)
+    def _replayed(self, entry: _Entry, version: Version, read: Journal | None = None) -> Version:
+        """``version`` with the graph's journal rows past it applied: ``read`` (rows read and decoded before the
+        version loaded, when they follow it) and the rows journaled since, read a page at a time, then folded at
+        once (a fold per page would apply every page after the first one update at a time); while the graph
+        loads, its progress says how far."""
+        journal = read if read is not None and read.after == version.number else Journal(version.number)
+        self._read_journal(entry, journal)
+        total = max(entry.graph.head_version - version.number, journal.last - version.number)
+        with self._gate:
+            return fold_journal(version, journal, total, functools.partial(_report_journal, entry, total))
+
+    def _read_journal(self, entry: _Entry, journal: Journal) -> Journal:
+        """The graph's journal rows past ``journal``'s last version, decoded onto its end (outside the gate:
+        beside the kernels' warm-up, which holds it at a start)."""
+        total = max(entry.graph.head_version - journal.after, 0)
+        return journal.read(
+            self.journal(entry.id, journal.last), total, functools.partial(_report_journal, entry, total)
+        )
 
     def _refresh(self, entry: _Entry, load_missing: bool = True) -> None:
         """Bring the graph's version in line with its row: its published version loaded when this server holds
@@ -664,9 +670,12 @@ class GraphRegistry:
                 entry.settle()
                 return
             try:
-                base = None
+                base, read = None, None
                 if current is None or current.labels.version != published:
                     if entry.loading is not None or current is None:
+                        entry.loading = Progress("journal")
+                    read = self._read_journal(entry, Journal(published))
+                    if entry.loading is not None:
                         entry.loading = Progress("load")
                     with self._gate:
                         base = _load(self.artifacts.fetch(entry.id, published, verify=False), entry.options.backend)
@@ -680,7 +689,7 @@ class GraphRegistry:
                     start = base if base is not None else entry.version
                     if start is None or start.labels.version != published:
                         continue
-                    self._set_version(entry, self._replayed(entry, start))
+                    self._set_version(entry, self._replayed(entry, start, read))
                     entry.loading = None
                     entry.load_error = None
                     if base is not None:  # another server's rebuild is published: the next update may ask again
@@ -871,9 +880,9 @@ class GraphRegistry:
             return None
         return graph.published_version, graph.head_version
 
-    def journal(self, graph_id: str, after: int, through: int) -> Iterator[Row]:
-        """The journal rows (after, through], a page at a time."""
-        while after < through:
+    def journal(self, graph_id: str, after: int, through: int | None = None) -> Iterator[Row]:
+        """The journal rows (after, through] (through None: to the last), a page at a time."""
+        while through is None or after < through:
             rows = self.metadata.read_updates(graph_id, after, through, limit=JOURNAL_PAGE)
             if not rows:
                 return
@@ -921,9 +930,9 @@ def _created(entry: _Entry) -> tuple[float, str]:
     return entry.graph.created_at, entry.id
 
 
-def _report_journal(entry: _Entry, before: int, total: int, done: int, _: int) -> None:
+def _report_journal(entry: _Entry, total: int, done: int, _: int) -> None:
     if entry.loading is not None:
-        entry.loading = Progress("journal", (before + done) / max(total, before + done, 1))
+        entry.loading = Progress("journal", done / max(total, done, 1))
 
 
 def _rows(rows: list[Any]) -> Iterator[Row]:

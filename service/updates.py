@@ -2,21 +2,35 @@
 
 An update is journaled as one row of the metadata store (service.state: ``append_update``), numbered by the
 version it makes; its payload is ``encode``'s JSON text of the edges as the client named them. Journaled
-updates are applied to a version by ``apply_journal`` alone: a restart replaying a graph's journal, a rebuild
-folding it into new labels (in the build worker, from a file of rows: ``write_rows``/``read_rows``), a server
-catching up with what another server journaled, and a rebuilt version taking the updates that came meanwhile.
+updates are applied to a version by ``apply_journal`` alone (or in its two steps, ``Journal.read`` then
+``fold_journal``, where the rows are read before the version is at hand): a restart replaying a graph's
+journal, a rebuild folding it into new labels (in the build worker, from a file of rows:
+``write_rows``/``read_rows``), a server catching up with what another server journaled, and a rebuilt version
+taking the updates that came meanwhile.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from grail_core.version import Version
 
-__all__ = ["encode", "decode", "apply_journal", "write_rows", "read_rows", "JournalGap", "Row", "PROGRESS_ROWS"]
+__all__ = [
+    "encode",
+    "decode",
+    "apply_journal",
+    "fold_journal",
+    "Journal",
+    "write_rows",
+    "read_rows",
+    "JournalGap",
+    "Row",
+    "PROGRESS_ROWS",
+]
 
 # (the version an update makes, its payload)
 Row = tuple[int, str]
@@ -37,23 +51,49 @@ def decode(payload: str) -> tuple[list[Any], list[Any]]:
     return body.get("add", []), body.get("remove", [])
 
 
+@dataclass
+class Journal:
+    """Journal rows read and decoded: the updates that make versions ``after + 1`` to ``last``."""
+
+    after: int
+    updates: list[tuple[list[Any], list[Any]]] = field(default_factory=list)
+
+    @property
+    def last(self) -> int:
+        return self.after + len(self.updates)
+
+    def read(self, rows: Iterable[Row], total: int = 0, progress: Callable[[int, int], None] | None = None) -> Journal:
+        """The rows decoded onto the end (no call into grail_core: read beside anything that holds it);
+        ``progress(done, total)`` after every ``PROGRESS_ROWS`` rows. JournalGap when a row does not make the
+        next version."""
+        for number, payload in rows:
+            if number != self.last + 1:
+                raise JournalGap(f"journal row {number} does not follow version {self.last}")
+            self.updates.append(decode(payload))
+            if progress is not None and len(self.updates) % PROGRESS_ROWS == 0:
+                progress(len(self.updates) - 1, max(total, len(self.updates)))
+        return self
+
+
 def apply_journal(
     version: Version, rows: Iterable[Row], total: int = 0, progress: Callable[[int, int], None] | None = None
 ) -> Version:
     """``version`` with the journaled updates ``rows`` applied in order: the version the last one makes, folded
-    at once (``Version.folded``: in time linear in the graph and the updates on a version with none pending).
-    ``progress(done, total)`` after every ``PROGRESS_ROWS`` rows read, and once they are applied. JournalGap
-    when a row does not make the next version."""
-    updates: list[tuple[list[Any], list[Any]]] = []
-    for number, payload in rows:
-        if number != version.number + len(updates) + 1:
-            raise JournalGap(f"journal row {number} does not follow version {version.number + len(updates)}")
-        updates.append(decode(payload))
-        if progress is not None and len(updates) % PROGRESS_ROWS == 0:
-            progress(len(updates) - 1, max(total, len(updates)))
-    version = version.folded(updates)
+    at once (``fold_journal``). ``progress(done, total)`` after every ``PROGRESS_ROWS`` rows read, and once
+    they are applied. JournalGap when a row does not make the next version."""
+    return fold_journal(version, Journal(version.number).read(rows, total, progress), total, progress)
+
+
+def fold_journal(
+    version: Version, journal: Journal, total: int = 0, progress: Callable[[int, int], None] | None = None
+) -> Version:
+    """``version`` with a journal read for it applied: folded at once (``Version.folded``: in time linear in the
+    graph and the updates on a version with none pending)."""
+    if journal.after != version.number:
+        raise JournalGap(f"a journal past version {journal.after} does not follow version {version.number}")
+    version = version.folded(journal.updates)
     if progress is not None:
-        progress(len(updates), max(total, len(updates)))
+        progress(len(journal.updates), max(total, len(journal.updates)))
     return version
 
 

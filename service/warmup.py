@@ -52,6 +52,12 @@ _GRAPHS = {
 }
 # An edge of the cycle a -> b -> 7 -> a of the "str" graph: removing it may split the component.
 _EDGE_IN_A_CYCLE = ["b", "7"]
+# Journals folded at once, as a restart replays one (an edge added, one of a cycle removed, a node added): the
+# fold's kernels are compiled before a restart needs them.
+_JOURNALS = {
+    "str": [([["d", "a"]], []), ([], [_EDGE_IN_A_CYCLE]), ([["é", "new"]], [])],
+    "int": [([[3, 10]], []), ([], [[-1, 2000]]), ([[44, 45]], [])],
+}
 _PAIRS = {
     "range": "0 4\n4 0\n1 3\n3 3\n5 0\n",
     "int": "10 44\n44 10\n-1 3\n3 3\n5 10\n",
@@ -88,8 +94,9 @@ def warm_up(backend: str = "auto") -> str:
 
 
 def warm_up_beyond() -> None:
-    """Compile the kernels of paths, listings and edge updates (a minute on a cold numba cache, on two cores):
-    after ``/ready``, since most graphs are only asked yes or no; a path asked meanwhile waits for them."""
+    """Compile the kernels of paths, listings, edge updates and journals folded at once (a minute on a cold
+    numba cache, on two cores): after ``/ready``, since most graphs are only asked yes or no; a path asked
+    meanwhile waits for them, and so does the first restart's replay where the cache did not hold the fold's."""
     started = time.perf_counter()
     names = np.array(_PAIRS["str"].split()).reshape(-1, 2)
     with tempfile.TemporaryDirectory(prefix="grail-warmup-") as tmp:
@@ -97,6 +104,10 @@ def warm_up_beyond() -> None:
         built.save(Path(tmp) / "index")
         for index in (ReachabilityIndex.load(Path(tmp) / "index", mmap=True), built):
             _beyond_yes_or_no(index, names)
+        for kind, journal in _JOURNALS.items():
+            built = ReachabilityIndex.from_bytes(_GRAPHS[kind].encode(), format="edgelist", backend="cpu")
+            built.save(Path(tmp) / kind)
+            ReachabilityIndex.load(Path(tmp) / kind, mmap=True).update_many(journal)
     log.info("path, listing and update kernels ready in %.2f s", time.perf_counter() - started)
 
 

@@ -1,9 +1,11 @@
 """Beyond yes or no on a ready graph: a witness path, and the nodes a node reaches or is reached from.
 
 Listings stream page by page: the listing is counted first (read off the labels where they hold it, else one
-search kept as a bit set, an eighth of a byte a node: ``Version.listing``), then its ids are found and named a
-slice at a time, so a listing of millions of nodes never holds its ids or its JSON text whole. Every route
-answers from the version it takes when it starts, names and header included.
+search kept as a bit set, an eighth of a byte a node: ``Version.listing``, shared by the requests reading the
+same one: service.listings), then its ids are found and named a slice at a time as the client reads, so a
+listing of millions of nodes never holds its ids or its JSON text whole, and a client that stops reading holds
+a slice or two until the send timeout closes it. Every route answers from the version it takes when it starts,
+names and header included.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from grail_core.version import Listing, Version
 
 from ..conventions import known_query
 from ..deps import ServiceState, get_state
+from ..listings import SharedListings
 from ..models import ErrorOut, GraphRef, ListingOut, PathOut
 from .queries import VERSION_HEADER, as_uploaded, versioned_json
 
@@ -32,8 +35,11 @@ log = logging.getLogger("grail.service.reach")
 
 router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"], dependencies=[Depends(known_query)])
 
-# Names converted and written per slice of a streamed listing: about 1 MB of JSON for short names.
-LISTING_SLICE = 65_536
+# Names converted and written per slice of a streamed listing: tens of KB of JSON for short names, what a client
+# that stops reading holds in the server (one slice waiting to be sent, the next one made).
+LISTING_SLICE = 4_096
+# The listings being read now, by version and node.
+SHARED_LISTINGS = SharedListings()
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "unknown graph, or unknown node (named in the answer)"},
@@ -120,9 +126,12 @@ def _listing(kind: str) -> Any:
                 {"node": as_uploaded(version, node), "count": total, "method": method}, version.number
             )
 
-        def found() -> Listing:
+        def make() -> Listing:
             with state.core_gate:
                 return version.listing(node, forward)
+
+        def found() -> Listing:
+            return SHARED_LISTINGS.get(version, node, forward, make)
 
         listed = await anyio.to_thread.run_sync(found)
         head = {"node": as_uploaded(version, node), "count": listed.count, "offset": offset}
