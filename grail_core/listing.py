@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .pending import RM_UP, UP_NO, Pending
+from .pending import RM_UP, UP_NO, Pending, removal_mask
 from .query import HotArrays, SearchBuffers
 from .traversal import count_keys, walk
 from .views import GraphViews
@@ -46,7 +46,7 @@ def label_span(views: GraphViews, pending: Pending, u: int) -> tuple[int, int, i
     if u >= pending.n_base:
         return None
     c = int(views.comp[u])
-    if pending.flags and (pending.masks[c, RM_UP] | pending.masks[c, UP_NO]):
+    if pending.flags and (removal_mask(pending, u, c, RM_UP) | pending.masks[c, UP_NO]):
         return None
     a = views.arrays
     lo, tree_lo, hi = np.asarray(a.lo[c]), np.asarray(a.tree_lo[c]), np.asarray(a.hi[c])

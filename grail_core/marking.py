@@ -24,6 +24,7 @@ __all__ = [
     "set_bits",
     "store_stamps",
     "still_joined",
+    "unreached_members",
     "strongly_connected",
     "count_between",
     "dag_edge_of",
@@ -126,12 +127,20 @@ def mark_reached(indptr, indices, masks, column, bit, start, seen, mark_value, q
 _FROM_START, _FROM_OTHER = 1, 2
 
 
+@njit(nogil=True)
+def _lonely(known, broken):
+    """Whether a node with flags ``known`` is found once taken (a broken node keeps only _FROM_START)."""
+    return known == _FROM_START or (broken and (known & _FROM_START) != 0)
+
+
 @njit(nogil=True, cache=True)
-def lost_side(indptr, indices, edge, dead_bits, start, other, order, flags, first, heap, found):
+def lost_side(indptr, indices, edge, dead_bits, broken_bits, start, other, order, flags, first, heap, found):
     """The DAG nodes that ``start`` reaches and ``other`` no longer does, ``other -> start`` (in the direction
-    of ``indptr``/``indices``) being a DAG edge that just died, into ``found``: how many, or -1 when the sweep
-    would take more nodes than ``found`` holds. Only edges not dead are passed (a broken node passes like any:
-    a pair it lies between is marked whole).
+    of ``indptr``/``indices``) being a DAG edge whose base edge x -> y was just removed (the DAG edge dead or
+    not), into ``found``: how many, or -1 when the sweep would take more nodes than ``found`` holds. Only edges
+    not dead are passed. A node found is one that y may reach and x no longer does: x reaches what ``other``'s
+    other neighbours reach through components still strongly connected, so a broken node (``broken_bits``)
+    passes on only what ``start`` reaches, and a broken ``other`` nothing.
 
     A sweep in topological order (``order`` 1: ids up, along children; -1: down, along parents) from ``start``
     and from ``other``'s other neighbours: a node taken from the heap has every flag its neighbours on the
@@ -140,12 +149,12 @@ def lost_side(indptr, indices, edge, dead_bits, start, other, order, flags, firs
     ``first + 2``: the flags 1, 2, 3); ``heap``: room for every DAG node."""
     flags[start] = first + _FROM_START - 1
     size = _heap_push(heap, 0, order * start)
-    lonely = 1  # nodes waiting that are reached from start alone
+    lonely = 1  # nodes waiting that will be found
     taken = 1
     count = 0
     for f in range(indptr[other], indptr[other + 1]):
         w = indices[f]
-        if w == start or bit_set(dead_bits, _edge_at(edge, f)):
+        if w == start or bit_set(dead_bits, _edge_at(edge, f)) or bit_set(broken_bits, other):
             continue
         flags[w] = first + _FROM_OTHER - 1
         size = _heap_push(heap, size, order * w)
@@ -156,10 +165,14 @@ def lost_side(indptr, indices, edge, dead_bits, start, other, order, flags, firs
         w = order * _heap_pop(heap, size)
         size -= 1
         known = flags[w] - first + 1
+        if bit_set(broken_bits, w):
+            known &= _FROM_START
         if known == _FROM_START:
             found[count] = w
             count += 1
             lonely -= 1
+        if known == 0:
+            continue
         for f in range(indptr[w], indptr[w + 1]):
             if bit_set(dead_bits, _edge_at(edge, f)):
                 continue
@@ -171,7 +184,8 @@ def lost_side(indptr, indices, edge, dead_bits, start, other, order, flags, firs
             if now == had:
                 continue
             flags[v] = first + now - 1
-            lonely += int(now == _FROM_START) - int(had == _FROM_START)
+            broken = bit_set(broken_bits, v)
+            lonely += int(_lonely(now, broken)) - int(_lonely(had, broken))
             if had == 0:
                 size = _heap_push(heap, size, order * v)
                 taken += 1
@@ -343,9 +357,11 @@ def store_stamps(table, kind, ids, stamp):
 def still_joined(
     fw_indptr, fw_indices, bw_indptr, bw_indices, bw_edge, comp, removed_bits, x, y, stamp, mark_value, qf, qb
 ):
-    """Whether node x still reaches node y inside their component, by base edges never removed: a search from
-    both ends, the smaller frontier first (``stamp``: int32 per node, ``mark_value`` and ``mark_value + 1``)."""
+    """Whether node x still reaches node y inside their components (the DAG nodes of x and y), by base edges
+    never removed: a search from both ends, the smaller frontier first (``stamp``: int32 per node,
+    ``mark_value`` and ``mark_value + 1``)."""
     c = comp[x]
+    d = comp[y]
     seen_f = mark_value
     seen_b = mark_value + 1
     stamp[x] = seen_f
@@ -360,7 +376,7 @@ def still_joined(
                 u = qf[i]
                 for f in range(fw_indptr[u], fw_indptr[u + 1]):
                     w = fw_indices[f]
-                    if comp[w] != c or stamp[w] == seen_f or bit_set(removed_bits, f):
+                    if (comp[w] != c and comp[w] != d) or stamp[w] == seen_f or bit_set(removed_bits, f):
                         continue
                     if stamp[w] == seen_b:
                         return True
@@ -374,7 +390,7 @@ def still_joined(
                 u = qb[i]
                 for f in range(bw_indptr[u], bw_indptr[u + 1]):
                     w = bw_indices[f]
-                    if comp[w] != c or stamp[w] == seen_b or bit_set(removed_bits, bw_edge[f]):
+                    if (comp[w] != c and comp[w] != d) or stamp[w] == seen_b or bit_set(removed_bits, bw_edge[f]):
                         continue
                     if stamp[w] == seen_f:
                         return True
@@ -402,6 +418,25 @@ def _reached_inside(indptr, indices, edge, comp, removed_bits, start, stamp, mar
             queue[tail] = w
             tail += 1
     return tail
+
+
+@njit(nogil=True, cache=True)
+def unreached_members(
+    indptr, indices, edge, comp, removed_bits, mem_indptr, mem, start, stamp, mark_value, queue, found
+):
+    """The members of ``start``'s component that ``start`` does not reach inside it by base edges never
+    removed (in the direction of ``indptr``/``indices``; ``edge`` as in ``mark``), into ``found``: how many,
+    or -1 when more than ``found`` holds. ``stamp``: int32 per node, marked ``mark_value``."""
+    c = comp[start]
+    size = mem_indptr[c + 1] - mem_indptr[c]
+    if size - _reached_inside(indptr, indices, edge, comp, removed_bits, start, stamp, mark_value, queue) > found.size:
+        return -1
+    count = 0
+    for i in range(mem_indptr[c], mem_indptr[c + 1]):
+        if stamp[mem[i]] != mark_value:
+            found[count] = mem[i]
+            count += 1
+    return count
 
 
 @njit(nogil=True, cache=True)

@@ -48,6 +48,7 @@ from .staging import (
     LIVE_USED,
     REMOVED_BACK,
     REMOVED_EVER,
+    SPLIT_BUDGET,
     TABLE_USED,
     Log,
     Shared,
@@ -63,7 +64,9 @@ from .views import GraphViews, frozen
 __all__ = ["Overlay", "Snapshot", "UpdatePlan", "UpdateResult", "AddedNames", "MAX_NODES", "edge_pairs", "no_pending"]
 
 _INITIAL_LOG = 64
-_KEYS_PER_EDGE = 4  # table keys an update's edge may add (removal stamp, support, dead or broken; or 4 list heads)
+_KEYS_PER_EDGE = (
+    4  # table keys an update's edge may add (removal stamp, support, dead or broken, closed; or 4 list heads)
+)
 
 
 @dataclass(frozen=True)
@@ -250,20 +253,22 @@ class Overlay:
         return self._shared
 
     def _room(self, adds: int, edges: int, new_nodes: int) -> None:
-        """Grow what an update of ``edges`` edges (``adds`` of them added) and ``new_nodes`` may fill. A new log
+        """Grow what an update of ``edges`` edges (``adds`` of them added) and ``new_nodes`` may fill (with
+        removals, the members that splits mark one by one too: ``staging.SPLIT_BUDGET``). A new log
         comes with a new table: a table names only entries of the log arrays it was published with. Versions
         published before keep the arrays they read, which nothing writes any more."""
         shared = self._start()
         counters = shared.counters
         count, used = int(counters[ENTRIES]), int(counters[TABLE_USED])
+        keys = _KEYS_PER_EDGE * edges + (SPLIT_BUDGET if edges > adds else 0)
         if count + adds > self.log.src.size:
             log = _log(max(2 * self.log.src.size, count + adds))
             for old, new in zip(self.log, log, strict=True):
                 new[:count] = old[:count]
             self.log = log
-            self.table = grown(self.table, used, _KEYS_PER_EDGE * edges)
-        elif needs_room(self.table, used, _KEYS_PER_EDGE * edges):
-            self.table = grown(self.table, used, _KEYS_PER_EDGE * edges)
+            self.table = grown(self.table, used, keys)
+        elif needs_room(self.table, used, keys):
+            self.table = grown(self.table, used, keys)
         if needs_room(self.live, int(counters[LIVE_USED]), adds):
             self.live = grown(self.live, int(counters[LIVE_USED]), adds)
         needed = len(self._new_keys) + new_nodes

@@ -5,11 +5,13 @@ fact carries the update count (*stamp*) that made it, and a version reads only t
 (``seq``), so that a version never changes while later updates are staged:
 
 - removed base edges, dead DAG edges (every base edge under them removed) and *broken* components (an inner
-  edge removed that may have split them): a bit set each (set once, never cleared) and the stamp in
+  edge removed that split them, or may have): a bit set each (set once, never cleared) and the stamp in
   ``table``;
 - added edges: an append-only log (``src``, ``dst``, the stamp that added it, ``born``, and the one that
   removed it, ``died``, 0 while it stays), linked four ways (out of and into each DAG node and each node;
-  the heads in ``table``).
+  the heads in ``table``);
+- the removal masks of single members of broken components (``table``, kinds NODE_RM_UP and NODE_RM_DOWN:
+  the mask's bits as the value; these take no closed mark, so a value is never all ones, EMPTY).
 
 Per DAG node, eight 64-bit masks decide most pairs at once (columns below). The YES masks are exact on the
 base graph less every edge ever removed (a subgraph of every version's graph): a bit they show is a witness
@@ -31,6 +33,10 @@ NO masks and the removal masks only ever grow and over-approximate: a bit they l
   reach y, and those that y reaches and x no longer does (``marking.lost_side``): a pair lost when the edge
   died is such a pair, since its every path used the edge (see ``staging``). Edges whose side above is the
   larger take bits of their own, so that a wide side above and another edge's wide side below share none.
+  A member of a broken component reads its own removal marks besides its DAG node's (``removal_mask``): a
+  removal that splits a component marks the members on its narrow side one by one (``staging``), so that the
+  pairs it did not separate stay decided: two members of one component reached each other in the base graph,
+  and a pair without a common bit still does.
 
 A pair whose ends are nodes that updates added reads ``new_masks`` (the groups of its own added edges).
 """
@@ -75,12 +81,15 @@ __all__ = [
     "INTO_COMP",
     "OUT_OF_NODE",
     "INTO_NODE",
+    "NODE_RM_UP",
+    "NODE_RM_DOWN",
     "table_key",
     "removal_bit",
     "bit_set",
     "edge_removed",
     "dag_edge_dead",
     "comp_broken",
+    "removal_mask",
     "entry_alive",
     "first_entry",
     "next_entry",
@@ -112,6 +121,8 @@ HAS_UPWARD = 4
 # Kinds of keys in ``Pending.table`` (kind << 48 | id): stamps of removals, then the heads of the four lists
 # of added edges (the list's column in ``links`` is its kind less OUT_OF_COMP).
 REMOVED_EDGE, DEAD_DAG_EDGE, BROKEN_COMP, OUT_OF_COMP, INTO_COMP, OUT_OF_NODE, INTO_NODE = range(1, 8)
+# The removal masks of a member of a broken component (kinds 8 to 10 are the writer's: ``staging``).
+NODE_RM_UP, NODE_RM_DOWN = 11, 12
 _KIND_SHIFT = 48
 
 
@@ -225,6 +236,18 @@ def comp_broken(p, c):
     return bit_set(p.broken_bits, c) and _in_effect(p, BROKEN_COMP, c)
 
 
+@_tested(types.uint64(PENDING_TYPE, _I64, _I64, _I64))
+def removal_mask(p, node, c, column):
+    """RM_UP or RM_DOWN (``column``) of node ``node`` of DAG node c: the DAG node's, and in a component ever
+    broken the node's own (node -1: the DAG node's alone)."""
+    mask = p.masks[c, column]
+    if node >= 0 and bit_set(p.broken_bits, c):
+        own = lookup(p.table, table_key(NODE_RM_UP if column == RM_UP else NODE_RM_DOWN, node))
+        if own != EMPTY:
+            mask |= np.uint64(own)
+    return mask
+
+
 @_tested(types.boolean(PENDING_TYPE, _I64))
 def entry_alive(p, i):
     return p.born[i] <= p.seq and (p.died[i] == 0 or p.died[i] > p.seq)
@@ -278,14 +301,16 @@ def verdict(p, s, cs, t, ct, base):
     if p.flags == 0:
         return BASE if base == UNDECIDED else base
     if cs >= 0 and cs == ct:
-        return UNDECIDED if comp_broken(p, cs) else YES
+        if not comp_broken(p, cs):
+            return YES
+        return UNDECIDED if removal_mask(p, s, cs, RM_UP) & removal_mask(p, t, ct, RM_DOWN) else YES
     if cs > ct >= 0 and not p.flags & HAS_UPWARD:
         return NO
     relevant = False
     if cs >= 0 and ct >= 0:
         if p.masks[cs, BWD_YES] & p.masks[ct, FWD_YES]:
             return YES
-        relevant = (p.masks[cs, RM_UP] & p.masks[ct, RM_DOWN]) != 0
+        relevant = (removal_mask(p, s, cs, RM_UP) & removal_mask(p, t, ct, RM_DOWN)) != 0
         if base == YES and not relevant:
             return YES
     route = (p.flags & HAS_ADDED) != 0 and _through(p.closure_no, _up_no(p, s, cs), _down_no(p, t, ct))

@@ -1,7 +1,7 @@
 """One update applied to the shared state of ``grail_core.pending``, in one numba call (the writer's side).
 
 ``stage_edges`` removes, then adds, an update's edges: a removed base edge gets its bit and stamp; a
-component it leaves is checked (``marking.still_joined``) and marked broken if it may have split; a DAG edge
+component it leaves is checked (``marking.still_joined``) and marked broken if it split; a DAG edge
 left without a base edge dies; either clears the YES bits that relied on it (``marking.lose``) and marks
 the removal masks. An added edge goes into the log and its lists, marks the NO masks of its group and the
 groups' closure, and becomes a witness (its own YES bit) while there is a free one and the labels say its
@@ -9,14 +9,27 @@ ends are unrelated. Closed marks pass each DAG node once per bit over all update
 
 The removal masks keep one invariant: a pair of the base graph that no longer has a path in G_T (the base
 graph less every edge removed up to update T) has a bit in RM_UP of its source's DAG node and in RM_DOWN of
-its target's. A broken component marks, closed, everything that reaches it and everything it reaches. A DAG
-edge h = x -> y that dies at T marks only Up(h) = anc(x) - anc(y) and Down(h) = desc(y) - desc(x), both in
-G_T, with one bit: a pair (s, t) lost at T had a path in G_{T-1}, and each such path used h (or a broken
-component, which marks the pair already); its parts s..x and y..t lie in G_T, so s reaches x, and does not
-reach y (it would reach t), and y reaches t, which x does not (s would reach t). Marks only grow, so pairs lost
-earlier stay marked; a version older than a mark only searches more. A side whose sweep passes more than
-``SIDE_BUDGET`` nodes marks a superset instead (``_mark_dead_edge``). A journal folded at once
-(``fold_removals``) gets the closed marks for every dead edge.
+its target's. Any removed edge h = x -> y marks (supersets of) Up(h) = anc(x) - anc(y) and Down(h) =
+desc(y) - desc(x), both in G_T, with one bit: a pair (s, t) lost at T had a path in G_{T-1}, and each such
+path used h; its parts s..x and y..t lie in G_T, so s reaches x, and does not reach y (it would reach t), and
+y reaches t, which x does not (s would reach t). Marks only grow, so pairs lost earlier stay marked; a version
+older than a mark only searches more. No pair is lost where x still reaches y in G_T (``still_joined``, inside
+the components of x and y), nor where h leaves one strongly connected component for another and a base edge
+between them is left (x reaches its tail, its head reaches y).
+
+- A DAG edge that dies, or one whose end is a broken component: Up and Down over the DAG
+  (``_mark_dead_edge``, ``marking.lost_side``; only paths through components still strongly connected
+  count as x's). A side whose sweep passes more than ``SIDE_BUDGET`` nodes marks a superset instead.
+- An inner edge of component C that x no longer joins to y (C is now broken: its members are searched one
+  by one; ``_mark_split``): Down(h) within C lies in Z = C - (what x reaches inside C), and below C in what
+  the edges out of Z reach (a path y..t leaves C from a member x does not reach, else x would reach t); Up(h)
+  lies in everything that reaches C. When Z is small (y lost its only edge in, typically), its members are
+  marked one by one (``pending.NODE_RM_DOWN``), what their edges out of C lead to and everything that
+  reaches C in the DAG, with one WIDE_UP bit; the same upwards (Z = C - what reaches y inside C, NARROW_UP)
+  otherwise. Both large (or C past ``SPLIT_SEARCH_BUDGET`` members), C's closed marks (everything that
+  reaches it and everything it reaches, one bit), which cover every later removal in or at C (``CLOSED``).
+
+A journal folded at once (``fold_removals``) gets the closed marks for every dead edge and broken component.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ from .marking import (
     mark_reached,
     still_joined,
     strongly_connected,
+    unreached_members,
 )
 from .pending import (
     BROKEN_COMP,
@@ -51,6 +65,8 @@ from .pending import (
     NARROW_UP,
     NEW_DOWN_NO,
     NEW_UP_NO,
+    NODE_RM_DOWN,
+    NODE_RM_UP,
     OUT_OF_COMP,
     OUT_OF_NODE,
     REMOVED_EDGE,
@@ -79,6 +95,8 @@ __all__ = [
     "ENTRIES",
     "TABLE_USED",
     "LIVE_USED",
+    "SPLIT_KEYS",
+    "SPLIT_BUDGET",
     "stage_edges",
     "closures",
     "group_of",
@@ -89,15 +107,20 @@ __all__ = [
 ]
 
 # Beyond pending's kinds, the writer keeps in the table how many base edges under a touched DAG edge are left,
-# and which components a folded journal had checked.
-SUPPORT, CHECKED = 8, 9
+# which components a folded journal had checked, and the broken components with closed marks.
+SUPPORT, CHECKED, CLOSED = 8, 9, 10
 
 # The nodes a side of a dead edge's sweep may take before that side is marked whole (``_mark_dead_edge``).
 SIDE_BUDGET = 1 << 16
+# The members that splits may mark one by one in one update (the caller makes room for as many table keys),
+# and the members of a component searched for a split before it takes the closed marks (``_mark_split``).
+SPLIT_BUDGET = 1 << 12
+SPLIT_SEARCH_BUDGET = 1 << 22
 
 # Counters (``Shared.counters``): witnesses taken, base edges ever removed, those of them added back and in
-# the graph, log entries in the graph, log entries, keys in the table and in the live table.
-WITNESSES, REMOVED_EVER, REMOVED_BACK, LIVE, ENTRIES, TABLE_USED, LIVE_USED = range(7)
+# the graph, log entries in the graph, log entries, keys in the table and in the live table, and the table
+# keys of members that splits marked in the update being staged.
+WITNESSES, REMOVED_EVER, REMOVED_BACK, LIVE, ENTRIES, TABLE_USED, LIVE_USED, SPLIT_KEYS = range(8)
 _SCRATCH_MARK, _NODE_MARK = 0, 1
 
 
@@ -286,19 +309,31 @@ def _mark_reach(fw, bw, sh, cx, cy, n_dag):
 def _lost_side(fw, bw, sh, below, cx, cy, found):
     """``marking.lost_side`` of DAG edge cx -> cy: ``below`` it (what cy reaches), or above (what reaches cx)."""
     first = _fresh_marks(sh, _SCRATCH_MARK, 3)
-    if below:
-        return lost_side(
-            fw.dag_indptr, fw.dag_indices, fw.dag_edge[:0], sh.dead_bits, cy, cx, 1, sh.queued, first, sh.queue, found
-        )
+    side = fw if below else bw
+    start, other = (cy, cx) if below else (cx, cy)
+    edge = fw.dag_edge[:0] if below else bw.dag_edge
+    order = 1 if below else -1
     return lost_side(
-        bw.dag_indptr, bw.dag_indices, bw.dag_edge, sh.dead_bits, cx, cy, -1, sh.queued, first, sh.queue, found
+        side.dag_indptr,
+        side.dag_indices,
+        edge,
+        sh.dead_bits,
+        sh.broken_bits,
+        start,
+        other,
+        order,
+        sh.queued,
+        first,
+        sh.queue,
+        found,
     )
 
 
 @njit(nogil=True)
 def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag):
-    """The removal marks of DAG edge cx -> cy, dead now: RM_UP on what reaches cx and no longer reaches cy,
-    RM_DOWN on what cy reaches and cx no longer does, both in the graph as it is now (dead edges not passed).
+    """The removal marks of a base edge from DAG node cx to cy (the DAG edge dead now, or an end broken): RM_UP
+    on what reaches cx and no longer reaches cy, RM_DOWN on what cy reaches and cx no longer does, both in the
+    graph as it is now (dead edges not passed; see ``marking.lost_side``).
     A side past ``SIDE_BUDGET`` nodes marks, with the same bit, everything its end reaches in the base DAG
     (the other side stays small); both past it, the closed marks (``_mark_reach``)."""
     below = np.empty(SIDE_BUDGET, dtype=np.int64)
@@ -323,6 +358,102 @@ def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag):
 
 
 @njit(nogil=True)
+def _unreached(fw, bw, sh, x, y, c, below, found):
+    """Z of ``_mark_split`` (``below``: the members of component c that x no longer reaches; else those that
+    no longer reach y) into ``found``: how many, or -1 when they do not fit."""
+    side = fw if below else bw
+    return unreached_members(
+        side.indptr,
+        side.indices,
+        side.edge,
+        fw.comp,
+        sh.removed_bits,
+        fw.mem_indptr,
+        fw.mem,
+        x if below else y,
+        sh.node_stamp,
+        _fresh_marks(sh, _NODE_MARK, 1),
+        sh.node_queues[0],
+        found,
+    )
+
+
+@njit(nogil=True)
+def _mark_split_side(fw, bw, sh, table, c, n_dag, below, found, count):
+    """``_mark_split``'s marks with Z, ``found[:count]``, below the removed edge (``below``) or above."""
+    side = fw if below else bw
+    bit = removal_bit(c, n_dag, WIDE_UP if below else NARROW_UP)
+    kind, column = (NODE_RM_DOWN, RM_DOWN) if below else (NODE_RM_UP, RM_UP)
+    seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
+    for i in range(count):
+        z = found[i]
+        own = lookup(table, table_key(kind, z))
+        mask = bit if own == EMPTY else np.uint64(own) | bit
+        new = store(table, table_key(kind, z), np.int64(mask))
+        sh.counters[TABLE_USED] += new
+        sh.counters[SPLIT_KEYS] += new
+        for f in range(side.indptr[z], side.indptr[z + 1]):
+            if bit_set(sh.removed_bits, f if side.edge.size == 0 else side.edge[f]):
+                continue
+            w = fw.comp[side.indices[f]]
+            if w != c and sh.queued[w] != seen:
+                mark_reached(side.dag_indptr, side.dag_indices, sh.masks, column, bit, w, sh.queued, seen, sh.queue)
+    # the wide side: everything that reaches c (Z below), or that c reaches
+    across, wide = (bw, RM_UP) if below else (fw, RM_DOWN)
+    seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
+    mark_reached(across.dag_indptr, across.dag_indices, sh.masks, wide, bit, c, sh.queued, seen, sh.queue)
+
+
+@njit(nogil=True)
+def _mark_split(fw, bw, sh, table, x, y, c, n_dag):
+    """The removal marks of inner edge x -> y of component c, which x no longer joins to y: the smaller Z,
+    below or above, one by one (see the module docstring); else c's closed marks."""
+    room = SPLIT_BUDGET - sh.counters[SPLIT_KEYS]
+    if room > 0 and fw.mem_indptr[c + 1] - fw.mem_indptr[c] <= SPLIT_SEARCH_BUDGET:
+        below = np.empty(room, dtype=np.int64)
+        down = _unreached(fw, bw, sh, x, y, c, True, below)
+        if down == 1:  # y alone: none is smaller
+            _mark_split_side(fw, bw, sh, table, c, n_dag, True, below, down)
+            return
+        above = np.empty(room if down < 0 else max(down - 1, 1), dtype=np.int64)
+        up = _unreached(fw, bw, sh, x, y, c, False, above)
+        if up >= 0:
+            _mark_split_side(fw, bw, sh, table, c, n_dag, False, above, up)
+            return
+        if down >= 0:
+            _mark_split_side(fw, bw, sh, table, c, n_dag, True, below, down)
+            return
+    sh.counters[TABLE_USED] += store(table, table_key(CLOSED, c), 1)
+    _mark_reach(fw, bw, sh, c, c, n_dag)
+
+
+@njit(nogil=True)
+def _closed(table, c):
+    """Whether component c has closed marks: they cover every pair a removal in or at it may cut."""
+    return lookup(table, table_key(CLOSED, c)) != EMPTY
+
+
+@njit(nogil=True)
+def _joined(fw, bw, sh, x, y):
+    """``marking.still_joined`` of x and y inside their components."""
+    return still_joined(
+        fw.indptr,
+        fw.indices,
+        bw.indptr,
+        bw.indices,
+        bw.edge,
+        fw.comp,
+        sh.removed_bits,
+        x,
+        y,
+        sh.node_stamp,
+        _fresh_marks(sh, _NODE_MARK, 2),
+        sh.node_queues[0],
+        sh.node_queues[1],
+    )
+
+
+@njit(nogil=True)
 def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
     """Remove base edge x -> y; returns 1 when the graph had it."""
     e = find_edge(fw.indptr, fw.indices, x, y)
@@ -333,29 +464,13 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
     sh.counters[REMOVED_EVER] += 1
     cx, cy = fw.comp[x], fw.comp[y]
     if cx == cy:
-        if bit_set(sh.broken_bits, cx):
+        if _closed(table, cx) or _joined(fw, bw, sh, x, y):
             return 1
-        mark_value = _fresh_marks(sh, _NODE_MARK, 2)
-        if still_joined(
-            fw.indptr,
-            fw.indices,
-            bw.indptr,
-            bw.indices,
-            bw.edge,
-            fw.comp,
-            sh.removed_bits,
-            x,
-            y,
-            sh.node_stamp,
-            mark_value,
-            sh.node_queues[0],
-            sh.node_queues[1],
-        ):
-            return 1
-        _set(sh.broken_bits, cx)
-        sh.counters[TABLE_USED] += store(table, table_key(BROKEN_COMP, cx), stamp)
-        _cut(fw, bw, sh, cx, cx)
-        _mark_reach(fw, bw, sh, cx, cx, n_dag)
+        if not bit_set(sh.broken_bits, cx):
+            _set(sh.broken_bits, cx)
+            sh.counters[TABLE_USED] += store(table, table_key(BROKEN_COMP, cx), stamp)
+            _cut(fw, bw, sh, cx, cx)
+        _mark_split(fw, bw, sh, table, x, y, cx, n_dag)
         return 1
     de = dag_edge_of(fw.dag_indptr, fw.dag_indices, bw.dag_indptr, bw.dag_indices, bw.dag_edge, cx, cy)
     left = lookup(table, table_key(SUPPORT, de))
@@ -369,6 +484,9 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
         sh.counters[TABLE_USED] += store(table, table_key(DEAD_DAG_EDGE, de), stamp)
         _cut(fw, bw, sh, cy, cx)
         _mark_dead_edge(fw, bw, sh, cx, cy, n_dag)
+    elif bit_set(sh.broken_bits, cx) or bit_set(sh.broken_bits, cy):
+        if not (_closed(table, cx) or _closed(table, cy) or _joined(fw, bw, sh, x, y)):
+            _mark_dead_edge(fw, bw, sh, cx, cy, n_dag)
     return 1
 
 
@@ -451,10 +569,12 @@ def _add(fw, bw, h, sh, table, live, log, new_masks, x, y, stamp, n_base, n_dag)
 def stage_edges(fw, bw, h, sh, table, live, log, new_masks, removes, adds, stamp, n_dag):
     """One update's removals, then its additions (each an (k, 2) int64 array of node ids), with ``stamp``;
     returns (added, removed): edges the graph did not have and now has, and the reverse. The caller made
-    room: log entries for every addition, table keys for 4 an edge, live keys for every addition, and
+    room: log entries for every addition, table keys for 4 an edge and SPLIT_BUDGET more, live keys for every
+    addition, and
     ``new_masks`` rows for the nodes the update adds."""
     n_base = fw.indptr.size - 1
     removed = 0
+    sh.counters[SPLIT_KEYS] = 0
     for k in range(removes.shape[0]):
         x, y = removes[k, 0], removes[k, 1]
         code = (np.int64(x) << 32) | np.int64(y)
@@ -510,8 +630,8 @@ def _close(rows):
 @njit(nogil=True, cache=True)
 def fold_removals(fw, bw, sh, table, positions, stamp, n_dag):
     """The base edges a journal leaves removed (``positions``, forward CSR): their bits and stamps, the DAG
-    edges left without a base edge (dead) and the components left split (broken), each with its own RM bits
-    (the sweeps spread them). The caller made room for 3 table keys a position."""
+    edges left without a base edge (dead) and the components left split (broken, with closed marks), each with
+    its own RM bits (the sweeps spread them). The caller made room for 4 table keys a position."""
     for e in positions:
         _set(sh.removed_bits, e)
         sh.counters[TABLE_USED] += store(table, table_key(REMOVED_EDGE, e), stamp)
@@ -544,6 +664,7 @@ def fold_removals(fw, bw, sh, table, positions, stamp, n_dag):
                 continue
             _set(sh.broken_bits, cx)
             sh.counters[TABLE_USED] += store(table, table_key(BROKEN_COMP, cx), stamp)
+            sh.counters[TABLE_USED] += store(table, table_key(CLOSED, cx), 1)
         else:
             de = dag_edge_of(fw.dag_indptr, fw.dag_indices, bw.dag_indptr, bw.dag_indices, bw.dag_edge, cx, cy)
             if lookup(table, table_key(SUPPORT, de)) != EMPTY:

@@ -432,3 +432,56 @@ def test_pairs_only_added_edges_may_join_take_the_labels_yes_first() -> None:
     answers, stats = index.query_ids(pairs)
     np.testing.assert_array_equal(answers, truth)
     assert stats.searched_updated == np.count_nonzero(codes == UNDECIDED) + np.count_nonzero(~on_labels)
+
+
+def _split_case(n: int, x: int, y: int, into: bool, extra: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes 0..n-1 in one component (the cycle 0 -> 1 -> ... -> 0 and chords i -> i + 2) in which x -> y is
+    the only edge into y (``into``) or out of x, with ``extra`` edges around it; (edges, every pair of nodes)."""
+    cycle = [(i, (i + 1) % n) for i in range(n)]
+    chords = [(i, (i + 2) % n) for i in range(n) if ((i + 2) % n if into else i) != (y if into else x)]
+    edges = np.array(cycle + chords + extra, dtype=np.int64)
+    nodes = int(edges.max()) + 1
+    pairs = np.argwhere(~np.eye(nodes, dtype=bool)).astype(np.int64)
+    return edges, pairs
+
+
+@pytest.mark.parametrize("narrow_below", [True, False])
+def test_a_split_component_searches_only_the_pairs_it_separated(narrow_below: bool) -> None:
+    """Removing the only edge into y (or out of x) of a large component splits off y alone (x alone): only
+    pairs that end at y or below what y alone reaches (start at x or above what reaches x alone) are searched;
+    every other pair of the component or through it stays decided, and every answer equals BFS. A second
+    split and a removed edge leaving the broken component keep it so."""
+    n = 300
+    if narrow_below:
+        x, y = n - 1, 0
+        # above the component: a, b; below: y alone reaches d -> e, a member reaches f
+        extra = [(n, 5), (n + 1, n), (y, n + 2), (n + 2, n + 3), (7, n + 4)]
+    else:
+        x, y = 0, 1
+        # above: p -> x alone, q -> p; below: a member reaches g -> h
+        extra = [(n, x), (n + 1, n), (9, n + 2), (n + 2, n + 3)]
+    edges, pairs = _split_case(n, x, y, narrow_below, extra)
+    nodes = int(edges.max()) + 1
+    index = ReachabilityIndex.from_edges(edges[:, 0], edges[:, 1], num_nodes=nodes, backend="cpu")
+    index.remove_edges([[x, y]])
+    kept = edges[~((edges[:, 0] == x) & (edges[:, 1] == y))]
+    base = reachable_pairs(nodes, edges, pairs)
+    if narrow_below:
+        above, below = np.arange(n + 2), np.array([y, n + 2, n + 3])
+    else:
+        above, below = np.array([x, n, n + 1]), np.concatenate([np.arange(n), [n + 2, n + 3]])
+    expected = base & np.isin(pairs[:, 0], above) & np.isin(pairs[:, 1], below)
+    answers, stats = index.query_ids(pairs)
+    np.testing.assert_array_equal(answers, reachable_pairs(nodes, kept, pairs))
+    assert stats.searched_updated == np.count_nonzero(expected) < pairs.shape[0] // 10
+    # Another member split off, then an edge out of the component removed: still exact, still few searched.
+    second = [n // 2, n // 2 + 2]
+    index.remove_edges([second, [n // 2 + 1, n // 2 + 2]])
+    index.remove_edges([list(extra[-1])] if narrow_below else [[9, n + 2]])
+    kept = kept[
+        ~np.isin(kept[:, 0] * nodes + kept[:, 1], [second[0] * nodes + second[1], (n // 2 + 1) * nodes + n // 2 + 2])
+    ]
+    kept = kept[~((kept[:, 0] == (7 if narrow_below else 9)) & (kept[:, 1] == (n + 4 if narrow_below else n + 2)))]
+    answers, stats = index.query_ids(pairs)
+    np.testing.assert_array_equal(answers, reachable_pairs(nodes, kept, pairs))
+    assert stats.searched_updated < pairs.shape[0] // 5
