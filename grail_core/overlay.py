@@ -210,6 +210,7 @@ class Overlay:
         self._upward = False  # ``pending.HAS_UPWARD`` from the first such added edge on
         # per band of DAG node ids, the lowest id an added edge leaving it leads to (``pending.order_floor``)
         self._lowest = np.full(min(self.n_dag, ORDER_BANDS), self.n_dag, dtype=np.int64)
+        self._floor: np.ndarray | None = None  # the latest versions' ``pending.floor`` while ``_lowest`` holds
         self.latest = Snapshot(version, version, self.n_base, self.n_base, no_pending(self.n_base), None, 0, 0, 0)
 
     # ---- the shared state, made on the first update ---------------------------------------------------
@@ -369,14 +370,16 @@ class Overlay:
         if src.size == 0:
             return
         n, comp = self.n_base, self.views.forward().comp
-        self._upward = self._upward or bool((src >= n).any() or (dst >= n).any())
         from_base = src < n
         high = comp[src[from_base]].astype(np.int64)
         targets = dst[from_base]
         low = np.where(targets < n, comp[np.minimum(targets, n - 1)], 0).astype(np.int64)
         down = low < high
+        upward = bool(down.any() or not from_base.all() or (dst >= n).any())
+        if down.any() or (upward and not self._upward):
+            self._floor = None  # made again for the next version
+        self._upward = self._upward or upward
         if down.any():
-            self._upward = True
             note_descending(self._lowest, self.n_dag, np.ascontiguousarray(high[down]), np.ascontiguousarray(low[down]))
 
     def _name_nodes(self, keys: Iterable[int | str]) -> None:
@@ -485,7 +488,7 @@ class Overlay:
             links=view("links", self.log.links),
             closure_no=frozen(closure_no),
             closure_yes=frozen(closure_yes),
-            floor=frozen(self._floor()),
+            floor=self._order_floor(),
         )
         back = int(counters[REMOVED_BACK])
         added, removed = int(counters[LIVE]) - back, int(counters[REMOVED_EVER]) - back
@@ -493,13 +496,15 @@ class Overlay:
             version, self.base_version, self.n_base, self.n_base + n_new, state, extra, added, removed, self.seq
         )
 
-    def _floor(self) -> np.ndarray:
-        """``pending.floor`` of the latest state (empty while no added edge leads against the order)."""
-        if not self._upward:
-            return np.zeros(0, dtype=np.int64)
-        floor = np.empty_like(self._lowest)
-        order_floor(self._lowest, self.n_dag, floor)
-        return floor
+    def _order_floor(self) -> np.ndarray:
+        """``pending.floor`` of the latest state (empty while no added edge leads against the order), shared
+        by the versions until an added edge leads lower."""
+        if self._floor is None:
+            floor = np.empty_like(self._lowest) if self._upward else np.zeros(0, dtype=np.int64)
+            if self._upward:
+                order_floor(self._lowest, self.n_dag, floor)
+            self._floor = frozen(floor)
+        return self._floor
 
     def _frozen(self, name: str, array: np.ndarray) -> np.ndarray:
         """A read-only view of a shared array, made once per array (they are written in place)."""
