@@ -33,12 +33,15 @@ from .pending import (
     HAS_REMOVED,
     HAS_UPWARD,
     MASK_COLUMNS,
+    ORDER_BANDS,
     REMOVED_EDGE,
     RM_DOWN,
     RM_UP,
     UP_NO,
     UP_YES,
     Pending,
+    note_descending,
+    order_floor,
 )
 from .probing import EMPTY, grown, needs_room, new_table
 from .query import HotArrays
@@ -178,6 +181,7 @@ def no_pending(n_base: int) -> Pending:
         links=frozen(np.zeros((0, 4), dtype=np.int64)),
         closure_no=frozen(np.zeros(GROUPS, dtype=np.uint64)),
         closure_yes=frozen(np.zeros(GROUPS, dtype=np.uint64)),
+        floor=ids,
     )
 
 
@@ -207,6 +211,9 @@ class Overlay:
         self._new_ids: dict[int | str, int] = {}
         self._shared: Shared | None = None
         self._upward = False  # ``pending.HAS_UPWARD`` from the first such added edge on
+        # per band of DAG node ids, the lowest id an added edge leaving it leads to (``pending.order_floor``)
+        self._lowest = np.full(min(self.n_dag, ORDER_BANDS), self.n_dag, dtype=np.int64)
+        self._floor: np.ndarray | None = None  # the latest versions' ``pending.floor`` while ``_lowest`` holds
         self.latest = Snapshot(version, version, self.n_base, self.n_base, no_pending(self.n_base), None, 0, 0, 0)
 
     # ---- the shared state, made on the first update ---------------------------------------------------
@@ -363,11 +370,22 @@ class Overlay:
         return UpdateResult(self.latest.version, int(added), int(removed), len(plan.new_names))
 
     def _note_direction(self, src: np.ndarray, dst: np.ndarray) -> None:
-        """Whether added edges src -> dst (node ids) may lead against the labels' topological order."""
-        if self._upward or src.size == 0:
+        """Whether added edges src -> dst (node ids) may lead against the labels' topological order, and how
+        far (``pending.floor``): an edge into a node that updates added counts as leading to DAG node 0."""
+        if src.size == 0:
             return
         n, comp = self.n_base, self.views.forward().comp
-        self._upward = bool((src >= n).any() or (dst >= n).any() or (comp[src] > comp[dst]).any())
+        from_base = src < n
+        high = comp[src[from_base]].astype(np.int64)
+        targets = dst[from_base]
+        low = np.where(targets < n, comp[np.minimum(targets, n - 1)], 0).astype(np.int64)
+        down = low < high
+        upward = bool(down.any() or not from_base.all() or (dst >= n).any())
+        if down.any() or (upward and not self._upward):
+            self._floor = None  # made again for the next version
+        self._upward = self._upward or upward
+        if down.any():
+            note_descending(self._lowest, self.n_dag, np.ascontiguousarray(high[down]), np.ascontiguousarray(low[down]))
 
     def _name_nodes(self, keys: Iterable[int | str]) -> None:
         for key in keys:
@@ -475,12 +493,23 @@ class Overlay:
             links=view("links", self.log.links),
             closure_no=frozen(closure_no),
             closure_yes=frozen(closure_yes),
+            floor=self._order_floor(),
         )
         back = int(counters[REMOVED_BACK])
         added, removed = int(counters[LIVE]) - back, int(counters[REMOVED_EVER]) - back
         return Snapshot(
             version, self.base_version, self.n_base, self.n_base + n_new, state, extra, added, removed, self.seq
         )
+
+    def _order_floor(self) -> np.ndarray:
+        """``pending.floor`` of the latest state (empty while no added edge leads against the order), shared
+        by the versions until an added edge leads lower."""
+        if self._floor is None:
+            floor = np.empty_like(self._lowest) if self._upward else np.zeros(0, dtype=np.int64)
+            if self._upward:
+                order_floor(self._lowest, self.n_dag, floor)
+            self._floor = frozen(floor)
+        return self._floor
 
     def _frozen(self, name: str, array: np.ndarray) -> np.ndarray:
         """A read-only view of a shared array, made once per array (they are written in place)."""

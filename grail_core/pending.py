@@ -39,6 +39,14 @@ NO masks and the removal masks only ever grow and over-approximate: a bit they l
   and a pair without a common bit still does.
 
 A pair whose ends are nodes that updates added reads ``new_masks`` (the groups of its own added edges).
+
+DAG node ids are a topological order: base edges never lead to a lower id, so a path from a higher id to a
+lower one takes added edges that do (*descending* ones: to a lower DAG node, or from a node of the labels'
+graph to one that updates added, which counts as leading to id 0). ``floor`` bounds how far they lead, per
+*band* of ids (``ORDER_BANDS`` equal ranges, ``band_of``): no node of band b reaches a DAG node below
+``floor[b]``. From id x a path takes a descending edge leaving id x or above (base edges only climb), which
+leads to its target's id y, and on from y; ``order_floor`` follows that from the first id of each band, with
+edges ever added (a superset of any version's), in one pass over the bands.
 """
 
 from __future__ import annotations
@@ -95,6 +103,10 @@ __all__ = [
     "next_entry",
     "verdict",
     "BASE_FIRST",
+    "ORDER_BANDS",
+    "band_of",
+    "order_floor",
+    "note_descending",
 ]
 
 GROUPS = 64  # bits of a mask
@@ -105,6 +117,7 @@ RM_GROUPS = GROUPS // 2  # groups of the removal masks' closed marks; as many ag
 # Kinds of removal marks (``removal_bit``): closed, and a dead edge's sides (its side above the smaller, the larger).
 CLOSED_MARK, NARROW_UP, WIDE_UP = range(3)
 NEW_DOWN_NO, NEW_UP_NO = 0, 1
+ORDER_BANDS = 4096  # bands of DAG node ids of ``floor`` (as many as DAG nodes on a smaller DAG)
 
 # What a pair's tests say beyond the labels' NO, YES and UNDECIDED (a search on the updated graph): the
 # labels' graph's answer holds, which the index's own search (CPU or GPU) finds.
@@ -147,6 +160,7 @@ class Pending(NamedTuple):
     links: np.ndarray  # (capacity, 4): the next entry of each list, -1 at the end
     closure_no: np.ndarray  # (GROUPS,) uint64
     closure_yes: np.ndarray  # (GROUPS,) uint64
+    floor: np.ndarray  # (bands,) int64, per band of DAG node ids; empty without HAS_UPWARD
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -179,6 +193,7 @@ PENDING_TYPE = typeof(
         links=_read_only(np.zeros((0, 4), dtype=np.int64)),
         closure_no=_CLOSURE,
         closure_yes=_CLOSURE,
+        floor=_IDS,
     )
 )
 _BITS = types.Array(types.uint64, 1, "C")
@@ -270,6 +285,40 @@ def next_entry(p, kind, i):
     return p.links[i, kind - OUT_OF_COMP]
 
 
+@_tested(_I64(_I64, _I64, _I64))
+def band_of(c, n_dag, bands):
+    """The band of DAG node c (of ``n_dag``) among ``bands`` equal ranges of ids."""
+    return c * bands // max(n_dag, 1)
+
+
+_INTS = types.Array(types.int64, 1, "C")
+
+
+@_tested(types.void(_INTS, _I64, _INTS, _INTS))
+def note_descending(lowest, n_dag, sources, targets):
+    """Descending edges (DAG node ids ``sources[i] -> targets[i]``) into ``lowest``, per band of their source
+    the lowest target id (``order_floor``)."""
+    for i in range(sources.size):
+        b = band_of(sources[i], n_dag, lowest.size)
+        lowest[b] = min(lowest[b], targets[i])
+
+
+@_tested(types.void(_INTS, _I64, _INTS))
+def order_floor(lowest, n_dag, floor):
+    """``floor`` (module docstring) from ``lowest``: per band, the lowest target id of the descending edges
+    leaving it (``n_dag`` where none). A band's first id reaches only what the descending edges leaving it
+    or a later band lead to, and on from there (a band below, done before it)."""
+    bands = lowest.size
+    below = n_dag
+    for b in range(bands - 1, -1, -1):
+        below = min(below, lowest[b])
+        floor[b] = below
+    for b in range(bands):
+        first = (b * max(n_dag, 1) + bands - 1) // bands
+        target = floor[b]
+        floor[b] = min(first, floor[band_of(target, n_dag, bands)]) if target < first else first
+
+
 @_tested(types.boolean(_READ_ONLY_BITS, types.uint64, types.uint64))
 def _through(closure, up, down):
     """Whether some group of ``up`` leads, by ``closure``, to some group of ``down``."""
@@ -304,7 +353,7 @@ def verdict(p, s, cs, t, ct, base):
         if not comp_broken(p, cs):
             return YES
         return UNDECIDED if removal_mask(p, s, cs, RM_UP) & removal_mask(p, t, ct, RM_DOWN) else YES
-    if cs > ct >= 0 and not p.flags & HAS_UPWARD:
+    if cs > ct >= 0 and (not p.flags & HAS_UPWARD or ct < p.floor[band_of(cs, p.masks.shape[0], p.floor.size)]):
         return NO
     relevant = False
     if cs >= 0 and ct >= 0:

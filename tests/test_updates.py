@@ -485,3 +485,41 @@ def test_a_split_component_searches_only_the_pairs_it_separated(narrow_below: bo
     answers, stats = index.query_ids(pairs)
     np.testing.assert_array_equal(answers, reachable_pairs(nodes, kept, pairs))
     assert stats.searched_updated < pairs.shape[0] // 5
+
+
+def test_a_pair_whose_source_comes_farther_after_its_target_than_added_edges_climb_is_no() -> None:
+    """On a deep DAG (5,000 levels, more DAG nodes than ``pending.ORDER_BANDS``), added edges that lead
+    against the topological order by at most 50 DAG node ids each, 600 apart: a pair whose source comes more
+    than 100 ids after its target is NO at once (no search on the updated graph), also where added edges of
+    its rank group leave what its source reaches and enter what reaches its target; answers equal BFS."""
+    from grail_core.dynamic import verdicts
+    from grail_core.pending import ORDER_BANDS
+    from grail_core.records import NO
+    from grail_core.synthetic import downward_walk_pairs, layered_dag
+
+    n = 20_000
+    indptr, indices = layered_dag(n, 5_000, 3.0, 4, seed=11)
+    src = np.repeat(np.arange(n), np.diff(indptr))
+    rng = np.random.default_rng(12)
+    walks = np.column_stack(downward_walk_pairs(indptr, indices, 6000, seed=13))
+    pairs = np.concatenate([walks, rng.integers(0, n, size=(6000, 2))])
+    index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
+    comp = index.current().labels.views.forward().comp
+    assert comp.max() + 1 > ORDER_BANDS
+    node_of = np.argsort(comp)
+    # Edges like the graph's own (1-9 levels of 4 nodes down), in the order, many in each rank group.
+    tails = rng.integers(0, n - 40, size=2000)
+    down = np.column_stack([tails, tails + rng.integers(4, 37, size=2000)])
+    down = down[comp[down[:, 0]] < comp[down[:, 1]]][:1000]
+    highs = np.arange(600, n, 600)
+    up = np.column_stack([node_of[highs], node_of[highs - rng.integers(1, 51, size=highs.size)]])
+    added = np.concatenate([down, up])
+    index.add_edges(added.tolist())
+    version = index.current()
+    codes = verdicts(version.search.hot, version._updates(), comp, pairs)
+    far = comp[pairs[:, 0]] - comp[pairs[:, 1]] > 100
+    assert far.sum() > 1000 and (codes[far] == NO).all()
+    checked = pairs[::6]  # BFS over 5,000 levels is slow
+    answers, _ = index.query_ids(checked)
+    truth = reachable_pairs(n, np.concatenate([np.column_stack([src, indices]), added]), checked)
+    np.testing.assert_array_equal(answers, truth)
