@@ -20,8 +20,13 @@ SERVE_REQUIREMENTS := $(if $(GPU),".[cuda]" "numba-cuda[$(CUDA_EXTRA)]",.)
 PIP_INSTALL := $(PY) -m pip install -q --constraint $(LOCK)
 # The test, development and benchmark tools are installed with uv (the lock's version, installed by pip first):
 # several times faster than pip on a fresh machine. uv reads its own settings (UV_INDEX_URL, ...), not pip's.
+# --compile-bytecode: the installed packages' bytecode is written once, here; where PYTHONDONTWRITEBYTECODE is
+# set (many CI and container environments) every process would otherwise compile what it imports again, and the
+# tests start hundreds (servers, their build workers, CLIs).
 UV := $(VENV)/bin/uv
-UV_INSTALL := $(UV) pip install --python $(PY) --quiet --system-certs --constraint $(LOCK)
+UV_INSTALL := $(UV) pip install --python $(PY) --quiet --system-certs --compile-bytecode --constraint $(LOCK)
+# The project's own bytecode, written before the tests for the same reason (sources change between runs).
+COMPILE_SOURCES := $(PY) -m compileall -q grail_core kernels service tests
 # The test suite's processes (pytest-xdist): a test module runs whole on one of them, with its server.
 TEST_WORKERS ?= 2
 
@@ -52,12 +57,14 @@ serve: $(VENV)/.installed-serve
 	$(VENV)/bin/grail-serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
 test: $(VENV)/.installed-test
+	$(COMPILE_SOURCES)
 	$(PY) -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadfile -m "not gpu" --ignore=tests/kernels tests
 	if [ -d tests/kernels ]; then NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q -m "not gpu" tests/kernels; fi
 
 # On a machine with a CUDA GPU: the same suites, then the GPU-only tests on the real device. Each is its own
 # process: numba.cuda runs either the simulator or the device, never both.
 test-gpu: $(VENV)/.installed-test
+	$(COMPILE_SOURCES)
 	$(PY) -m pytest -q --durations=15 -m "not gpu" --ignore=tests/kernels tests
 	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q tests/kernels
 	$(PY) -m pytest -q -m gpu tests/gpu

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import psycopg
 import pytest
 
 from service.client import GrailClient
@@ -193,6 +194,49 @@ class Server:
 
     def _log_since(self, offset: int) -> bytes:
         return self.log_path.read_bytes()[offset:] if self.log_path.exists() else b""
+
+
+class Cluster:
+    """Server processes in roles (``api``, ``builder``, ``all``) that share one PostgreSQL database and one
+    artifact store (``store``: ``file://FOLDER`` or ``s3://BUCKET/PREFIX``); ``options`` are given to each."""
+
+    def __init__(
+        self, root: Path, database_url: str, store: str, *options: str, env: dict[str, str] | None = None
+    ) -> None:
+        self.root = root
+        self.database_url = database_url
+        self.store = store
+        self.options = options
+        self.env = env
+        self.servers: dict[str, Server] = {}
+
+    def server(self, name: str, role: str, *extra: str) -> Server:
+        """Start server ``name`` in ``role`` (an API replica starts no build worker to wait for)."""
+        server = Server(
+            self.root / name,
+            self.root / f"{name}.log",
+            "--role",
+            role,
+            "--database-url",
+            self.database_url,
+            "--store",
+            self.store,
+            "--min-version-timeout-s",
+            "10",
+            *self.options,
+            *extra,
+            env=self.env,
+        )
+        self.servers[name] = server
+        return server.start(workers=role != "api")
+
+    def rows(self, sql: str, *params: object) -> list[tuple]:
+        with psycopg.connect(self.database_url) as conn:
+            return list(conn.execute(sql, params).fetchall())
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            server.stop()
 
 
 @pytest.fixture(scope="module")

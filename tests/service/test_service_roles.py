@@ -13,13 +13,12 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import psycopg
 import pytest
 
 from service.cli import main as cli_main
 from service.main import main as serve_main
 
-from .conftest import GraphFiles, Server, wait_until
+from .conftest import Cluster, GraphFiles, Server, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -27,47 +26,20 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 _LEASE_S = "6"
 
 
-class Cluster:
-    def __init__(self, root: Path, database_url: str) -> None:
-        self.root = root
-        self.database_url = database_url
-        self.store = root / "store"
-        self.servers: list[Server] = []
+def _cluster(root: Path, database_url: str) -> Cluster:
+    """The cluster's artifact store a folder (``_store_folder``)."""
+    options = ("--job-lease-s", _LEASE_S, "--version-grace-s", "1")
+    return Cluster(root, database_url, f"file://{_store_folder(root)}", *options)
 
-    def server(self, name: str, role: str, *extra: str) -> Server:
-        server = Server(
-            self.root / name,
-            self.root / f"{name}.log",
-            "--role",
-            role,
-            "--database-url",
-            self.database_url,
-            "--store",
-            f"file://{self.store}",
-            "--job-lease-s",
-            _LEASE_S,
-            "--min-version-timeout-s",
-            "10",
-            "--version-grace-s",
-            "1",
-            *extra,
-        )
-        self.servers.append(server)
-        return server.start(workers=role != "api")
 
-    def rows(self, sql: str, *params: object) -> list[tuple]:
-        with psycopg.connect(self.database_url) as conn:
-            return list(conn.execute(sql, params).fetchall())
-
-    def stop(self) -> None:
-        for server in self.servers:
-            server.stop()
+def _store_folder(root: Path) -> Path:
+    return root / "store"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, postgres_server: object) -> Iterator[Cluster]:
     database_url = str(postgres_server.create_database(f"roles_{uuid.uuid4().hex[:12]}"))  # type: ignore[attr-defined]
-    cluster = Cluster(tmp_path_factory.mktemp("cluster"), database_url)
+    cluster = _cluster(tmp_path_factory.mktemp("cluster"), database_url)
     try:
         cluster.server("api-a", "api")
         cluster.server("api-b", "api", "--replica-cache-mb", "0")  # keeps only the graph it used last
@@ -97,7 +69,7 @@ def test_roles_that_share_state_need_postgresql(capsys: pytest.CaptureFixture[st
 
 
 def test_replicas_and_a_builder_share_a_graph(cluster: Cluster, files: GraphFiles) -> None:
-    api_a, api_b, builder = cluster.servers[:3]
+    api_a, api_b, builder = (cluster.servers[name] for name in ("api-a", "api-b", "builder-1"))
     assert not api_a.children() and not api_b.children(), "an API replica starts no build worker"
     assert builder.children(), "a builder runs its builds in worker processes"
     with api_a.client() as a, api_b.client() as b:
@@ -131,7 +103,7 @@ def test_replicas_and_a_builder_share_a_graph(cluster: Cluster, files: GraphFile
 def test_an_update_through_one_replica_is_read_through_the_other(
     cluster: Cluster, files: GraphFiles, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    api_a, api_b = cluster.servers[:2]
+    api_a, api_b = cluster.servers["api-a"], cluster.servers["api-b"]
     with api_a.client() as a, api_b.client() as b:
         a.upload(b"r0 r1\n", name="ryw", wait=True)
         b.wait_until_ready("ryw", timeout=120)
@@ -168,9 +140,9 @@ def test_an_update_through_one_replica_is_read_through_the_other(
 
 
 def test_a_builder_killed_mid_build_loses_its_job_to_another(cluster: Cluster, big_files: GraphFiles) -> None:
-    api_a = cluster.servers[0]
+    api_a = cluster.servers["api-a"]
     second = cluster.server("builder-2", "builder")
-    builders = {server.pid(): server for server in cluster.servers if "builder" in str(server.log_path)}
+    builders = {server.pid(): server for name, server in cluster.servers.items() if name.startswith("builder")}
     assert len(builders) == 2
     with api_a.client() as a:
         taken_over = a.upload(big_files.path("big.gra"), name="big-taken-over")["id"]
@@ -184,21 +156,21 @@ def test_a_builder_killed_mid_build_loses_its_job_to_another(cluster: Cluster, b
 
         owner = wait_until(running_owner, timeout=120)
         victim = next(server for pid, server in builders.items() if f":{pid}:" in owner)
-        wait_until(lambda: (cluster.store / "uploads").exists() and victim.children(), timeout=30)
+        wait_until(lambda: (_store_folder(cluster.root) / "uploads").exists() and victim.children(), timeout=30)
         victim.kill()  # SIGKILL: its lease is neither renewed nor given back
         record = a.wait_until_ready("big-taken-over", timeout=240)
         assert record["status"] == "ready"
         ((attempts, state),) = cluster.rows(
             "SELECT attempts, state FROM jobs WHERE graph_id = %s AND kind = 'build'", taken_over
         )
-        survivor = second if victim is not second else cluster.servers[2]
+        survivor = second if victim is not second else cluster.servers["builder-1"]
         assert (attempts, state) == (2, "done")
         assert f"graph {taken_over}: version 1 published" in survivor.log()
         # The same graph built once without interruption: the same index, array by array.
         reference = a.upload(big_files.path("big.gra"), name="big-reference", wait=True)["id"]
     assert _array_checksums(cluster, taken_over) == _array_checksums(cluster, reference)
     truth = big_files.answers("big.ans")
-    with cluster.servers[1].client() as b:
+    with cluster.servers["api-b"].client() as b:
         assert np.array_equal(b.query_batch("big-taken-over", big_files.pairs("big.que")), truth)
 
 
@@ -208,14 +180,14 @@ def _array_checksums(cluster: Cluster, graph_id: str) -> dict[str, str]:
         "SELECT version, checksum FROM versions WHERE graph_id = %s AND status = 'published'", graph_id
     )
     assert checksum.startswith("sha256:")
-    folder = cluster.store / "graphs" / graph_id / f"v{version}"
+    folder = _store_folder(cluster.root) / "graphs" / graph_id / f"v{version}"
     manifests = [json.loads(path.read_text()) for path in folder.rglob("manifest.json")]
     arrays = next(m["arrays"] for m in manifests if "arrays" in m)
     return {name: entry["sha256"] for name, entry in arrays.items()}
 
 
 def test_an_api_replica_killed_under_load_costs_a_retrying_client_nothing(cluster: Cluster, files: GraphFiles) -> None:
-    api_b = cluster.servers[1]
+    api_b = cluster.servers["api-b"]
     doomed = cluster.server("api-doomed", "api")
     with doomed.client() as c:
         c.upload(files.path("dag.gra"), name="dag", wait=True)
@@ -262,7 +234,7 @@ def test_postgresql_stopped_and_started_again(tmp_path: Path) -> None:
     from tests.postgres_server import PostgresServer
 
     with PostgresServer() as postgres:
-        cluster = Cluster(tmp_path, postgres.url)
+        cluster = _cluster(tmp_path, postgres.url)
         try:
             writer = cluster.server("all", "all")
             replica = cluster.server("api", "api")

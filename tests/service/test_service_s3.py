@@ -16,14 +16,13 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import psycopg
 import pytest
 
 from service.state import open_artifacts
 from service.state.errors import ArtifactExists
 from tests.s3_server import S3_CREDENTIALS, MotoServer, StoreProxy
 
-from .conftest import GraphFiles, Server, wait_until
+from .conftest import Cluster, GraphFiles, Server, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -31,13 +30,11 @@ _BUCKET = "grail-cluster"
 _PREFIX = "shared"
 
 
-class S3Cluster:
+class S3Cluster(Cluster):
+    """The cluster's store a bucket of moto's server, reached through a proxy that the tests cut."""
+
     def __init__(self, root: Path, database_url: str, moto: MotoServer, proxy: StoreProxy) -> None:
-        self.root = root
-        self.database_url = database_url
-        self.moto = moto
-        self.proxy = proxy
-        self.env = {
+        env = {
             **os.environ,
             "AWS_ENDPOINT_URL": proxy.endpoint,
             "AWS_ACCESS_KEY_ID": S3_CREDENTIALS["access_key_id"],
@@ -45,32 +42,9 @@ class S3Cluster:
             "AWS_REGION": S3_CREDENTIALS["region"],
             "AWS_ALLOW_HTTP": "true",
         }
-        self.servers: dict[str, Server] = {}
-
-    def server(self, name: str, role: str) -> Server:
-        server = Server(
-            self.root / name,
-            self.root / f"{name}.log",
-            "--role",
-            role,
-            "--database-url",
-            self.database_url,
-            "--store",
-            f"s3://{_BUCKET}/{_PREFIX}",
-            "--min-version-timeout-s",
-            "10",
-            env=self.env,
-        )
-        self.servers[name] = server
-        return server.start(workers=role != "api")
-
-    def rows(self, sql: str, *params: object) -> list[tuple]:
-        with psycopg.connect(self.database_url) as conn:
-            return list(conn.execute(sql, params).fetchall())
-
-    def stop(self) -> None:
-        for server in self.servers.values():
-            server.stop()
+        super().__init__(root, database_url, f"s3://{_BUCKET}/{_PREFIX}", env=env)
+        self.moto = moto
+        self.proxy = proxy
 
 
 @pytest.fixture(scope="module")
