@@ -221,8 +221,10 @@ class Cluster:
             self.database_url,
             "--store",
             self.store,
+            # A replica given a min_version waits this long for it: on a loaded machine a replica may take more
+            # than a few seconds to read and apply an update journaled by another.
             "--min-version-timeout-s",
-            "10",
+            "30",
             *self.options,
             *extra,
             env=self.env,

@@ -35,9 +35,8 @@ def test_health_answers_while_the_kernels_compile(tmp_path: Path) -> None:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "empty-cache"), "TMPDIR": str(tmp_path)}
     server = Server(tmp_path / "data", tmp_path / "server.log", env=env)
     try:
-        started = time.monotonic()
         server.start(workers=False)  # the build workers compile too
-        assert time.monotonic() - started < 30, "the server must not wait for the compiler before it answers"
+        # Answered while /ready still says "compiling": the server did not wait for the compiler.
         ready = httpx.get(f"{server.url}/ready", timeout=5)
         assert ready.status_code == 503, ready.text
         assert ready.json()["kernels"] == "compiling" and not ready.json()["ready"]
