@@ -72,6 +72,9 @@ class ConnectionLimits:
     header_timeout: float
 
 
+# How long a connection answered before its request was read goes on taking (and dropping) the client's bytes.
+DRAIN_S = 2.0
+
 # Written to a connection before (or instead of) the app: no request reached it.
 _BUSY = raw_error(OVERLOADED, b"Service Unavailable", "too many connections")
 _HEADERS_TOO_LARGE = raw_error(
@@ -92,6 +95,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._header_bytes = 0
         self._header_timer: asyncio.TimerHandle | None = None
         self._refused = False
+        self._draining = False  # answered before the request was read: what comes in is dropped
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if len(self.connections) >= self.limits.max_connections:
@@ -110,7 +114,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._refused:
+        if self._refused or self._draining:
             return
         if self._in_headers:
             self._header_bytes += len(data)
@@ -119,8 +123,16 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().data_received(data)
         if self._in_headers and self._header_bytes > self.limits.max_header_bytes and not self.transport.is_closing():
             self._cancel_header_timer()
-            self.transport.write(_HEADERS_TOO_LARGE)
-            self.transport.close()
+            self._answer_and_drain(_HEADERS_TOO_LARGE)
+
+    def _answer_and_drain(self, answer: bytes) -> None:
+        """Answer, stop writing, and drop what the client still sends for up to ``DRAIN_S`` before closing: a
+        socket closed with bytes unread is reset, and a client still sending would lose the answer."""
+        self._draining = True
+        self.transport.write(answer)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(DRAIN_S, self.transport.close)
 
     def on_headers_complete(self) -> None:
         self._in_headers = False
