@@ -111,13 +111,13 @@ class Follower:
         graphs: dict[str, None] = {}
         for change in changes:
             if change.kind is ChangeKind.job:
+                # A job changes nothing a server answers from (a record reads its graph's jobs from the store).
                 self._runner.wake()
+                continue
             if change.graph_id is None or not self._registry.serving:  # a builder serves no version
                 continue
-            if change.kind is ChangeKind.journal:
-                current = self._registry.current_number(change.graph_id)
-                if current is not None and change.version is not None and current >= change.version:
-                    continue  # this server's own update, or one it has applied
+            if change.kind in (ChangeKind.journal, ChangeKind.version) and self._registry.holds(change):
+                continue  # this server's own update or publication, or one it has applied
             graphs[change.graph_id] = None
         for graph_id in graphs:
             self._registry.sync(graph_id)

@@ -63,7 +63,7 @@ from .state.errors import (
     VersionConflict,
     VersionStateError,
 )
-from .state.metadata import Graph, GraphStatus, Job, JobKind, JobState
+from .state.metadata import Change, ChangeKind, Graph, GraphStatus, Job, JobKind, JobState
 from .updates import Journal, JournalGap, Row, encode, fold_journal
 
 __all__ = ["GraphRegistry", "GraphRecord", "Progress", "JOURNAL_PAGE", "REBUILD_SPACING_S", "UpdateOutcome"]
@@ -737,10 +737,20 @@ class GraphRegistry:
             return entry.graph.head_version  # what its load gives it, at least (its row follows the store)
         return version.number if version is not None else None
 
-    def current_number(self, graph_id: str) -> int | None:
-        """The version this server answers for (None: none loaded), for the change feed's follower."""
-        entry = self._graphs.get(graph_id)
-        return entry.version.number if entry is not None and entry.version is not None else None
+    def holds(self, change: Change) -> bool:
+        """Whether this server answers from what a journal or version change made, or from later (so the
+        change feed's follower has nothing to read for it). Mostly the change is this server's own: its update's
+        row commits before the update is applied here, so the answer waits for an update of the graph in flight
+        here (its lock) instead of reading the graph from the store meanwhile."""
+        entry = self._graphs.get(change.graph_id or "")
+        if entry is None or change.version is None:
+            return False
+        with entry.lock:
+            version = entry.version
+            if version is None:
+                return False
+            made = version.number if change.kind is ChangeKind.journal else version.labels.version
+            return made >= change.version
 
     # ---- edge updates ------------------------------------------------------------------------------
 
