@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,10 +17,12 @@ from hypothesis import strategies as st
 from grail_core.names import NameTokens
 from service.client import content_type_for, format_for_path
 from service.codecs import answer_type, decode_pairs, encode_answers, parse_get_pairs
+from service.context import NO_REQUEST, request_id
 from service.errors import ServiceError
 from service.formats import format_for
 from service.settings import Settings, SettingsError
 from service.textscan import json_pairs
+from service.update_queue import UpdateQueue, batch_request_id
 from service.wire import json_answers, media_type, narrowest_width, pack_answers, unpack_answers
 
 
@@ -377,3 +380,28 @@ def test_a_streamed_answer_stops_for_a_client_that_does_not_read() -> None:
 
     assert anyio.run(stream, 2) == [b"", b"["]
     assert b"".join(anyio.run(stream, 100)) == b"".join(chunks)
+
+
+def test_the_update_threads_lines_name_the_requests_of_their_batch() -> None:
+    """The batch thread's log lines (its registry calls, the rebuilds it queues) carry the request ids."""
+    seen: list[str] = []
+
+    class Registry:
+        def update_many(self, updates: list) -> list:
+            seen.append(request_id.get())
+            return [{"version": 1} for _ in updates]
+
+    async def one_request() -> object:
+        queue = UpdateQueue(Registry(), lambda graph_ids: seen.append(request_id.get()))  # type: ignore[arg-type]
+        queue.start()
+        request_id.set("trace-9")
+        try:
+            return await queue.submit("g1", [[0, 1]], [])
+        finally:
+            queue.stop()
+
+    assert asyncio.run(one_request()) == {"version": 1}
+    assert seen == ["trace-9", "trace-9"]
+    assert batch_request_id(["a", NO_REQUEST, "b", "a"]) == "a+b"
+    assert batch_request_id([NO_REQUEST]) == NO_REQUEST
+    assert batch_request_id([f"r{i}" for i in range(7)]) == "r0+r1+r2+r3+3 more"
