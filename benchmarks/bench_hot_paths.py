@@ -16,6 +16,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -88,7 +89,8 @@ def main() -> int:
     for round_number in range(args.rounds + 1):
         for tree in args.trees:
             environment = dict(os.environ, PYTHONPATH=f"{tree.resolve()}:{here}")
-            environment["NUMBA_CACHE_DIR"] = f"/tmp/bench-hot-paths-cache-{abs(hash(str(tree.resolve())))}"
+            cache = "-".join(tree.resolve().parts[1:])
+            environment["NUMBA_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / f"bench-hot-paths-cache-{cache}")
             command = [sys.executable, __file__, "--measure", "--scale", str(args.scale)]
             run = subprocess.run(command, env=environment, cwd=tree, capture_output=True, text=True, check=True)
             if round_number:  # the first round compiles
