@@ -61,6 +61,7 @@ __all__ = [
     "pairs_per_chunk",
     "probe_pairs",
     "SearchBuffers",
+    "frozen",
 ]
 
 
@@ -108,6 +109,13 @@ SERIAL_BATCH = 1024
 PROBE_GROUP = 4  # pairs a probe searches before it decides whether the rest fit its budget
 
 
+def frozen(array: np.ndarray) -> np.ndarray:
+    """A read-only, contiguous view: fresh and memory-mapped arrays then share one compiled kernel."""
+    view = np.ascontiguousarray(array).view()
+    view.flags.writeable = False
+    return view
+
+
 def _aligned_rows(rows: int, words: int) -> np.ndarray:
     """Rows starting on cache lines; not cleared (the packing kernels write every word)."""
     buffer = np.empty(rows * words + CACHE_LINE_WORDS, dtype=np.uint32)
@@ -149,15 +157,16 @@ def pack(arrays: QueryArrays, compact: bool | None = None) -> HotArrays:
         raise InvalidParameterError("the CPU query engine handles up to 2**31 - 1 DAG nodes")
     words = record_words(dims)
     rec_dag = _aligned_rows(n_dag, words)
-    _dag_records(arrays.level, arrays.fwd, arrays.bwd, arrays.lo, arrays.hi, arrays.tree_lo, rec_dag)
+    level, fwd, bwd, lo, hi, tree_lo = (
+        frozen(a) for a in (arrays.level, arrays.fwd, arrays.bwd, arrays.lo, arrays.hi, arrays.tree_lo)
+    )
+    _dag_records(level, fwd, bwd, lo, hi, tree_lo, rec_dag)
     if compact is None:
         compact = (arrays.comp.size + n_dag) * words * 4 > COMPACT_ABOVE_BYTES
     columns = np.array(COMPACT_COLUMNS) if compact else np.arange(words)
     rec_node = _aligned_rows(arrays.comp.size, columns.size)
-    _node_records(rec_dag, arrays.comp, columns, rec_node)
-    return HotArrays(
-        rec_node, rec_dag, np.asarray(arrays.out_indptr), np.asarray(arrays.out_indices), label_end(dims), compact
-    )
+    _node_records(rec_dag, frozen(arrays.comp), columns, rec_node)
+    return HotArrays(rec_node, rec_dag, frozen(arrays.out_indptr), frozen(arrays.out_indices), label_end(dims), compact)
 
 
 @njit(inline="always", nogil=True)
@@ -292,7 +301,7 @@ def filter_pairs(hot: HotArrays, pairs: np.ndarray) -> np.ndarray:
     """Codes (NO, YES, UNDECIDED) for an (M, 2) array of node ids, all pairs in parallel."""
     codes = np.empty(pairs.shape[0], dtype=np.int8)
     with numba.parallel_chunksize(PAIRS_PER_CHUNK):
-        _filter(hot, pairs, codes)
+        _filter(hot, frozen(pairs), codes)
     return codes
 
 
@@ -389,6 +398,7 @@ def answer_pairs(hot: HotArrays, pairs: np.ndarray) -> tuple[np.ndarray, int, in
     """
     answers = np.empty(pairs.shape[0], dtype=np.bool_)
     counts = [0, 0]
+    pairs = frozen(pairs)
 
     kernel = _answer_prefetched if hot.compact else _answer_cached
 

@@ -76,7 +76,7 @@ def _key(g, p, y):
     """(key, DAG node or -1) of node y."""
     n_dag = g.dag_indptr.size - 1
     if y < p.n_base:
-        c = g.comp[y]
+        c = np.int64(g.comp[y])
         if comp_broken(p, c):
             return n_dag + y, c
         return c, c
@@ -89,6 +89,9 @@ def _other_end(p, i, forward):
 
 
 # ---- walks over keys: listings, and reachability searched from both ends ---------------------------------
+
+
+_NO_NODE = np.int64(-1)  # _visit's node of a DAG node's key
 
 
 @njit(nogil=True)
@@ -120,25 +123,28 @@ def _visit(p, h, key, node, c, stamp, mine, theirs, queue, tail, test, s, cs, t,
 @njit(nogil=True)
 def _expand(g, p, h, x, forward, stamp, mine, theirs, queue, tail, test, s, cs, t, ct):
     """Visit every key that key x leads to in the version's graph (``g``: that direction's view)."""
+    # Every integer passed to _visit is an int64: one compiled _visit per _expand, not one per mix of the
+    # int32 arrays, int64 sums and literals of its four calls.
+    tail = np.int64(tail)
     n_dag = g.dag_indptr.size - 1
     if x < n_dag:
         into_broken = False
         for e in range(g.dag_indptr[x], g.dag_indptr[x + 1]):
             if dag_edge_dead(p, _entry_edge(g.dag_edge, e)):
                 continue
-            w = g.dag_indices[e]
+            w = np.int64(g.dag_indices[e])
             if comp_broken(p, w):
                 into_broken = True
                 continue
-            tail, found = _visit(p, h, w, -1, w, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
+            tail, found = _visit(p, h, w, _NO_NODE, w, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
             if found:
                 return tail, True
         if into_broken:  # which members of a broken component the edges enter
             for i in range(g.mem_indptr[x], g.mem_indptr[x + 1]):
                 m = g.mem[i]
                 for f in range(g.indptr[m], g.indptr[m + 1]):
-                    y = g.indices[f]
-                    cy = g.comp[y]
+                    y = np.int64(g.indices[f])
+                    cy = np.int64(g.comp[y])
                     if cy == x or not comp_broken(p, cy) or edge_removed(p, _entry_edge(g.edge, f)):
                         continue
                     tail, found = _visit(
@@ -153,7 +159,7 @@ def _expand(g, p, h, x, forward, stamp, mine, theirs, queue, tail, test, s, cs, 
             for f in range(g.indptr[v], g.indptr[v + 1]):
                 if edge_removed(p, _entry_edge(g.edge, f)):
                     continue
-                z = g.indices[f]
+                z = np.int64(g.indices[f])
                 key, c = _key(g, p, z)
                 tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
                 if found:
@@ -162,7 +168,7 @@ def _expand(g, p, h, x, forward, stamp, mine, theirs, queue, tail, test, s, cs, 
     i = first_entry(p, kind, v)
     while i >= 0:
         if entry_alive(p, i):
-            z = _other_end(p, i, forward)
+            z = np.int64(_other_end(p, i, forward))
             key, c = _key(g, p, z)
             tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
             if found:

@@ -13,17 +13,10 @@ import threading
 import numpy as np
 
 from .graph import index_dtype
-from .query import QueryArrays
+from .query import QueryArrays, frozen
 from .traversal import Side, group_members, transpose_with_edges
 
 __all__ = ["GraphViews", "frozen"]
-
-
-def frozen(array: np.ndarray) -> np.ndarray:
-    """A read-only, contiguous view: fresh and memory-mapped arrays then share one compiled kernel."""
-    view = np.ascontiguousarray(array).view()
-    view.flags.writeable = False
-    return view
 
 
 class GraphViews:

@@ -35,7 +35,16 @@ from grail_core.warmup import warm_up as warm_up_kernels
 
 from .codecs import decode_pairs
 
-__all__ = ["warm_up", "warm_up_beyond", "fill_caches", "CoreGate", "Readiness", "KernelState", "start_warm_up"]
+__all__ = [
+    "warm_up",
+    "warm_up_beyond",
+    "warm_up_bodies",
+    "fill_caches",
+    "CoreGate",
+    "Readiness",
+    "KernelState",
+    "start_warm_up",
+]
 
 _THREAD_SAFE_LAYERS = ("tbb", "omp")
 
@@ -127,6 +136,15 @@ def _beyond_yes_or_no(index: ReachabilityIndex, names: np.ndarray) -> None:
         index.reachable(*names[1])
         index.query_batch_with_stats(names)
     index.edges()
+
+
+def warm_up_bodies() -> None:
+    """Compile (or load) the request bodies' decoders (pairs as text and JSON of every kind of names): they
+    need no index, nor the build kernels (a test run compiles both at once, on two cores)."""
+    for pairs in _PAIRS.values():
+        names = np.array(pairs.split()).reshape(-1, 2)
+        decode_pairs(_body(pairs.encode()), "text/plain")
+        decode_pairs(_body(json.dumps({"pairs": names.tolist()}).encode()), "application/json")
 
 
 def _body(data: bytes) -> np.ndarray:

@@ -48,7 +48,15 @@ from .errors import (
 )
 from .options import UploadOptions
 
-__all__ = ["BuildJob", "BuildWorker", "BuildOutcome", "RebuildSource", "WORKER_NICENESS", "warm_up_builds"]
+__all__ = [
+    "BuildJob",
+    "BuildWorker",
+    "BuildOutcome",
+    "RebuildSource",
+    "WORKER_NICENESS",
+    "warm_up_builds",
+    "warm_up_readers",
+]
 
 log = logging.getLogger("grail.service.worker")
 
@@ -165,28 +173,38 @@ def _out_of_memory(job: BuildJob) -> str:
     )
 
 
+# A small graph of every input format (format None: told by its content).
+_FORMAT_SAMPLES: tuple[tuple[bytes, str | None], ...] = (
+    (b"0 1\n1 2\n2 0\n2 3\n", None),
+    (b"a b\nb c\nc a\n", None),
+    (b'source,target\n"a, b",c\nc,"a, b"\n', None),
+    (b'{"edges": [[0, 1], [1, 2], [2, 0]], "nodes": [3]}', None),
+    (b'{"nodes": [{"id": "a"}], "links": [{"source": "a", "target": "b"}]}', None),
+    (b"graph_for_greach\n3\n0: 1 #\n1: 2 #\n2: 0 #\n", None),
+    (b"%%MatrixMarket matrix coordinate pattern symmetric\n3 3 2\n2 1\n3 2\n", None),
+    (b"# networkx\na b c\nb a\n", "adjlist"),
+    (b'<graphml><graph><node id="a"/><edge source="a" target="b"/></graph></graphml>', None),
+)
+
+
 def warm_up_builds(backend: str) -> None:
     """Compile (or load from the disk caches) the build kernels of ``backend`` and read and build a small graph
     of every format, so that the first real build compiles and loads nothing. A worker builds labels and saves
     them, and never searches them: it makes no search engines, so its indexes stay off the GPU."""
-    from grail_core import read_graph
     from grail_core.labels import Labels
     from grail_core.warmup import warm_up_build
 
     warm_up_build(backend)
+    for graph in warm_up_readers():
+        Labels.build(graph, backend="cpu")
 
-    for text, format in (
-        (b"0 1\n1 2\n2 0\n2 3\n", None),
-        (b"a b\nb c\nc a\n", None),
-        (b'source,target\n"a, b",c\nc,"a, b"\n', None),
-        (b'{"edges": [[0, 1], [1, 2], [2, 0]], "nodes": [3]}', None),
-        (b'{"nodes": [{"id": "a"}], "links": [{"source": "a", "target": "b"}]}', None),
-        (b"graph_for_greach\n3\n0: 1 #\n1: 2 #\n2: 0 #\n", None),
-        (b"%%MatrixMarket matrix coordinate pattern symmetric\n3 3 2\n2 1\n3 2\n", None),
-        (b"# networkx\na b c\nb a\n", "adjlist"),
-        (b'<graphml><graph><node id="a"/><edge source="a" target="b"/></graph></graphml>', None),
-    ):
-        Labels.build(read_graph(text, format), backend="cpu")
+
+def warm_up_readers() -> list[Any]:
+    """Compile (or load) the readers' kernels: read the small graph of every format; returns the graphs. The
+    build kernels are not needed for this (a test run compiles both at once, on two cores)."""
+    from grail_core import read_graph
+
+    return [read_graph(text, format) for text, format in _FORMAT_SAMPLES]
 
 
 def _build(job: BuildJob, progress: Callable[[str, float], None]) -> tuple[Any, ...]:

@@ -46,12 +46,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def _warm_up_shared(folder: Path, first: bool) -> None:
     """The warm-up on several pytest-xdist workers: the build kernels first, by the first worker (every part
-    needs them), then each worker takes the next part nobody has taken, the longest first, and waits until every
-    part is in the cache (a server started before then would compile the rest in its own processes). Files say
-    which parts are taken and which are done."""
+    needs them; the others meanwhile compile the readers' and the request bodies' kernels, which need none),
+    then each worker takes the next part nobody has taken, the longest first, and waits until every part is in
+    the cache (a server started before then would compile the rest in its own processes). Files say which parts
+    are taken and which are done."""
     from grail_core.warmup import warm_up_build
-    from service.warmup import warm_up, warm_up_beyond
-    from service.worker import warm_up_builds
+    from service.warmup import warm_up, warm_up_beyond, warm_up_bodies
+    from service.worker import warm_up_builds, warm_up_readers
 
     parts: dict[str, Callable[[], object]] = {
         "paths": warm_up_beyond,
@@ -64,6 +65,9 @@ def _warm_up_shared(folder: Path, first: bool) -> None:
             warm_up_build("cpu")
         finally:  # a failure is this worker's to report; the others go on and compile what they need
             (folder / "build.done").touch()
+    else:
+        warm_up_readers()
+        warm_up_bodies()
     _wait_for(folder / "build.done")
     for name, part in parts.items():
         try:
