@@ -123,11 +123,11 @@ class CudaSearchEngine:
                 uploaded += time.perf_counter() - began
                 words = touched_words(sources.size, graph.num_keys, free_memory(), self.options.memory_fraction)
                 cfg = self.options.config or EngineConfig.default()
-                answers, stats = run_touched(arrays, index.arrays, searches, words, cfg)
+                answers, stats = run_touched(arrays, index.arrays, searches, words, self._touched, cfg)
             except Exception as error:
+                self._touched.drop(buffers=True)
                 if not out_of_device_memory(error):
                     raise
-                self._touched.drop()
                 self._cache.clear()
                 raise MemoryError(f"the GPU search ran out of device memory: {error}") from error
         self.touched_pairs += int(sources.size)

@@ -222,13 +222,30 @@ def _upload(graph: Any) -> TouchedArrays:
     )
 
 
+@dataclass
+class _Buffers:
+    """A call's status arrays (``TouchedStatus``), target records and found bits: for up to ``keys`` keys and
+    passes of ``words`` words. All zero between passes but ``records`` and ``found`` (each pass sets them)."""
+
+    keys: int
+    words: int
+    records: Any
+    found: Any
+    seen: Any
+    fresh: Any
+    queue: Any
+    counters: Any
+
+
 class TouchedCopies:
     """The device copy of the latest version's graph an engine searched (one: versions follow each other),
-    dropped when that version's host graph is collected or another version's comes."""
+    dropped when that version's host graph is collected or another version's comes; and the calls' buffers,
+    kept from call to call while they fit."""
 
     def __init__(self) -> None:
         self._graph: weakref.ref[Any] | None = None
         self._arrays: TouchedArrays | None = None
+        self._buffers: _Buffers | None = None
 
     def arrays(self, graph: Any) -> tuple[TouchedArrays, float]:
         """The device copy of ``graph`` (uploaded now if absent) and the seconds the upload took."""
@@ -240,9 +257,35 @@ class TouchedCopies:
         self._graph = weakref.ref(graph, lambda _: self.drop())
         return self._arrays, time.perf_counter() - began
 
-    def drop(self) -> None:
+    def buffers(self, keys: int, words: int, record_words: int, cfg: EngineConfig) -> _Buffers:
+        """Buffers for ``keys`` keys and passes of ``words`` words (or of up to twice as many, held already)."""
+        held = self._buffers
+        if held is not None and held.keys >= keys and words <= held.words <= 2 * words:
+            return held
+        self._buffers = None  # the old ones go before the new ones are allocated
+        keys = max(keys, 1)
+        seen = cuda.device_array((keys, words), dtype=np.uint64)
+        fresh = cuda.device_array((2, keys, words), dtype=np.uint64)
+        device_fill(seen, 0, cfg)
+        device_fill(fresh, 0, cfg)
+        self._buffers = _Buffers(
+            keys,
+            words,
+            cuda.device_array((64 * words, record_words), dtype=np.uint32),
+            cuda.device_array(words, dtype=np.uint64),
+            seen,
+            fresh,
+            cuda.device_array((2, keys * words), dtype=np.int64),
+            cuda.to_device(np.zeros(2, dtype=np.int64)),
+        )
+        return self._buffers
+
+    def drop(self, buffers: bool = False) -> None:
+        """Forgets the graph's copy (and the buffers, with ``buffers``: after a call that stopped part way)."""
         self._graph = None
         self._arrays = None
+        if buffers:
+            self._buffers = None
 
 
 def _launch(compiled: Any, count: int, args: tuple[Any, ...], cfg: EngineConfig) -> None:
@@ -251,44 +294,40 @@ def _launch(compiled: Any, count: int, args: tuple[Any, ...], cfg: EngineConfig)
 
 
 def run_touched(
-    graph: TouchedArrays, index: IndexArrays, searches: Any, words: int, cfg: EngineConfig
+    graph: TouchedArrays, index: IndexArrays, searches: Any, words: int, copies: TouchedCopies, cfg: EngineConfig
 ) -> tuple[np.ndarray, TouchedStats]:
     """Answers of ``searches`` (a ``grail_core.touched.TouchedSearches``) on the device copy ``graph``, in
-    passes of 64 x ``words`` searches, on the current device (the caller holds it)."""
+    passes of 64 x ``words`` searches (or a few more, as ``copies`` holds buffers), on the current device
+    (the caller holds it)."""
     began = time.perf_counter()
     count = int(searches.sources.size)
-    keys = int(graph.key_dag.size)
     words = max(1, min(words, -(-count // 64)))
+    held = copies.buffers(int(graph.key_dag.size), words, index.rec.shape[1], cfg)
+    words = held.words
     device = [cuda.to_device(np.ascontiguousarray(array)) for array in searches]
-    records = cuda.device_array((64 * words, index.rec.shape[1]), dtype=np.uint32)
-    found = cuda.device_array(words, dtype=np.uint64)
-    seen = cuda.device_array((max(keys, 1), words), dtype=np.uint64)
-    fresh = cuda.device_array((2, max(keys, 1), words), dtype=np.uint64)
-    device_fill(seen, 0, cfg)
-    device_fill(fresh, 0, cfg)
-    queue = cuda.device_array((2, max(keys, 1) * words), dtype=np.int64)
-    counters = cuda.to_device(np.zeros(2, dtype=np.int64))
     zeros = np.zeros(2, dtype=np.int64)
     answers = np.zeros(count, dtype=np.bool_)
     stats = TouchedStats(words=words)
+    counters = held.counters
     for offset in range(0, count, 64 * words):
         size = min(64 * words, count - offset)
-        device_fill(found, 0, cfg)
+        device_fill(held.found, 0, cfg)
         counters.copy_to_device(zeros)
-        table = TouchedSearchArrays(*device, records=records, offset=offset, found=found)
-        _launch(_seed_kernel, size, (graph, index, table, TouchedStatus(seen, fresh, queue, counters, 0)), cfg)
+        table = TouchedSearchArrays(*device, records=held.records, offset=offset, found=held.found)
+        status = TouchedStatus(held.seen, held.fresh, held.queue, counters, 0)
+        _launch(_seed_kernel, size, (graph, index, table, status), cfg)
         queued = int(counters.copy_to_host()[0])
         hops = 0
         while queued:
             parity = hops % 2
             counters.copy_to_device(zeros)
-            status = TouchedStatus(seen, fresh, queue, counters, parity)
+            status = TouchedStatus(held.seen, held.fresh, held.queue, counters, parity)
             _launch(_expand_kernel, queued, (graph, index, table, status), cfg)
             queued = int(counters.copy_to_host()[1 - parity])
             hops += 1
-        bits = np.unpackbits(found.copy_to_host().view(np.uint8), bitorder="little")[:size]
+        bits = np.unpackbits(held.found.copy_to_host().view(np.uint8), bitorder="little")[:size]
         answers[offset : offset + size] = bits.astype(np.bool_)
-        device_fill(seen, 0, cfg)
+        device_fill(held.seen, 0, cfg)
         stats.passes += 1
         stats.hops += hops
         stats.longest = max(stats.longest, hops)
