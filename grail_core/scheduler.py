@@ -395,7 +395,7 @@ class Scheduler:
             "touched": gpu_raw * correction + build_size * TOUCHED_BUILD_SECONDS + self._gpu_wait(),
         }
         engine_name, mode = "cpu", "dfs"
-        if predicted["touched"] < predicted["cpu"]:
+        if rest.size and predicted["touched"] < predicted["cpu"]:
             try:
                 result = engine.answer_touched(graph(), sources[rest], targets[rest])
             except MemoryError as error:
@@ -408,7 +408,7 @@ class Scheduler:
                     old = self._touched.get(f.signature())
                     ratio = _blend(old[0] if old else None, actual / max(gpu_raw, 1e-9))
                     self._touched[f.signature()] = (ratio, _blend_value(old[1] if old else None, float(result.rounds)))
-        if engine_name == "cpu":
+        if engine_name == "cpu" and rest.size:
             answers[rest] = cpu(rest)
         return answers, Decision(
             engine=engine_name,

@@ -368,3 +368,16 @@ def test_touched_pairs_stay_on_the_cpu_without_a_gpu_that_searches_them() -> Non
         )
         np.testing.assert_array_equal(answers, truth[sources, targets])
         assert decision.engine == "cpu" and decision.probe_pairs == 0
+    # A batch the probe answers whole leaves nothing to a GPU: no graph made for it.
+    gpu = TouchedStub("cuda:0", truth)
+    scheduler = Scheduler(index.hot, StubEngine("cpu", truth), gpu, model=cheap_gpu, min_pairs=0)
+    few = slice(0, PROBE_PAIRS)
+
+    def no_graph() -> str:
+        raise AssertionError("a graph made for no pairs")
+
+    answers, decision = scheduler.search_touched(
+        no_graph, 0, sources[few], targets[few], lambda which: truth[sources[few][which], targets[few][which]]
+    )
+    np.testing.assert_array_equal(answers, truth[sources[few], targets[few]])
+    assert decision.engine == "cpu" and decision.probe_pairs == PROBE_PAIRS and gpu.touched_calls == []
