@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import grail_core.scheduler
 from grail_core.engines import CpuEngine
 from grail_core.index import ReachabilityIndex
 from grail_core.scheduler import CostModel, Scheduler
@@ -45,7 +46,7 @@ def gpu_favoured() -> CostModel:
 
 
 @pytest.mark.parametrize("name", ["deep", "rmat"])
-def test_touched_pairs_on_the_gpu_equal_the_cpu(name: str) -> None:
+def test_touched_pairs_on_the_gpu_equal_the_cpu(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from kernels.search import CudaSearchEngine
 
     indptr, indices = _graph(name)
@@ -66,10 +67,12 @@ def test_touched_pairs_on_the_gpu_equal_the_cpu(name: str) -> None:
     assert direct.rounds > 0
     # Routed: the scheduler sends the pairs searched on the updated graph to the GPU.
     version.search.scheduler = Scheduler(hot, CpuEngine(hot), engine, model=gpu_favoured(), min_pairs=0)
+    monkeypatch.setattr(grail_core.scheduler, "PROBE_PAIRS", 1)
     before = engine.touched_pairs
     answers, stats = index.query_ids(pairs)
     np.testing.assert_array_equal(answers, expected)
-    assert stats.searched_updated > 0 and engine.touched_pairs > before
+    # A probe of one pair a search: each of the batch's two searches that has two pairs or more sends some on.
+    assert stats.searched_updated > 2 and engine.touched_pairs > before
     engine.release()
 
 
