@@ -111,7 +111,7 @@ def measure(index: ReachabilityIndex, engine: Any, pairs: np.ndarray, runs: int)
 
         cpu_seconds, expected = median_seconds(on_cpu, runs)
         start = time.perf_counter()
-        graph = version._touched_graph()
+        graph = version.touched_graph()
         written = time.perf_counter() - start
         first = engine.answer_touched(graph, pairs[which, 0], pairs[which, 1])
         uploaded = first.upload_seconds

@@ -376,7 +376,7 @@ class Scheduler:
         mode, corrected by this index's earlier such batches) and the rest of the batch goes to the cheaper;
         the probe's pairs keep the CPU's answers. The CPU is the fall-back of a GPU that runs out of memory."""
         start = time.perf_counter()
-        engine = self._touched_engine()
+        engine = self.touched_engine()
         count = int(sources.size)
         if engine is None or count < self.min_pairs:
             return cpu(np.arange(count)), Decision("cpu", "dfs", {}, time.perf_counter() - start)
@@ -419,7 +419,7 @@ class Scheduler:
             probe_seconds=probe_seconds,
         )
 
-    def _touched_engine(self) -> Any:
+    def touched_engine(self) -> Any:
         """The GPU engine that searches updated graphs (the first of a split one), or None."""
         engine = getattr(self.gpu, "engines", [self.gpu])[0]
         return engine if hasattr(engine, "answer_touched") else None

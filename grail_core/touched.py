@@ -2,7 +2,7 @@
 
 The CPU searches of a version with updates pending (``grail_core.traversal.walk``) go over *keys*: a DAG
 node whose component stands whole, or a single node (a member of a component that a removal may have
-split, or a node that updates added). ``touched_graph`` writes that graph out once per version: the keys'
+split, or a node that updates added). ``write_touched_graph`` writes that graph out once per version: the keys'
 out-edges as a CSR (each key's row is what ``traversal`` expands it to, so both walk the same graph), and
 per key what ``pending.verdict`` reads of its source side, so that an engine tests every key it meets as
 the CPU search does (a NO leaves the key out, a YES ends the search) without the version's hash table
@@ -41,7 +41,7 @@ from .pending import (
 from .query import HotArrays
 from .traversal import Side, _expand
 
-__all__ = ["TouchedGraph", "TouchedSearches", "touched_graph"]
+__all__ = ["TouchedGraph", "TouchedSearches", "write_touched_graph"]
 
 
 class TouchedSearches(NamedTuple):
@@ -194,7 +194,7 @@ def _target_sides(p, comp, targets, dags, masks):
             masks[3, i] = p.masks[c, DOWN_YES]
 
 
-def touched_graph(forward: Side, pending: Pending, hot: HotArrays, num_nodes: int) -> TouchedGraph:
+def write_touched_graph(forward: Side, pending: Pending, hot: HotArrays, num_nodes: int) -> TouchedGraph:
     """The graph of the version ``pending`` (of ``num_nodes`` nodes) over keys, from the labels' forward view."""
     n_dag = int(forward.dag_indptr.size - 1)
     node_keys = _node_keys(forward, pending, n_dag, num_nodes)

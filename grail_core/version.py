@@ -37,7 +37,7 @@ from .readers.graph_input import GraphInput
 from .search import Searcher
 from .stats import IndexStats, QueryStats
 from .storage import load_labels, save_labels
-from .touched import TouchedGraph, touched_graph
+from .touched import TouchedGraph, write_touched_graph
 from .traversal import shortest_path
 
 __all__ = [
@@ -485,21 +485,21 @@ class Version:
                 return found[part]
 
             answers[which], _ = self.search.scheduler.search_touched(
-                self._touched_graph, self._touched_build_size(), chosen[:, 0], chosen[:, 1], on_cpu
+                self.touched_graph, self._touched_build_size(), chosen[:, 0], chosen[:, 1], on_cpu
             )
         return int(which.size)
 
-    def _touched_graph(self) -> TouchedGraph:
-        """This version's graph over search keys for a GPU (``grail_core.touched``), made once."""
+    def touched_graph(self) -> TouchedGraph:
+        """This version's graph over search keys, as a GPU searches it (``grail_core.touched``): made once."""
         with self._touched_lock:
             if self._touched is None:
-                self._touched = touched_graph(
+                self._touched = write_touched_graph(
                     self.labels.views.forward(), self._updates(), self.search.hot, self.num_nodes
                 )
             return self._touched
 
     def _touched_build_size(self) -> int:
-        """Keys and edges ``_touched_graph`` still has to write (0 once made): the cost of a GPU's first batch."""
+        """Keys and edges ``touched_graph`` still has to write (0 once made): the cost of a GPU's first batch."""
         if self._touched is not None:
             return 0
         forward = self.labels.views.forward()

@@ -62,7 +62,7 @@ def test_touched_pairs_on_the_gpu_equal_the_cpu(name: str, monkeypatch: pytest.M
     hot = index.hot
     engine = CudaSearchEngine(hot)
     # Every pair, decided or not, searched on the device's copy of the updated graph.
-    direct = engine.answer_touched(version._touched_graph(), pairs[:, 0], pairs[:, 1])
+    direct = engine.answer_touched(version.touched_graph(), pairs[:, 0], pairs[:, 1])
     np.testing.assert_array_equal(direct.answers, expected)
     assert direct.rounds > 0
     # Routed: the scheduler sends the pairs searched on the updated graph to the GPU.

@@ -54,7 +54,7 @@ def test_every_launch_is_in_the_list(launches: dict[str, set[tuple[Any, ...]]]) 
     for mode in ("levels", "frontier"):
         engine.answer(sources, targets, mode)
     version, pairs, _truth = touched_case()
-    CudaSearchEngine(version.search.hot).answer_touched(version._touched_graph(), pairs[:, 0], pairs[:, 1])
+    CudaSearchEngine(version.search.hot).answer_touched(version.touched_graph(), pairs[:, 0], pairs[:, 1])
     unlisted = {
         name: sorted(map(str, signatures - set(SPECIALIZATIONS.get(name, [])))) for name, signatures in launches.items()
     }

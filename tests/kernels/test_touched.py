@@ -73,7 +73,7 @@ def touched_case() -> tuple[Version, np.ndarray, np.ndarray]:
 def test_touched_case_matches_bfs() -> None:
     version, pairs, truth = touched_case()
     engine = CudaSearchEngine(version.search.hot, Device(0))
-    result = engine.answer_touched(version._touched_graph(), pairs[:, 0], pairs[:, 1])
+    result = engine.answer_touched(version.touched_graph(), pairs[:, 0], pairs[:, 1])
     np.testing.assert_array_equal(result.answers, truth)
     assert result.mode == "touched" and result.rounds > 0 and engine.touched_pairs == pairs.shape[0]
 
@@ -107,7 +107,7 @@ def test_touched_pairs_match_bfs_and_the_cpu_walk(seed: int) -> None:
     pairs = gpu.pairs()
     truth = gpu.truth(pairs)
     version = gpu.index.current()
-    direct = engine.answer_touched(version._touched_graph(), pairs[:, 0], pairs[:, 1])
+    direct = engine.answer_touched(version.touched_graph(), pairs[:, 0], pairs[:, 1])
     np.testing.assert_array_equal(direct.answers, truth)
     answers, stats = gpu.index.query_ids(pairs)
     np.testing.assert_array_equal(answers, truth)
@@ -131,7 +131,7 @@ def test_touched_search_equals_bfs_on_random_updates(graph: Any, steps: list[tup
         return
     engine = CudaSearchEngine(version.search.hot, Device(0))
     np.testing.assert_array_equal(
-        engine.answer_touched(version._touched_graph(), pairs[:, 0], pairs[:, 1]).answers, case.truth(pairs)
+        engine.answer_touched(version.touched_graph(), pairs[:, 0], pairs[:, 1]).answers, case.truth(pairs)
     )
 
 
@@ -145,7 +145,7 @@ def test_a_split_component_matches_bfs_on_the_gpu() -> None:
     engine = routed_to_gpu(case.index)
     case.update([], [[n - 1, 0], [4, 6]])
     pairs = case.pairs()
-    graph = case.index.current()._touched_graph()
+    graph = case.index.current().touched_graph()
     assert graph.node_keys.size >= n  # the split component's members
     np.testing.assert_array_equal(case.index.query_ids(pairs)[0], case.truth(pairs))
     assert engine.touched_pairs > 0
@@ -169,9 +169,9 @@ def test_a_gpu_out_of_memory_leaves_the_pairs_to_the_cpu(monkeypatch: pytest.Mon
 def test_a_versions_device_copy_goes_with_it() -> None:
     version, pairs, _truth = touched_case()
     engine = CudaSearchEngine(version.search.hot, Device(0))
-    engine.answer_touched(version._touched_graph(), pairs[:4, 0], pairs[:4, 1])
+    engine.answer_touched(version.touched_graph(), pairs[:4, 0], pairs[:4, 1])
     held = engine._touched._arrays
-    engine.answer_touched(version._touched_graph(), pairs[:4, 0], pairs[:4, 1])
+    engine.answer_touched(version.touched_graph(), pairs[:4, 0], pairs[:4, 1])
     assert held is not None and engine._touched._arrays is held  # uploaded once
     del version
     gc.collect()
