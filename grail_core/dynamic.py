@@ -11,8 +11,9 @@ path or a test on the labels proves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -87,15 +88,20 @@ def answer_pairs(
     pool: SearchBuffers,
     pairs: np.ndarray,
     answers: np.ndarray,
+    search: Callable[[np.ndarray, np.ndarray, np.ndarray], Any] | None = None,
 ) -> UpdatedAnswers:
     """Answers of an (M, 2) int64 array of node ids on the version ``pending`` into ``answers``, except for
     the pairs it leaves to the index's search engine (``UpdatedAnswers.base``: their answer is the labels'
-    graph's). ``sides``: the forward and backward views of the graph; ``pool``: buffers of ``walk_size``."""
+    graph's). ``sides``: the forward and backward views of the graph; ``pool``: buffers of ``walk_size``;
+    ``search(pairs, which, answers)``: what searches the undecided pairs on the updated graph (the CPU's
+    ``search_pairs`` when None)."""
     pairs = np.ascontiguousarray(pairs, dtype=np.int64)
     codes = verdicts(hot, pending, sides[0].comp, pairs)
     np.equal(codes, YES, out=answers)
     undecided = np.flatnonzero(codes == UNDECIDED)
-    if undecided.size:
+    if undecided.size and search is not None:
+        search(pairs, undecided, answers)
+    elif undecided.size:
         search_pairs(sides, pending, hot, pool, pairs, undecided, answers)
     return UpdatedAnswers(np.flatnonzero(codes == BASE), np.flatnonzero(codes == BASE_FIRST), int(undecided.size))
 

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numba
 import numpy as np
@@ -44,6 +45,7 @@ __all__ = [
     "CostModel",
     "Decision",
     "Scheduler",
+    "TOUCHED_BUILD_SECONDS",
     "cpu_threads_used",
     "machine_model",
 ]
@@ -70,6 +72,8 @@ KINDS = ("cpu", *GPU_MODES)
 # index's own frontier runs tell, the longest is guessed at HOP_TAIL times the sample's.
 HOP_TAIL = 8
 HOP_FLOOR = 16
+# Writing out a version's updated graph for a GPU (``grail_core.touched``), per key and edge: once a version.
+TOUCHED_BUILD_SECONDS = 2e-8
 _EMA = 0.5  # weight of the newest batch in every running figure
 _NONE = np.zeros(0, dtype=np.int64)  # a batch's features without a probe's figures
 _CORRECTION_RANGE = (0.05, 20.0)  # an index's own correction of a prediction
@@ -256,6 +260,8 @@ class Scheduler:
         self._cpu_pair: dict[tuple[int, int], float] = {}
         # Per kind of batch: the last probe's features, the margin of the decision, and the batches since.
         self._memo: dict[tuple[int, int], tuple[BatchFeatures, float, int]] = {}
+        # Per kind of batch searched on an updated graph on a GPU: actual / predicted time, and its hops.
+        self._touched: dict[tuple[int, int], tuple[float, float]] = {}
         self._lock = threading.Lock()
 
     def release(self) -> None:
@@ -353,6 +359,70 @@ class Scheduler:
             probe_pairs=probed,
             probe_seconds=probe_seconds,
         )
+
+    def search_touched(
+        self,
+        graph: Callable[[], Any],
+        build_size: int,
+        sources: np.ndarray,
+        targets: np.ndarray,
+        cpu: Callable[[np.ndarray], np.ndarray],
+    ) -> tuple[np.ndarray, Decision]:
+        """Exact answers for pairs of node ids on a version's updated graph, and where they were searched:
+        ``cpu(which)`` answers the pairs ``which`` by the CPU's walk; ``graph()`` gives the version's graph for
+        a GPU (``grail_core.touched``), which ``build_size`` keys and edges still have to be written for.
+
+        As for the labels' graph, a probe of the CPU search prices both engines (the GPU's like its frontier
+        mode, corrected by this index's earlier such batches) and the rest of the batch goes to the cheaper;
+        the probe's pairs keep the CPU's answers. The CPU is the fall-back of a GPU that runs out of memory."""
+        start = time.perf_counter()
+        engine = self.touched_engine()
+        count = int(sources.size)
+        if engine is None or count < self.min_pairs:
+            return cpu(np.arange(count)), Decision("cpu", "dfs", {}, time.perf_counter() - start)
+        answers = np.zeros(count, dtype=np.bool_)
+        sample = np.unique(np.linspace(0, count - 1, min(PROBE_PAIRS, count)).astype(np.int64))
+        answers[sample] = cpu(sample)
+        probe_seconds = time.perf_counter() - start
+        rest = np.setdiff1d(np.arange(count), sample)
+        passes = -(-rest.size // max(64, self._pass_pairs()))
+        f = BatchFeatures(rest.size, passes, 0, 0, probe_seconds / sample.size, 0.0, 0.0)
+        correction, hops = self._touched.get(f.signature(), (1.0, float(passes * HOP_FLOOR)))
+        f = replace(f, hops=hops)
+        gpu_raw = self.model.raw("frontier", f)
+        predicted = {
+            "cpu": self.model.raw("cpu", f) * self.model.correction("cpu"),
+            "touched": gpu_raw * correction + build_size * TOUCHED_BUILD_SECONDS + self._gpu_wait(),
+        }
+        engine_name, mode = "cpu", "dfs"
+        if rest.size and predicted["touched"] < predicted["cpu"]:
+            try:
+                result = engine.answer_touched(graph(), sources[rest], targets[rest])
+            except MemoryError as error:
+                log.warning("GPU search did not fit (%s); searching %d pairs on the CPU instead", error, rest.size)
+            else:
+                answers[rest] = result.answers
+                engine_name, mode = result.engine, result.mode
+                actual = max(result.seconds - result.upload_seconds, 1e-6)
+                with self._lock:
+                    old = self._touched.get(f.signature())
+                    ratio = _blend(old[0] if old else None, actual / max(gpu_raw, 1e-9))
+                    self._touched[f.signature()] = (ratio, _blend_value(old[1] if old else None, float(result.rounds)))
+        if engine_name == "cpu" and rest.size:
+            answers[rest] = cpu(rest)
+        return answers, Decision(
+            engine=engine_name,
+            mode=mode,
+            predicted=predicted,
+            seconds=time.perf_counter() - start,
+            probe_pairs=int(sample.size),
+            probe_seconds=probe_seconds,
+        )
+
+    def touched_engine(self) -> Any:
+        """The GPU engine that searches updated graphs (the first of a split one), or None."""
+        engine = getattr(self.gpu, "engines", [self.gpu])[0]
+        return engine if hasattr(engine, "answer_touched") else None
 
     def _recall(self, fresh: BatchFeatures) -> tuple[int, BatchFeatures | None]:
         """This batch's features (``fresh``: without a probe's) from the index's last probe of its kind, when

@@ -37,6 +37,7 @@ from .readers.graph_input import GraphInput
 from .search import Searcher
 from .stats import IndexStats, QueryStats
 from .storage import load_labels, save_labels
+from .touched import TouchedGraph, write_touched_graph
 from .traversal import shortest_path
 
 __all__ = [
@@ -230,6 +231,9 @@ class Version:
         self.last_update = last_update
         self._lineage = lineage or _Lineage(labels, search)
         self._names = _Names(labels.names, snapshot.extra if snapshot is not None else None)
+        # The updated graph as an engine other than the CPU's walks it, written out on its first use.
+        self._touched: TouchedGraph | None = None
+        self._touched_lock = threading.Lock()
 
     @classmethod
     def of(cls, labels: Labels, backend: str = "cpu") -> Version:
@@ -461,17 +465,45 @@ class Version:
         views = self.labels.views
         answers = np.empty(pairs.shape[0], dtype=np.bool_)
         pool = self.search.walk_buffers(self._walk_size())
-        left = answer_pairs((views.forward(), views.backward()), self._updates(), self.search.hot, pool, pairs, answers)
+        sides = (views.forward(), views.backward())
+        left = answer_pairs(sides, self._updates(), self.search.hot, pool, pairs, answers, self._search_updated)
         return answers, left
 
     def _search_updated(self, pairs: np.ndarray, which: np.ndarray, answers: np.ndarray) -> int:
-        """Answers of ``pairs[which]`` by searches on this version's graph into ``answers``; how many."""
+        """Answers of ``pairs[which]`` by searches on this version's graph into ``answers``; how many. The
+        scheduler sends them to the CPU's walk or to a GPU (``Scheduler.search_touched``), by cost."""
         if which.size:
-            views = self.labels.views
-            pool = self.search.walk_buffers(self._walk_size())
-            sides = (views.forward(), views.backward())
-            search_pairs(sides, self._updates(), self.search.hot, pool, pairs, which, answers)
+            chosen = pairs[which]
+
+            def on_cpu(part: np.ndarray) -> np.ndarray:
+                found = np.zeros(chosen.shape[0], dtype=np.bool_)
+                views = self.labels.views
+                pool = self.search.walk_buffers(self._walk_size())
+                search_pairs(
+                    (views.forward(), views.backward()), self._updates(), self.search.hot, pool, chosen, part, found
+                )
+                return found[part]
+
+            answers[which], _ = self.search.scheduler.search_touched(
+                self.touched_graph, self._touched_build_size(), chosen[:, 0], chosen[:, 1], on_cpu
+            )
         return int(which.size)
+
+    def touched_graph(self) -> TouchedGraph:
+        """This version's graph over search keys, as a GPU searches it (``grail_core.touched``): made once."""
+        with self._touched_lock:
+            if self._touched is None:
+                self._touched = write_touched_graph(
+                    self.labels.views.forward(), self._updates(), self.search.hot, self.num_nodes
+                )
+            return self._touched
+
+    def _touched_build_size(self) -> int:
+        """Keys and edges ``touched_graph`` still has to write (0 once made): the cost of a GPU's first batch."""
+        if self._touched is not None:
+            return 0
+        forward = self.labels.views.forward()
+        return int(forward.dag_indices.size + forward.indices.size + forward.dag_indptr.size + self.num_nodes)
 
     def _shortest_path(self, u: int, v: int) -> np.ndarray:
         """A shortest path from node u to node v, which reaches it, on this version's graph (node ids)."""

@@ -89,6 +89,10 @@ def warm_up(backend: str = "auto") -> float:
                 comp = index.arrays.comp
                 for mode in GPU_MODES:
                     gpu.answer(comp[_PAIRS[:, 0]], comp[_PAIRS[:, 1]], mode)
+            touched = index.scheduler.touched_engine()
+            if touched is not None:  # a version with updates, its graph written out and searched there
+                version = index.current().updated(add=[[4, 0], [5, 6]], remove=[[2, 0]])
+                touched.answer_touched(version.touched_graph(), _PAIRS[:, 0], _PAIRS[:, 1])
     if resolved == "cuda":
         start_calibration()
     seconds = time.perf_counter() - started

@@ -27,6 +27,7 @@ from .frontier.levels import _Kahn
 from .scc import _Reach, _Trim
 from .search.driver import Batch, ChunkArrays, EntryArrays, kernel_name
 from .search.ops import IndexArrays, StatusArrays
+from .search.touched import TouchedArrays, TouchedSearchArrays, TouchedStatus
 
 __all__ = ["SPECIALIZATIONS", "compile_all", "forbid_compilation", "signature_of"]
 
@@ -62,6 +63,12 @@ sweep = (I64, levels, INT, INT, INT)  # indptr, level queues, first, count, step
 trim = _named(_Trim, I32, I32, I32, I64, I64, levels, split)
 index = _named(IndexArrays, I64, I32, U32_2, U32_2, I32, I64, INT)
 batch = _named(Batch, I32, I32, INT, U32_2, U64_2, I64_2, I64_2, I32, I64)
+touched = _tuple(
+    _named(TouchedArrays, I64, I32, I32, U8, I32, U64, U64, U64, U64, U64, U64, INT, INT),
+    index,
+    _named(TouchedSearchArrays, I32, I32, I32, U64, U64, U64, U64, U32_2, INT, U64),
+    _named(TouchedStatus, U64_2, U64_3, I64_2, I64, INT),
+)
 
 # Kernel name (``kernels.compiled``) -> the argument types of each of its launches.
 SPECIALIZATIONS: dict[str, list[tuple[types.Type, ...]]] = {
@@ -107,6 +114,8 @@ SPECIALIZATIONS: dict[str, list[tuple[types.Type, ...]]] = {
     # search
     kernel_name("levels"): [(index, _named(StatusArrays, U64_2, U64_2, U8), _named(ChunkArrays, U64_3, I64_2), batch)],
     kernel_name("frontier"): [(index, U64_2, _named(EntryArrays, U64_2, I64, I64), batch)],
+    "map[touched._seed]": [(INT, touched)],
+    "map[touched._expand]": [(INT, touched)],
 }
 
 

@@ -304,3 +304,80 @@ class CopyingEngine(StubEngine):
 
     def prefetch(self) -> None:
         self.copies += 1
+
+
+@dataclass
+class TouchedStub(StubEngine):
+    """A GPU engine that also searches versions' updated graphs (node pairs, answered from ``truth``)."""
+
+    touched_calls: list[int] = field(default_factory=list)
+
+    def answer_touched(self, graph: object, sources: np.ndarray, targets: np.ndarray) -> SearchResult:
+        assert graph == "graph"
+        self.touched_calls.append(int(sources.size))
+        return SearchResult(self.truth[sources, targets], self.name, self.seconds, "touched", rounds=4)
+
+
+@pytest.mark.parametrize(("cpu_cost", "gpu_cost", "on_gpu"), [(1.0, 2.0, False), (2.0, 1.0, True)])
+def test_touched_pairs_go_to_the_cheaper_engine_after_a_cpu_probe(
+    cpu_cost: float, gpu_cost: float, on_gpu: bool
+) -> None:
+    """The pairs searched on an updated graph: a probe on the CPU walk, then the rest to the engine predicted
+    cheaper; the probe's pairs keep the CPU's answers, the graph is made only for the GPU, and the GPU's
+    answers go where the CPU's would."""
+    rng = np.random.default_rng(1)
+    truth = rng.random((50, 50)) < 0.5
+    sources, targets = rng.integers(0, 50, 500), rng.integers(0, 50, 500)
+    index = ReachabilityIndex.from_edges(np.arange(49), np.arange(1, 50), backend="cpu")
+    gpu = TouchedStub("cuda:0", truth)
+    model = FixedModel({"cpu": cpu_cost, "levels": 9.0, "frontier": gpu_cost})
+    scheduler = Scheduler(index.hot, StubEngine("cpu", truth), gpu, model=model, min_pairs=0)
+    walked: list[int] = []
+    made: list[int] = []
+
+    def cpu(which: np.ndarray) -> np.ndarray:
+        walked.append(int(which.size))
+        return truth[sources[which], targets[which]]
+
+    def graph() -> str:
+        made.append(1)
+        return "graph"
+
+    answers, decision = scheduler.search_touched(graph, 0, sources, targets, cpu)
+    np.testing.assert_array_equal(answers, truth[sources, targets])
+    assert walked[0] == decision.probe_pairs == PROBE_PAIRS
+    assert decision.predicted == {"cpu": cpu_cost, "touched": gpu_cost}
+    if on_gpu:
+        assert gpu.touched_calls == [500 - PROBE_PAIRS] and walked == [PROBE_PAIRS] and made == [1]
+        assert (decision.engine, decision.mode) == ("cuda:0", "touched")
+    else:
+        assert gpu.touched_calls == [] and walked == [PROBE_PAIRS, 500 - PROBE_PAIRS] and made == []
+        assert decision.engine == "cpu"
+
+
+def test_touched_pairs_stay_on_the_cpu_without_a_gpu_that_searches_them() -> None:
+    rng = np.random.default_rng(2)
+    truth = rng.random((20, 20)) < 0.5
+    sources, targets = rng.integers(0, 20, 100), rng.integers(0, 20, 100)
+    index = ReachabilityIndex.from_edges(np.arange(19), np.arange(1, 20), backend="cpu")
+    cheap_gpu = FixedModel({"cpu": 9.0, "levels": 0.0, "frontier": 0.0})
+    for gpu in (None, StubEngine("cuda:0", truth)):  # none, or one that searches only the labels' graph
+        scheduler = Scheduler(index.hot, StubEngine("cpu", truth), gpu, model=cheap_gpu, min_pairs=0)
+        answers, decision = scheduler.search_touched(
+            lambda: "graph", 0, sources, targets, lambda which: truth[sources[which], targets[which]]
+        )
+        np.testing.assert_array_equal(answers, truth[sources, targets])
+        assert decision.engine == "cpu" and decision.probe_pairs == 0
+    # A batch the probe answers whole leaves nothing to a GPU: no graph made for it.
+    gpu = TouchedStub("cuda:0", truth)
+    scheduler = Scheduler(index.hot, StubEngine("cpu", truth), gpu, model=cheap_gpu, min_pairs=0)
+    few = slice(0, PROBE_PAIRS)
+
+    def no_graph() -> str:
+        raise AssertionError("a graph made for no pairs")
+
+    answers, decision = scheduler.search_touched(
+        no_graph, 0, sources[few], targets[few], lambda which: truth[sources[few][which], targets[few][which]]
+    )
+    np.testing.assert_array_equal(answers, truth[sources[few], targets[few]])
+    assert decision.engine == "cpu" and decision.probe_pairs == PROBE_PAIRS and gpu.touched_calls == []

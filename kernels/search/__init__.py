@@ -31,7 +31,8 @@ takes hops, not as many as the levels it spans (on a DAG of 340,000 levels, abou
 
 Modules: ``ops`` (the per-item device functions), ``driver`` (the persistent kernels and their launch),
 ``device_index`` (the level-order device copy, the per-device cache of several indexes, the workspace),
-``host`` (options, mode choice, one call on a device), ``engine`` (``CudaSearchEngine``).
+``host`` (options, mode choice, one call on a device), ``engine`` (``CudaSearchEngine``), ``touched`` (the
+search on a version's updated graph, for the pairs edge updates leave to one: ``answer_touched``).
 """
 
 from .device_index import chunk_capacity, entry_capacity

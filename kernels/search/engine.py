@@ -15,8 +15,10 @@ from grail_core.engines import SearchResult
 from grail_core.records import LEVEL
 
 from ..device import Device, devices, free_memory
+from ..frontier import EngineConfig
 from .device_index import DeviceCache, cache_for, index_bytes
 from .host import SearchOptions, SearchStats, out_of_device_memory, run_search, with_mode, words_for
+from .touched import TouchedCopies, run_touched, touched_words
 
 __all__ = ["UPLOAD_BYTES_PER_SECOND", "CudaSearchEngine", "search_pairs", "search_pairs_with_stats"]
 
@@ -50,6 +52,8 @@ class CudaSearchEngine:
         self._words = 0  # status words a pass took in the latest call (0: none yet)
         self._level: np.ndarray | None = None
         self._upload: tuple[float, float] | None = None  # (started, expected seconds) of a prefetch under way
+        self._touched = TouchedCopies()
+        self.touched_pairs = 0  # pairs this engine answered on versions' updated graphs
         weakref.finalize(self, _drop, self._cache, self._key)
 
     def level(self) -> np.ndarray:
@@ -106,7 +110,40 @@ class CudaSearchEngine:
                 self._cache.clear()
                 raise MemoryError(f"the GPU search ran out of device memory: {error}") from error
 
+    def answer_touched(self, graph: Any, sources: np.ndarray, targets: np.ndarray) -> SearchResult:
+        """Exact answers to 'node sources[i] reaches node targets[i]' on the updated graph of one version
+        (``graph``: its ``grail_core.touched.TouchedGraph``, copied to the device on its first call and kept
+        while it lives); raises MemoryError when the device cannot hold it."""
+        searches = graph.searches(sources, targets)
+        with self.device.lock, self.device.context():
+            try:
+                began = time.perf_counter()
+                index = self._cache.index(self._key, self.hot)
+                arrays, uploaded = self._touched.arrays(graph)
+                uploaded += time.perf_counter() - began
+                words = touched_words(sources.size, graph.num_keys, free_memory(), self.options.memory_fraction)
+                cfg = self.options.config or EngineConfig.default()
+                answers, stats = run_touched(arrays, index.arrays, searches, words, self._touched, cfg)
+            except Exception as error:
+                self._touched.drop(buffers=True)
+                if not out_of_device_memory(error):
+                    raise
+                self._cache.clear()
+                raise MemoryError(f"the GPU search ran out of device memory: {error}") from error
+        self.touched_pairs += int(sources.size)
+        return SearchResult(
+            answers=answers,
+            engine=self.name,
+            seconds=uploaded + stats.search_seconds,
+            mode="touched",
+            passes=stats.passes,
+            rounds=stats.hops,
+            longest=stats.longest,
+            upload_seconds=uploaded,
+        )
+
     def release(self) -> None:
+        self._touched.drop()
         _drop(self._cache, self._key)
 
     def pass_pairs(self) -> int:

@@ -22,6 +22,7 @@ from kernels.specializations import SPECIALIZATIONS, compile_all, signature_of
 
 from .graphs import diamond_stack, labeling_graph
 from .test_search import small_case
+from .test_touched import touched_case
 
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 
@@ -52,6 +53,8 @@ def test_every_launch_is_in_the_list(launches: dict[str, set[tuple[Any, ...]]]) 
     engine = CudaSearchEngine(pack(arrays))
     for mode in ("levels", "frontier"):
         engine.answer(sources, targets, mode)
+    version, pairs, _truth = touched_case()
+    CudaSearchEngine(version.search.hot).answer_touched(version.touched_graph(), pairs[:, 0], pairs[:, 1])
     unlisted = {
         name: sorted(map(str, signatures - set(SPECIALIZATIONS.get(name, [])))) for name, signatures in launches.items()
     }
