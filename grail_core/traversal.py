@@ -296,40 +296,15 @@ def _ruled_out(h, p, s, cs, t, ct):
 
 
 @njit(nogil=True)
-def _path_step(side, p, h, x, y, queue, tail):
-    """Node y met on an edge from node x of the side's level: a meeting with the other side (kept if the
-    shortest), else y queued unless the tests rule it out (forward: y cannot reach the far end; backward: the
-    far end cannot reach y); returns the new tail."""
-    seen = side.stamp[y]
-    if seen == side.mine or seen == side.ruled_out:
-        return tail
-    if seen == side.theirs:
-        length = side.depth[x] + 1 + side.depth[y]
-        if length < side.meet[0]:
-            side.meet[0] = length
-            side.meet[1] = x if side.forward else y
-            side.meet[2] = y if side.forward else x
-        return tail
-    if side.forward:
-        excluded = _ruled_out(h, p, y, _dag_of(side.g, p, y), side.end, side.end_dag)
-    else:
-        excluded = _ruled_out(h, p, side.end, side.end_dag, y, _dag_of(side.g, p, y))
-    if excluded:
-        side.stamp[y] = side.ruled_out
-        return tail
-    side.stamp[y] = side.mine
-    side.parent[y] = x
-    side.depth[y] = side.depth[x] + 1
-    queue[tail] = y
-    return tail + 1
-
-
-@njit(nogil=True)
 def _path_level(side, p, h, queue, head, tail):
     """Expands the level ``queue[head:tail]`` of one side, each node by its base edges (none for a node that
-    updates added) then those updates added; returns the new tail (the next level lies behind ``tail``)."""
-    g = side.g
-    kind = OUT_OF_NODE if side.forward else INTO_NODE
+    updates added) then those updates added; returns the new tail (the next level lies behind ``tail``).
+
+    A node y met from node x is a meeting with the other side (kept if the shortest), else queued unless the
+    tests rule it out (forward: y cannot reach the far end; backward: the far end cannot reach y)."""
+    g, forward, stamp, parent, depth, meet = side.g, side.forward, side.stamp, side.parent, side.depth, side.meet
+    mine, theirs, ruled_out, end, end_dag = side.mine, side.theirs, side.ruled_out, side.end, side.end_dag
+    kind = OUT_OF_NODE if forward else INTO_NODE
     for i in range(head, tail):
         x = queue[i]
         f = g.indptr[x] if x < p.n_base else 0
@@ -342,12 +317,33 @@ def _path_level(side, p, h, queue, head, tail):
                 if edge_removed(p, _entry_edge(g.edge, f - 1)):
                     continue
             else:
-                y = _other_end(p, entry, side.forward)
+                y = _other_end(p, entry, forward)
                 alive = entry_alive(p, entry)
                 entry = next_entry(p, kind, entry)
                 if not alive:
                     continue
-            tail = _path_step(side, p, h, x, y, queue, tail)
+            seen = stamp[y]
+            if seen == mine or seen == ruled_out:
+                continue
+            if seen == theirs:
+                if depth[x] + 1 + depth[y] < meet[0]:
+                    meet[0] = depth[x] + 1 + depth[y]
+                    meet[1] = x if forward else y
+                    meet[2] = y if forward else x
+                continue
+            y_dag = _dag_of(g, p, y)
+            if forward:
+                excluded = _ruled_out(h, p, y, y_dag, end, end_dag)
+            else:
+                excluded = _ruled_out(h, p, end, end_dag, y, y_dag)
+            if excluded:
+                stamp[y] = ruled_out
+                continue
+            stamp[y] = mine
+            parent[y] = x
+            depth[y] = depth[x] + 1
+            queue[tail] = y
+            tail += 1
     return tail
 
 
