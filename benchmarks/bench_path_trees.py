@@ -9,7 +9,8 @@ on the labels' graph), medians over the rounds, and whether both trees gave path
     .venv/bin/python -m benchmarks.bench_path_trees --base /tmp/base [--tree .] [--rounds 3] [--pairs 300]
         [--scale 1.0] [--updates 100] [--stem paths-trees]
 
-``--base``: a checkout of the base (``git archive <commit> | tar -x -C /tmp/base``). Writes
+``--base``: a checkout of the base (``git archive <commit> | tar -x -C /tmp/base``); ``--base-numba-cache``:
+a numba cache folder warm for it (else it compiles beside its sources on the first round). Writes
 benchmarks/results/<stem>.md.
 """
 
@@ -79,10 +80,12 @@ def worker(scale: float, pairs_count: int, updates: int) -> None:
             print(json.dumps({**case, "us": statistics.median(seconds) * 1e6, "lengths": lengths}), flush=True)
 
 
-def _run(root: Path, args: argparse.Namespace) -> list[dict]:
+def _run(root: Path, args: argparse.Namespace, numba_cache: Path | None) -> list[dict]:
     command = [sys.executable, "-m", "benchmarks.bench_path_trees", "--worker"]
     command += ["--scale", str(args.scale), "--pairs", str(args.pairs), "--updates", str(args.updates)]
     env = {**os.environ, "PYTHONPATH": str(root)}
+    if numba_cache is not None:
+        env["NUMBA_CACHE_DIR"] = str(numba_cache)
     done = subprocess.run(command, cwd=root, env=env, check=True, capture_output=True, text=True)
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
@@ -90,6 +93,7 @@ def _run(root: Path, args: argparse.Namespace) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", type=Path)
+    parser.add_argument("--base-numba-cache", type=Path)
     parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pairs", type=int, default=300)
@@ -106,8 +110,8 @@ def main() -> None:
     load = os.getloadavg()
     runs: dict[str, list[list[dict]]] = {"base": [], "tree": []}
     for _ in range(args.rounds):
-        for which, root in (("base", args.base), ("tree", args.tree)):
-            runs[which].append(_run(root.resolve(), args))
+        for which, root, cache in (("base", args.base, args.base_numba_cache), ("tree", args.tree, None)):
+            runs[which].append(_run(root.resolve(), args, cache))
     rows = []
     for position, case in enumerate(runs["base"][0]):
         base_us = statistics.median(r[position]["us"] for r in runs["base"])
