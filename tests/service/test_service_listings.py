@@ -40,12 +40,12 @@ def test_a_client_that_stops_reading_is_reset_at_the_send_timeout(tmp_path: Path
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.connect(("127.0.0.1", server.port))
             sock.sendall(f"GET /graphs/{graph_id}/descendants?node=hub HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            sock.settimeout(60)
+            received = sock.recv(1 << 12)  # the answer's start; then this end stops reading
             deadline = time.monotonic() + 120
             while "a streamed answer stopped" not in server.log():  # the server gives up on the reader
                 assert time.monotonic() < deadline, "the stalled stream was never stopped"
                 time.sleep(0.1)
-            sock.settimeout(60)
-            received = b""
             # What this end's buffer holds, then the reset: the server kept nothing of the answer to send (a
             # close would have sent all it held, then ended the connection in order).
             with pytest.raises(ConnectionResetError):
