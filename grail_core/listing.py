@@ -155,22 +155,28 @@ class Listing:
     def pages(self, offset: int = 0, limit: int | None = None, size: int = PAGE) -> Iterator[np.ndarray]:
         """The ids from the ``offset``-th on (at most ``limit``), ``size`` at a time."""
         left = self.count - offset if limit is None else min(limit, self.count - offset)
-        position = self._skip(offset)
+        position = self.skip(offset)
         while left > 0:
-            page = np.empty(min(size, left), dtype=np.int64)
-            written, position = self._scan(position, page.size, page)
-            if written == 0:
+            page, position = self.read(position, min(size, left))
+            if page.size == 0:
                 return
-            left -= written
-            yield page[:written]
+            left -= page.size
+            yield page
 
     def page(self, offset: int = 0, limit: int | None = None) -> np.ndarray:
         """The ids from the ``offset``-th on, at most ``limit`` (all: the whole listing)."""
         parts = list(self.pages(offset, limit, max(1, self.count)))
         return parts[0] if len(parts) == 1 else np.concatenate([np.zeros(0, dtype=np.int64), *parts])
 
-    def _skip(self, offset: int) -> int:
-        """The id to scan from so that ``offset`` ids are skipped."""
+    def read(self, position: int, wanted: int) -> tuple[np.ndarray, int]:
+        """(up to ``wanted`` ids from id ``position`` on, the id to go on from): what ``pages`` reads a page at
+        a time, for a reader that keeps nothing but the position between pages."""
+        page = np.empty(wanted, dtype=np.int64)
+        written, position = self._scan(position, wanted, page)
+        return page[:written], position
+
+    def skip(self, offset: int) -> int:
+        """The id to read from so that ``offset`` ids are skipped."""
         position = 0
         buffer = np.empty(min(max(offset, 1), PAGE), dtype=np.int64)
         while offset > 0 and position < self._size:

@@ -10,7 +10,8 @@
   graph, also inside a component), each side expanding only nodes that the same tests do not rule out:
   forward only nodes that may still reach the target, backward only nodes the source may reach. Both sides
   expand whole levels, the smaller frontier first; the first level on which they meet is finished and its
-  shortest meeting kept, so the path is a shortest one.
+  shortest meeting kept, so the path is a shortest one. One function expands a level of either side: the
+  side's direction, marks and buffers are its context (``_PathSide``).
 
 Everything here runs on the CPU.
 """
@@ -264,9 +265,29 @@ def count_keys(keys, count, n_dag, mem_indptr):
 # ---- shortest witness paths over nodes -----------------------------------------------------------------
 
 
+class _PathSide(NamedTuple):
+    """One side of a path search: its view of the graph (``g``) and direction, its visit mark (``mine``; the
+    other side's ``theirs``), the far end of the pair (t forward, s backward, with its DAG node or -1) against
+    which the tests rule nodes out, and the buffers both sides share: stamps (``ruled_out``: the mark of a node
+    the tests exclude), each node's parent and depth on its side, and ``meet``, the shortest meeting so far
+    (its length, forward node, backward node)."""
+
+    g: Side
+    forward: bool
+    mine: int
+    theirs: int
+    ruled_out: int
+    end: int
+    end_dag: int
+    stamp: np.ndarray
+    parent: np.ndarray
+    depth: np.ndarray
+    meet: np.ndarray
+
+
 @njit(nogil=True)
-def _dag_of(fw, p, y):
-    return fw.comp[y] if y < p.n_base else -1
+def _dag_of(g, p, y):
+    return g.comp[y] if y < p.n_base else -1
 
 
 @njit(nogil=True)
@@ -281,115 +302,106 @@ def _ruled_out(h, p, s, cs, t, ct):
 
 
 @njit(nogil=True)
-def _step(x, y, parent, depth, stamp, seen, queue, tail):
-    stamp[y] = seen
-    parent[y] = x
-    depth[y] = depth[x] + 1
-    queue[tail] = y
-    return tail + 1
+def _path_level(side, p, h, queue, head, tail):
+    """Expands the level ``queue[head:tail]`` of one side, each node by its base edges (none for a node that
+    updates added) then those updates added; returns the new tail (the next level lies behind ``tail``).
+
+    A node y met from node x is a meeting with the other side (kept if the shortest), else queued unless the
+    tests rule it out (forward: y cannot reach the far end; backward: the far end cannot reach y)."""
+    g, forward, stamp, parent, depth, meet = side.g, side.forward, side.stamp, side.parent, side.depth, side.meet
+    mine, theirs, ruled_out, end, end_dag = side.mine, side.theirs, side.ruled_out, side.end, side.end_dag
+    kind = OUT_OF_NODE if forward else INTO_NODE
+    for i in range(head, tail):
+        x = queue[i]
+        f = g.indptr[x] if x < p.n_base else 0
+        stop = g.indptr[x + 1] if x < p.n_base else 0
+        entry = first_entry(p, kind, x)
+        while f < stop or entry >= 0:
+            if f < stop:
+                y = g.indices[f]
+                f += 1
+                if edge_removed(p, _entry_edge(g.edge, f - 1)):
+                    continue
+            else:
+                y = _other_end(p, entry, forward)
+                alive = entry_alive(p, entry)
+                entry = next_entry(p, kind, entry)
+                if not alive:
+                    continue
+            seen = stamp[y]
+            if seen == mine or seen == ruled_out:
+                continue
+            if seen == theirs:
+                if depth[x] + 1 + depth[y] < meet[0]:
+                    meet[0] = depth[x] + 1 + depth[y]
+                    meet[1] = x if forward else y
+                    meet[2] = y if forward else x
+                continue
+            y_dag = _dag_of(g, p, y)
+            if forward:
+                excluded = _ruled_out(h, p, y, y_dag, end, end_dag)
+            else:
+                excluded = _ruled_out(h, p, end, end_dag, y, y_dag)
+            if excluded:
+                stamp[y] = ruled_out
+                continue
+            stamp[y] = mine
+            parent[y] = x
+            depth[y] = depth[x] + 1
+            queue[tail] = y
+            tail += 1
+    return tail
+
+
+@njit(nogil=True)
+def _start(side, node, queue):
+    side.stamp[node] = side.mine
+    side.parent[node] = -1
+    side.depth[node] = 0
+    queue[0] = node
+
+
+@njit(nogil=True)
+def _unwind(parent, x, position, step, out):
+    """Writes x and its parents into ``out`` from ``position`` on, ``step`` apart."""
+    while x != -1:
+        out[position] = x
+        position += step
+        x = parent[x]
 
 
 @njit(nogil=True, cache=True)
-def shortest_path(fw, bw, p, h, s, t, stamp, mark, parent, depth, qf, qb):
-    """A shortest path from node s to node t on the version's graph into ``qf[:length]``; returns its number
-    of nodes, 0 when there is none. ``stamp`` takes the marks ``mark`` (forward), ``mark + 1`` (backward)
-    and ``mark + 2`` (ruled out by the tests)."""
+def shortest_path(fw, bw, p, h, s, t, buffers, mark):
+    """A shortest path from node s to node t on the version's graph into ``buffers[3][:length]`` (``buffers``:
+    stamps, parents, depths and the two sides' queues, each over the nodes); returns its number of nodes, 0
+    when there is none. The stamps take the marks ``mark`` (forward), ``mark + 1`` (backward) and
+    ``mark + 2`` (ruled out by the tests)."""
+    stamp, parent, depth, qf, qb = buffers
     if s == t:
         qf[0] = s
         return 1
-    seen_f, seen_b, ruled_out = mark, mark + 1, mark + 2
-    source_dag, target_dag = _dag_of(fw, p, s), _dag_of(fw, p, t)
-    stamp[s] = seen_f
-    parent[s] = -1
-    depth[s] = 0
-    qf[0] = s
-    stamp[t] = seen_b
-    parent[t] = -1
-    depth[t] = 0
-    qb[0] = t
+    meet = np.array([np.int64(1) << 62, -1, -1], dtype=np.int64)
+    forward, backward, ruled_out = np.int64(mark), np.int64(mark) + 1, np.int64(mark) + 2
+    front = _PathSide(fw, True, forward, backward, ruled_out, t, _dag_of(fw, p, t), stamp, parent, depth, meet)
+    back = _PathSide(bw, False, backward, forward, ruled_out, s, _dag_of(fw, p, s), stamp, parent, depth, meet)
+    _start(front, s, qf)
+    _start(back, t, qb)
     fh, ft, bh, bt = 0, 1, 0, 1
-    best = np.int64(1) << 62
-    meet_f = -1
-    meet_b = -1
-    while fh < ft and bh < bt and meet_f < 0:
+    # Whole levels, the side with fewer nodes waiting first, until the sides meet (the level is finished, so
+    # that its shortest meeting is kept) or one runs out.
+    while fh < ft and bh < bt and meet[1] < 0:
         if ft - fh <= bt - bh:
-            end = ft
-            for i in range(fh, end):
-                x = qf[i]
-                f = fw.indptr[x] if x < p.n_base else 0
-                stop = fw.indptr[x + 1] if x < p.n_base else 0
-                entry = first_entry(p, OUT_OF_NODE, x)
-                while f < stop or entry >= 0:
-                    if f < stop:
-                        y = fw.indices[f]
-                        f += 1
-                        if edge_removed(p, f - 1):
-                            continue
-                    else:
-                        y = p.dst[entry]
-                        alive = entry_alive(p, entry)
-                        entry = next_entry(p, OUT_OF_NODE, entry)
-                        if not alive:
-                            continue
-                    if stamp[y] == seen_f or stamp[y] == ruled_out:
-                        continue
-                    if stamp[y] == seen_b:
-                        if depth[x] + 1 + depth[y] < best:
-                            best = depth[x] + 1 + depth[y]
-                            meet_f, meet_b = x, y
-                    elif _ruled_out(h, p, y, _dag_of(fw, p, y), t, target_dag):
-                        stamp[y] = ruled_out
-                    else:
-                        ft = _step(x, y, parent, depth, stamp, seen_f, qf, ft)
-            fh = end
+            fh, ft = ft, _path_level(front, p, h, qf, fh, ft)
         else:
-            end = bt
-            for i in range(bh, end):
-                y = qb[i]
-                f = bw.indptr[y] if y < p.n_base else 0
-                stop = bw.indptr[y + 1] if y < p.n_base else 0
-                entry = first_entry(p, INTO_NODE, y)
-                while f < stop or entry >= 0:
-                    if f < stop:
-                        x = bw.indices[f]
-                        f += 1
-                        if edge_removed(p, bw.edge[f - 1]):
-                            continue
-                    else:
-                        x = p.src[entry]
-                        alive = entry_alive(p, entry)
-                        entry = next_entry(p, INTO_NODE, entry)
-                        if not alive:
-                            continue
-                    if stamp[x] == seen_b or stamp[x] == ruled_out:
-                        continue
-                    if stamp[x] == seen_f:
-                        if depth[x] + 1 + depth[y] < best:
-                            best = depth[x] + 1 + depth[y]
-                            meet_f, meet_b = x, y
-                    elif _ruled_out(h, p, s, source_dag, x, _dag_of(fw, p, x)):
-                        stamp[x] = ruled_out
-                    else:
-                        bt = _step(y, x, parent, depth, stamp, seen_b, qb, bt)
-            bh = end
+            bh, bt = bt, _path_level(back, p, h, qb, bh, bt)
+    meet_f, meet_b = meet[1], meet[2]
     if meet_f < 0:
         return 0
-    length = depth[meet_f] + depth[meet_b] + 2
     # The queues are no longer needed: the path goes into qf, the source's half by the forward parents, the
     # target's half by the backward ones.
-    position = depth[meet_f]
-    x = meet_f
-    while x != -1:
-        qf[position] = x
-        position -= 1
-        x = parent[x]
-    position = depth[meet_f] + 1
-    y = meet_b
-    while y != -1:
-        qf[position] = y
-        position += 1
-        y = parent[y]
-    return length
+    _unwind(parent, meet_f, depth[meet_f], -1, qf)
+    _unwind(parent, meet_b, depth[meet_f] + 1, 1, qf)
+    return depth[meet_f] + depth[meet_b] + 2
 
 
 # ---- building blocks of the views ---------------------------------------------------------------------

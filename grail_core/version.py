@@ -508,21 +508,11 @@ class Version:
     def _shortest_path(self, u: int, v: int) -> np.ndarray:
         """A shortest path from node u to node v, which reaches it, on this version's graph (node ids)."""
         views = self.labels.views
-        with self.search.path_buffers(self.num_nodes).take() as (stamp, parent, depth, qf, qb, mark):
+        with self.search.path_buffers(self.num_nodes).take() as (*buffers, mark):
             length = shortest_path(
-                views.forward(),
-                views.backward(),
-                self._updates(),
-                self.search.hot,
-                u,
-                v,
-                stamp,
-                mark,
-                parent,
-                depth,
-                qf,
-                qb,
+                views.forward(), views.backward(), self._updates(), self.search.hot, u, v, tuple(buffers), mark
             )
+            qf = buffers[3]
             return qf[:length].astype(np.int64)
 
     # ---- updates ---------------------------------------------------------------------------------------

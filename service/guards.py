@@ -3,7 +3,10 @@
 On the connection (``GuardedHttpProtocol``, uvicorn's httptools protocol with limits): beyond
 ``--max-connections`` a new connection gets a 503 and is closed at once; a request line and headers over
 ``--max-header-kb`` get 431; headers not complete within ``--header-timeout`` seconds get 408 (a connection
-that sends nothing is closed), and so does a request whose body stalls (see ``BodyGuard``).
+that sends nothing is closed), and so does a request whose body stalls (see ``BodyGuard``). A connection keeps
+at most ``WRITE_BUFFER_BYTES`` of an answer beyond what the kernel took before the app waits to write more, and
+a request may end its connection at once, what it still holds unsent dropped (``ABORT_EXTENSION``: a streamed
+answer whose client stopped reading).
 
 On the request (``BodyGuard``, pure ASGI): every route has a body limit (uploads and batches
 ``--max-upload-mb``, every other route ``SMALL_BODY_BYTES``), checked against Content-Length before the body is
@@ -19,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +53,8 @@ __all__ = [
     "SMALL_BODY_BYTES",
     "MIN_BODY_RATE",
     "protocol_class",
+    "WRITE_BUFFER_BYTES",
+    "ABORT_EXTENSION",
 ]
 
 log = logging.getLogger("grail.service.guards")
@@ -74,6 +81,11 @@ class ConnectionLimits:
 
 # How long a connection answered before its request was read goes on taking (and dropping) the client's bytes.
 DRAIN_S = 2.0
+# Bytes of an answer a connection holds, beyond the kernel's buffers, before the app's next write waits: a
+# client that stops reading holds this much and the one write waiting (uvloop's default is 64 KiB).
+WRITE_BUFFER_BYTES = 16 * 1024
+# The scope extension through which a request ends its connection at once: ``{"abort": callable}``.
+ABORT_EXTENSION = "grail.connection.abort"
 
 # Written to a connection before (or instead of) the app: no request reached it.
 _BUSY = raw_error(OVERLOADED, b"Service Unavailable", "too many connections")
@@ -105,6 +117,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             transport.close()
             return
         super().connection_made(transport)
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_BYTES)
         self._arm_header_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -133,6 +146,19 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(DRAIN_S, self.transport.close)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope["extensions"] = {ABORT_EXTENSION: {"abort": self._abort}}
+
+    def _abort(self) -> None:
+        """End the connection now, dropping what it holds unsent, the kernel's buffers included (a reset: a
+        close would keep both until the client reads them, which a client that stopped reading never does)."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with suppress(OSError):  # already gone
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
 
     def on_headers_complete(self) -> None:
         self._in_headers = False

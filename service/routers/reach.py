@@ -3,28 +3,29 @@
 Listings stream page by page: the listing is counted first (read off the labels where they hold it, else one
 search kept as a bit set, an eighth of a byte a node: ``Version.listing``, shared by the requests reading the
 same one: service.listings), then its ids are found and named a slice at a time as the client reads, so a
-listing of millions of nodes never holds its ids or its JSON text whole, and a client that stops reading holds
-a slice or two until the send timeout closes it. Every route answers from the version it takes when it starts,
-names and header included.
+listing of millions of nodes never holds its ids or its JSON text whole: between slices a stream keeps its
+position alone, and a client that stops reading holds one slice waiting and what its connection keeps unsent
+(``guards.WRITE_BUFFER_BYTES``) until the send timeout ends the connection, dropping both. Every route answers
+from the version it takes when it starts, names and header included.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterable, Iterable, Iterator
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator
 from typing import Annotated, Any
 
 import anyio
-import numpy as np
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import StreamingResponse
-from starlette.types import Message, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from grail_core.version import Listing, Version
 
 from ..conventions import known_query
 from ..deps import ServiceState, get_state
+from ..guards import ABORT_EXTENSION
 from ..listings import SharedListings
 from ..models import ErrorOut, GraphRef, ListingOut, PathOut
 from .queries import VERSION_HEADER, as_uploaded, versioned_json
@@ -51,11 +52,17 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 class TimedStream(StreamingResponse):
     """A streamed answer that gives up on a client that has not read for ``send_timeout`` seconds: the
-    stream stops (its listing is freed) and the server closes the connection."""
+    stream stops (its listing is freed) and the connection ends at once, what it held unsent dropped (a close
+    would keep that until the client reads it)."""
 
     def __init__(self, content: Iterable[bytes] | AsyncIterable[bytes], send_timeout: float, **kwargs: Any) -> None:
         super().__init__(content, **kwargs)
         self.send_timeout = send_timeout
+        self._abort: Callable[[], None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._abort = scope.get("extensions", {}).get(ABORT_EXTENSION, {}).get("abort")
+        await super().__call__(scope, receive, send)
 
     async def stream_response(self, send: Send) -> None:
         async def timed(message: Message) -> None:
@@ -68,6 +75,8 @@ class TimedStream(StreamingResponse):
             log.warning(
                 "a streamed answer stopped: the client read nothing for %g s (--send-timeout)", self.send_timeout
             )
+            if self._abort is not None:
+                self._abort()
 
 
 def _dumps(value: Any) -> str:
@@ -135,8 +144,7 @@ def _listing(kind: str) -> Any:
 
         listed = await anyio.to_thread.run_sync(found)
         head = {"node": as_uploaded(version, node), "count": listed.count, "offset": offset}
-        pages = listed.pages(offset, limit, LISTING_SLICE)
-        chunks = _stream(version, pages, _dumps(head)[:-1] + ',"nodes":[')
+        chunks = _stream(version, listed, offset, limit, _dumps(head)[:-1] + ',"nodes":[')
         return TimedStream(
             chunks,
             state.settings.send_timeout,
@@ -163,16 +171,30 @@ async def _listing_head(
     return Response(media_type="application/json", headers={VERSION_HEADER: str(version.number)})
 
 
-def _stream(version: Version, pages: Iterable[np.ndarray], head: str) -> Iterator[bytes]:
-    """The listing's JSON: ``head``, the names of each page of ids, then the closing brackets (a sync
-    iterator: Starlette runs each step in a worker thread, so a page is found and named as the client reads)."""
+def _stream(version: Version, listed: Listing, offset: int, limit: int | None, head: str) -> Iterator[bytes]:
+    """The listing's JSON: ``head``, the names of the ids from the ``offset``-th on (at most ``limit``) a slice
+    at a time, then the closing brackets (a sync iterator: Starlette runs each step in a worker thread, so a
+    slice is found and named as the client reads). Between slices it keeps the position in the listing and the
+    slice it yielded, nothing else."""
     yield head.encode()
+    left = listed.count - offset if limit is None else min(limit, listed.count - offset)
+    position = listed.skip(offset) if left > 0 else 0
     first = True
-    for ids in pages:
-        text = _dumps(version.names_of_ids(ids).tolist())[1:-1]
-        yield (text if first else "," + text).encode()
+    while left > 0:
+        chunk, position, written = _named_slice(version, listed, position, min(LISTING_SLICE, left), first)
+        if written == 0:
+            break
+        left -= written
         first = False
+        yield chunk
     yield b"]}"
+
+
+def _named_slice(version: Version, listed: Listing, position: int, wanted: int, first: bool) -> tuple[bytes, int, int]:
+    """(the JSON of the names of up to ``wanted`` ids from id ``position`` on, the id to go on from, how many)."""
+    ids, position = listed.read(position, wanted)
+    text = _dumps(version.names_of_ids(ids).tolist())[1:-1]
+    return (text if first else "," + text).encode(), position, int(ids.size)
 
 
 for _kind in ("descendants", "ancestors"):

@@ -1,25 +1,31 @@
-"""Listings with bounded memory: a client that stops reading holds a slice or two of its listing until the
-send timeout closes its connection, and the requests reading one listing share it."""
+"""Listings with bounded memory: a client that stops reading holds a slice of its listing until the send
+timeout ends its connection (a reset: what it held unsent is dropped), and the requests reading one listing
+share it."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import anyio
 import httpx
+import numpy as np
 import pytest
 
 from grail_core.listing import Listing
+from grail_core.version import Version
 from service.listings import SharedListings
-from service.routers.reach import LISTING_SLICE, TimedStream
+from service.routers.reach import LISTING_SLICE, TimedStream, _stream
 
 from .conftest import Server
 
 
-def test_a_client_that_stops_reading_is_closed_at_the_send_timeout(tmp_path: Path) -> None:
+def test_a_client_that_stops_reading_is_reset_at_the_send_timeout(tmp_path: Path) -> None:
     # A hub reaching many slices of long names: its listing (10 MB) is more than the kernel's buffers of a
     # loopback connection take (4 MB for the sender's at most, on Linux's defaults).
     leaves = 20 * LISTING_SLICE
@@ -34,14 +40,17 @@ def test_a_client_that_stops_reading_is_closed_at_the_send_timeout(tmp_path: Pat
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.connect(("127.0.0.1", server.port))
             sock.sendall(f"GET /graphs/{graph_id}/descendants?node=hub HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            sock.settimeout(60)
+            received = sock.recv(1 << 12)  # the answer's start; then this end stops reading
             deadline = time.monotonic() + 120
             while "a streamed answer stopped" not in server.log():  # the server gives up on the reader
                 assert time.monotonic() < deadline, "the stalled stream was never stopped"
                 time.sleep(0.1)
-            sock.settimeout(60)
-            received = b""
-            while chunk := sock.recv(1 << 16):  # what the server had made before it stopped, then the close
-                received += chunk
+            # What this end's buffer holds, then the reset: the server kept nothing of the answer to send (a
+            # close would have sent all it held, then ended the connection in order).
+            with pytest.raises(ConnectionResetError):
+                while chunk := sock.recv(1 << 16):
+                    received += chunk
         assert received.startswith(b"HTTP/1.1 200")
         assert len(received) < len(whole.content)  # the stream stopped before its end
     finally:
@@ -116,3 +125,27 @@ def test_a_failed_listing_fails_its_waiters_and_is_not_kept() -> None:
     with pytest.raises(LookupError):
         shared.get(version, "a", True, fail)
     assert shared.get(version, "a", True, lambda: _listing(3)).count == 3
+
+
+def test_a_stream_holds_its_position_and_the_slice_it_sent_and_lists_every_page_exactly() -> None:
+    # Every third id of 3 * count, as a bit-set listing would scan them.
+    count = 3 * LISTING_SLICE + 5
+
+    def scan(start: int, wanted: int, out: np.ndarray) -> tuple[int, int]:
+        first = -(-start // 3) * 3
+        ids = np.arange(first, 3 * count, 3)[:wanted]
+        out[: ids.size] = ids
+        return ids.size, int(ids[-1]) + 1 if ids.size else 3 * count
+
+    listed = Listing(count, "traversal", 3 * count, scan)
+    version = cast(Version, SimpleNamespace(names_of_ids=lambda ids: np.char.add("n", ids.astype(str))))
+    for offset, limit in ((0, None), (1, 2), (LISTING_SLICE - 1, LISTING_SLICE + 3), (count - 1, None), (count, 5)):
+        chunks = _stream(version, listed, offset, limit, '{"nodes":[')
+        text = next(chunks) + next(chunks)
+        # Between slices: the position and the slice being sent, no ids or names of the listing.
+        frame = chunks.gi_frame.f_locals
+        held = [name for name, value in frame.items() if isinstance(value, np.ndarray | list | str) and name != "head"]
+        assert held == []
+        text += b"".join(chunks)
+        stop = count if limit is None else min(count, offset + limit)
+        assert json.loads(text)["nodes"] == [f"n{3 * i}" for i in range(offset, stop)]
