@@ -1,7 +1,8 @@
 """Pairs answered on one version of a graph with edge updates pending: tests first, searches for the rest.
 
 Every pair gets one verdict (``grail_core.pending.verdict``), from the labels and the version's masks, in
-parallel: YES or NO (decided), BASE (the updates cannot have changed it: the labels' graph's answer holds,
+parallel (then, for a pair they leave open whose source comes after its target in the topological order,
+``crossing``): YES or NO (decided), BASE (the updates cannot have changed it: the labels' graph's answer holds,
 which the index's own search engine finds, on the CPU or a GPU), BASE_FIRST (that engine's YES holds, its NO
 is searched again on the updated graph), or UNDECIDED. The undecided pairs are a
 list of (source, target) searches on the updated graph (``traversal.walk``, depth first, each key it meets
@@ -18,13 +19,35 @@ from typing import Any, NamedTuple
 import numba
 import numpy as np
 from numba import njit, prange
+from numba.cpython.unsafe.numbers import trailing_zeros
 
-from .pending import BASE, BASE_FIRST, Pending, verdict
-from .query import SERIAL_BATCH, HotArrays, SearchBuffers, answer_pair, classify_nodes
+from .pending import (
+    BASE,
+    BASE_FIRST,
+    HAS_NEW_TARGET,
+    INTO_COMP,
+    OUT_OF_COMP,
+    Pending,
+    entry_alive,
+    first_entry,
+    next_entry,
+    verdict,
+)
+from .query import SERIAL_BATCH, HotArrays, SearchBuffers, _search_one, answer_pair, classify_nodes
 from .records import NO, UNDECIDED, YES
 from .traversal import Side, reaches, walk_pairs
 
-__all__ = ["UpdatedAnswers", "verdicts", "answer_pairs", "search_pairs", "answer_one", "walk_size"]
+__all__ = [
+    "UpdatedAnswers",
+    "crossing",
+    "CROSSING_WORDS",
+    "CROSSING_EDGES",
+    "verdicts",
+    "answer_pairs",
+    "search_pairs",
+    "answer_one",
+    "walk_size",
+]
 
 
 class UpdatedAnswers(NamedTuple):
@@ -43,6 +66,11 @@ def walk_size(n_dag: int, num_nodes: int) -> int:
     return 2 * (n_dag + num_nodes)
 
 
+# How far ``crossing`` looks: words of a bit set of DAG nodes, and added edges it weighs.
+CROSSING_WORDS = 256
+CROSSING_EDGES = 32
+
+
 @njit(nogil=True)
 def _verdict_of(h, p, comp, u, v):
     if u == v:
@@ -51,6 +79,86 @@ def _verdict_of(h, p, comp, u, v):
     cv = comp[v] if v < p.n_base else -1
     base = classify_nodes(h, u, v) if cu >= 0 and cv >= 0 else NO
     return verdict(p, u, cu, v, cv, base)
+
+
+@njit(nogil=True)
+def _settled(h, p, comp, u, v, stamp, stack, marks):
+    """``_verdict_of``, with the labels' graph searched (pruned DFS, a fresh mark of ``marks[0]``) where the
+    labels leave the pair open: NO, YES or UNDECIDED."""
+    code = _verdict_of(h, p, comp, u, v)
+    if code == BASE or code == BASE_FIRST:
+        cu, cv = comp[u], comp[v]
+        marks[0] += 1
+        base = YES if _search_one(h, cu, cv, stamp, np.int32(marks[0]), stack) else NO
+        code = verdict(p, u, cu, v, cv, base)
+    return code
+
+
+@njit(nogil=True)
+def crossing(h, p, comp, s, t, stamp, stack, marks):
+    """NO, YES or UNDECIDED for 's reaches t' where s's DAG node cs comes after t's, ct (both nodes of the
+    labels' graph), from the added edges a path must take across the order.
+
+    Base edges never lead to a lower DAG id, and a node that updates added counts as id 0: a path from cs
+    down to ct takes a first added edge x -> y from an id >= cs to one below cs, and a last one from an id
+    above ct to one at most ct (when no added edge enters an added node). Either set, of the side with
+    fewer ids to scan (the bit sets of DAG nodes that added edges leave or enter), decides the pair when
+    it is small: YES where s reaches some x and its y reaches t, NO where each such edge fails one of the
+    two (``_settled`` of each, which may search the labels' graph: up to 2 CROSSING_EDGES marks)."""
+    cs, ct = comp[s], comp[t]
+    words = p.source_bits.size
+    below = (p.flags & HAS_NEW_TARGET) == 0 and (ct >> 6) + 1 < words - (cs >> 6)
+    first_word, last_word = (0, (ct >> 6) + 1) if below else (cs >> 6, words)
+    if last_word - first_word > CROSSING_WORDS:
+        return UNDECIDED
+    bits, kind = (p.target_bits, INTO_COMP) if below else (p.source_bits, OUT_OF_COMP)
+    weighed = 0
+    open_edges = False
+    for w in range(first_word, last_word):
+        word = bits[w]
+        while word != 0:
+            c = (w << 6) + trailing_zeros(word)
+            word &= word - np.uint64(1)
+            if (below and c > ct) or (not below and c < cs):
+                continue
+            i = first_entry(p, kind, c)
+            while i >= 0:
+                if entry_alive(p, i):
+                    x, y = p.src[i], p.dst[i]
+                    if below:
+                        far = x < p.n_base and comp[x] > ct
+                    else:
+                        far = y >= p.n_base or comp[y] < cs
+                    if far:
+                        weighed += 1
+                        if weighed > CROSSING_EDGES:
+                            return UNDECIDED
+                        into = _settled(h, p, comp, y, t, stamp, stack, marks)
+                        if into != NO:
+                            out = _settled(h, p, comp, s, x, stamp, stack, marks)
+                            if into == YES and out == YES:
+                                return YES
+                            open_edges = open_edges or out != NO
+                i = next_entry(p, kind, i)
+    return UNDECIDED if open_edges else NO
+
+
+@njit(nogil=True, cache=True)
+def _cross_pairs(h, p, comp, pairs, which, codes, stamp, stack, first_mark):
+    """``crossing`` for the pairs ``pairs[which]`` whose source's DAG node comes after its target's, into
+    ``codes``; 2 CROSSING_EDGES marks a pair from ``first_mark``."""
+    marks = np.array([first_mark - 1], dtype=np.int64)
+    for j in range(which.size):
+        i = which[j]
+        s, t = pairs[i, 0], pairs[i, 1]
+        if s < p.n_base and t < p.n_base and comp[s] > comp[t]:
+            codes[i] = crossing(h, p, comp, s, t, stamp, stack, marks)
+
+
+@njit(nogil=True, cache=True)
+def _cross_one(h, p, comp, s, t, stamp, stack, first_mark):
+    marks = np.array([first_mark - 1], dtype=np.int64)
+    return crossing(h, p, comp, s, t, stamp, stack, marks)
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -97,13 +205,39 @@ def answer_pairs(
     ``search_pairs`` when None)."""
     pairs = np.ascontiguousarray(pairs, dtype=np.int64)
     codes = verdicts(hot, pending, sides[0].comp, pairs)
-    np.equal(codes, YES, out=answers)
     undecided = np.flatnonzero(codes == UNDECIDED)
+    if undecided.size:
+        _cross(sides[0].comp, pending, hot, pool, pairs, undecided, codes)
+        undecided = np.flatnonzero(codes == UNDECIDED)
+    np.equal(codes, YES, out=answers)
     if undecided.size and search is not None:
         search(pairs, undecided, answers)
     elif undecided.size:
         search_pairs(sides, pending, hot, pool, pairs, undecided, answers)
     return UpdatedAnswers(np.flatnonzero(codes == BASE), np.flatnonzero(codes == BASE_FIRST), int(undecided.size))
+
+
+def _cross(
+    comp: np.ndarray,
+    pending: Pending,
+    hot: HotArrays,
+    pool: SearchBuffers,
+    pairs: np.ndarray,
+    which: np.ndarray,
+    codes: np.ndarray,
+) -> None:
+    """``crossing`` for the undecided pairs ``pairs[which]`` into ``codes``, slices over the cores."""
+    threads = 1 if which.size < SERIAL_BATCH else numba.get_num_threads()
+
+    def run(part: np.ndarray) -> None:
+        with pool.take(marks=2 * CROSSING_EDGES * part.size + 1) as (stamp, stack, mark):
+            _cross_pairs(hot, pending, comp, pairs, part, codes, stamp, stack, mark)
+
+    if threads == 1:
+        run(which)
+        return
+    with ThreadPoolExecutor(threads) as executor:
+        list(executor.map(run, np.array_split(which, 4 * threads)))
 
 
 def search_pairs(
@@ -145,6 +279,10 @@ def answer_one(
         found, searched = answer_pair(hot, base_buffers, u, v)
         if found or code == BASE:
             return found, searched
+    comp = sides[0].comp
+    if code == UNDECIDED and u < pending.n_base and v < pending.n_base and comp[u] > comp[v]:
+        with pool.take(marks=2 * CROSSING_EDGES + 1) as (stamp, stack, mark):
+            code = _cross_one(hot, pending, comp, u, v, stamp, stack, mark)
     if code == YES or code == NO:
         return bool(code == YES), False
     with pool.take(marks=2) as (stamp, queue, mark):

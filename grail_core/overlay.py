@@ -30,6 +30,7 @@ from .pending import (
     FWD_YES,
     GROUPS,
     HAS_ADDED,
+    HAS_NEW_TARGET,
     HAS_REMOVED,
     HAS_UPWARD,
     MASK_COLUMNS,
@@ -40,6 +41,7 @@ from .pending import (
     UP_NO,
     UP_YES,
     Pending,
+    band_shift,
     note_descending,
     order_floor,
 )
@@ -47,6 +49,7 @@ from .probing import EMPTY, grown, needs_room, new_table
 from .query import HotArrays
 from .staging import (
     ENTRIES,
+    FOLD_SPLIT_BUDGET,
     LIVE,
     LIVE_USED,
     REMOVED_BACK,
@@ -182,6 +185,8 @@ def no_pending(n_base: int) -> Pending:
         closure_no=frozen(np.zeros(GROUPS, dtype=np.uint64)),
         closure_yes=frozen(np.zeros(GROUPS, dtype=np.uint64)),
         floor=ids,
+        band_shift=0,
+        node_marked=bits,
     )
 
 
@@ -211,8 +216,12 @@ class Overlay:
         self._new_ids: dict[int | str, int] = {}
         self._shared: Shared | None = None
         self._upward = False  # ``pending.HAS_UPWARD`` from the first such added edge on
+        self._new_target = False  # ``pending.HAS_NEW_TARGET``
         # per band of DAG node ids, the lowest id an added edge leaving it leads to (``pending.order_floor``)
-        self._lowest = np.full(min(self.n_dag, ORDER_BANDS), self.n_dag, dtype=np.int64)
+        self._band_shift = band_shift(self.n_dag)
+        bands = ((max(self.n_dag, 1) - 1) >> self._band_shift) + 1
+        assert bands <= ORDER_BANDS
+        self._lowest = np.full(bands, self.n_dag, dtype=np.int64)
         self._floor: np.ndarray | None = None  # the latest versions' ``pending.floor`` while ``_lowest`` holds
         self.latest = Snapshot(version, version, self.n_base, self.n_base, no_pending(self.n_base), None, 0, 0, 0)
 
@@ -251,6 +260,7 @@ class Overlay:
             queue=np.empty(max(n_dag, 1), dtype=np.int64),
             node_stamp=np.zeros(nodes, dtype=np.int32),
             node_queues=np.empty((2, nodes), dtype=np.int64),
+            node_marked=np.zeros((nodes + 63) // 64, dtype=np.uint64),
         )
         self.log = _log(_INITIAL_LOG)
         self.table = new_table()
@@ -259,15 +269,15 @@ class Overlay:
         self._views: dict[str, np.ndarray] = {}
         return self._shared
 
-    def _room(self, adds: int, edges: int, new_nodes: int) -> None:
+    def _room(self, adds: int, edges: int, new_nodes: int, split_keys: int = SPLIT_BUDGET) -> None:
         """Grow what an update of ``edges`` edges (``adds`` of them added) and ``new_nodes`` may fill (with
-        removals, the members that splits mark one by one too: ``staging.SPLIT_BUDGET``). A new log
+        removals, the members that splits mark one by one too: ``split_keys``). A new log
         comes with a new table: a table names only entries of the log arrays it was published with. Versions
         published before keep the arrays they read, which nothing writes any more."""
         shared = self._start()
         counters = shared.counters
         count, used = int(counters[ENTRIES]), int(counters[TABLE_USED])
-        keys = _KEYS_PER_EDGE * edges + (SPLIT_BUDGET if edges > adds else 0)
+        keys = _KEYS_PER_EDGE * edges + (split_keys if edges > adds else 0)
         if count + adds > self.log.src.size:
             log = _log(max(2 * self.log.src.size, count + adds))
             for old, new in zip(self.log, log, strict=True):
@@ -384,8 +394,11 @@ class Overlay:
         if down.any() or (upward and not self._upward):
             self._floor = None  # made again for the next version
         self._upward = self._upward or upward
+        self._new_target = self._new_target or bool((dst >= n).any())
         if down.any():
-            note_descending(self._lowest, self.n_dag, np.ascontiguousarray(high[down]), np.ascontiguousarray(low[down]))
+            note_descending(
+                self._lowest, self._band_shift, np.ascontiguousarray(high[down]), np.ascontiguousarray(low[down])
+            )
 
     def _name_nodes(self, keys: Iterable[int | str]) -> None:
         for key in keys:
@@ -406,18 +419,23 @@ class Overlay:
             return self._stage_each(updates, version)
         folded = fold(self.names, self.views, updates, self.max_name_bytes)
         count = folded.add_src.size
-        self._room(count, count + folded.removed_positions.size, len(folded.new_keys))
+        self._room(count, count + folded.removed_positions.size, len(folded.new_keys), FOLD_SPLIT_BUDGET)
         shared = self._start()
         self._name_nodes(folded.new_keys)
         views = self.views
         forward, backward = views.forward(), views.backward()
         stamp = len(updates)
-        fold_removals(forward, backward, shared, self.table, folded.removed_positions, stamp, self.n_dag)
+        # removal marks laid on after the sweep (not spread by it): RM_DOWN, RM_UP
+        later = np.zeros((self.n_dag if folded.removed_positions.size else 0, 2), dtype=np.uint64)
+        fold_removals(forward, backward, shared, self.table, folded.removed_positions, stamp, self.n_dag, later)
         self.log.src[:count], self.log.dst[:count] = folded.add_src, folded.add_dst
         fold_additions(
             forward, self.hot, shared, self.table, self.live, self.log, self.new_masks, count, stamp, self.n_dag
         )
         self._sweep(shared)
+        if later.size:
+            shared.masks[:, RM_DOWN] |= later[:, 0]
+            shared.masks[:, RM_UP] |= later[:, 1]
         fold_closure(forward, shared, self.log, self.new_masks, count)
         self._note_direction(folded.add_src, folded.add_dst)
         self.seq = stamp
@@ -474,6 +492,7 @@ class Overlay:
         view = self._frozen
         flags = (HAS_ADDED if counters[ENTRIES] else 0) | (HAS_REMOVED if counters[REMOVED_EVER] else 0)
         flags |= HAS_UPWARD if self._upward else 0
+        flags |= HAS_NEW_TARGET if self._new_target else 0
         state = Pending(
             seq=self.seq,
             n_base=self.n_base,
@@ -494,6 +513,8 @@ class Overlay:
             closure_no=frozen(closure_no),
             closure_yes=frozen(closure_yes),
             floor=self._order_floor(),
+            band_shift=self._band_shift,
+            node_marked=view("node_marked", shared.node_marked),
         )
         back = int(counters[REMOVED_BACK])
         added, removed = int(counters[LIVE]) - back, int(counters[REMOVED_EVER]) - back
@@ -507,7 +528,7 @@ class Overlay:
         if self._floor is None:
             floor = np.empty_like(self._lowest) if self._upward else np.zeros(0, dtype=np.int64)
             if self._upward:
-                order_floor(self._lowest, self.n_dag, floor)
+                order_floor(self._lowest, self._band_shift, self.n_dag, floor)
             self._floor = frozen(floor)
         return self._floor
 

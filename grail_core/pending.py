@@ -33,7 +33,8 @@ NO masks and the removal masks only ever grow and over-approximate: a bit they l
   reach y, and those that y reaches and x no longer does (``marking.lost_side``): a pair lost when the edge
   died is such a pair, since its every path used the edge (see ``staging``). Edges whose side above is the
   larger take bits of their own, so that a wide side above and another edge's wide side below share none.
-  A member of a broken component reads its own removal marks besides its DAG node's (``removal_mask``): a
+  A member of a broken component reads its own removal marks besides its DAG node's (``removal_mask``; the
+  members with marks of their own have a bit in ``node_marked``, so that the others cost no lookup): a
   removal that splits a component marks the members on its narrow side one by one (``staging``), so that the
   pairs it did not separate stay decided: two members of one component reached each other in the base graph,
   and a pair without a common bit still does.
@@ -43,10 +44,10 @@ A pair whose ends are nodes that updates added reads ``new_masks`` (the groups o
 DAG node ids are a topological order: base edges never lead to a lower id, so a path from a higher id to a
 lower one takes added edges that do (*descending* ones: to a lower DAG node, or from a node of the labels'
 graph to one that updates added, which counts as leading to id 0). ``floor`` bounds how far they lead, per
-*band* of ids (``ORDER_BANDS`` equal ranges, ``band_of``): no node of band b reaches a DAG node below
-``floor[b]``. From id x a path takes a descending edge leaving id x or above (base edges only climb), which
-leads to its target's id y, and on from y; ``order_floor`` follows that from the first id of each band, with
-edges ever added (a superset of any version's), in one pass over the bands.
+*band* of ids (at most ``ORDER_BANDS`` ranges of ``1 << band_shift`` ids, ``band_of``): no node of band b
+reaches a DAG node below ``floor[b]``. From id x a path takes a descending edge leaving id x or above (base
+edges only climb), which leads to its target's id y, and on from y; ``order_floor`` follows that from the
+first id of each band, with edges ever added (a superset of any version's), in one pass over the bands.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ __all__ = [
     "band_of",
     "order_floor",
     "note_descending",
+    "band_shift",
+    "HAS_NEW_TARGET",
 ]
 
 GROUPS = 64  # bits of a mask
@@ -130,6 +133,8 @@ HAS_ADDED, HAS_REMOVED = 1, 2  # ``Pending.flags``
 # Some added edge may lead against the labels' topological order (to a lower DAG node, or through a node that
 # updates added): without one, a pair whose source's DAG node comes after its target's stays unreachable.
 HAS_UPWARD = 4
+# Some added edge enters a node that updates added (``crossing`` then reads the lists out of DAG nodes only).
+HAS_NEW_TARGET = 8
 
 # Kinds of keys in ``Pending.table`` (kind << 48 | id): stamps of removals, then the heads of the four lists
 # of added edges (the list's column in ``links`` is its kind less OUT_OF_COMP).
@@ -161,6 +166,8 @@ class Pending(NamedTuple):
     closure_no: np.ndarray  # (GROUPS,) uint64
     closure_yes: np.ndarray  # (GROUPS,) uint64
     floor: np.ndarray  # (bands,) int64, per band of DAG node ids; empty without HAS_UPWARD
+    band_shift: int  # DAG node c lies in band c >> band_shift
+    node_marked: np.ndarray  # uint64 bit set of the nodes with removal marks of their own (NODE_RM_UP/DOWN)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -194,6 +201,8 @@ PENDING_TYPE = typeof(
         closure_no=_CLOSURE,
         closure_yes=_CLOSURE,
         floor=_IDS,
+        band_shift=0,
+        node_marked=_WORDS,
     )
 )
 _BITS = types.Array(types.uint64, 1, "C")
@@ -256,7 +265,7 @@ def removal_mask(p, node, c, column):
     """RM_UP or RM_DOWN (``column``) of node ``node`` of DAG node c: the DAG node's, and in a component ever
     broken the node's own (node -1: the DAG node's alone)."""
     mask = p.masks[c, column]
-    if node >= 0 and bit_set(p.broken_bits, c):
+    if node >= 0 and bit_set(p.node_marked, node):
         own = lookup(p.table, table_key(NODE_RM_UP if column == RM_UP else NODE_RM_DOWN, node))
         if own != EMPTY:
             mask |= np.uint64(own)
@@ -285,26 +294,34 @@ def next_entry(p, kind, i):
     return p.links[i, kind - OUT_OF_COMP]
 
 
-@_tested(_I64(_I64, _I64, _I64))
-def band_of(c, n_dag, bands):
-    """The band of DAG node c (of ``n_dag``) among ``bands`` equal ranges of ids."""
-    return c * bands // max(n_dag, 1)
+def band_shift(n_dag: int) -> int:
+    """The shift of ``band_of`` on a DAG of ``n_dag`` nodes: bands of a power of two ids, at most ORDER_BANDS."""
+    shift = 0
+    while (max(n_dag, 1) - 1) >> shift >= ORDER_BANDS:
+        shift += 1
+    return shift
+
+
+@_tested(_I64(_I64, _I64))
+def band_of(c, shift):
+    """The band of DAG node c (bands of ``1 << shift`` ids: a shift, not a division, on the verdicts' path)."""
+    return c >> shift
 
 
 _INTS = types.Array(types.int64, 1, "C")
 
 
 @_tested(types.void(_INTS, _I64, _INTS, _INTS))
-def note_descending(lowest, n_dag, sources, targets):
+def note_descending(lowest, shift, sources, targets):
     """Descending edges (DAG node ids ``sources[i] -> targets[i]``) into ``lowest``, per band of their source
     the lowest target id (``order_floor``)."""
     for i in range(sources.size):
-        b = band_of(sources[i], n_dag, lowest.size)
+        b = band_of(sources[i], shift)
         lowest[b] = min(lowest[b], targets[i])
 
 
-@_tested(types.void(_INTS, _I64, _INTS))
-def order_floor(lowest, n_dag, floor):
+@_tested(types.void(_INTS, _I64, _I64, _INTS))
+def order_floor(lowest, shift, n_dag, floor):
     """``floor`` (module docstring) from ``lowest``: per band, the lowest target id of the descending edges
     leaving it (``n_dag`` where none). A band's first id reaches only what the descending edges leaving it
     or a later band lead to, and on from there (a band below, done before it)."""
@@ -314,9 +331,9 @@ def order_floor(lowest, n_dag, floor):
         below = min(below, lowest[b])
         floor[b] = below
     for b in range(bands):
-        first = (b * max(n_dag, 1) + bands - 1) // bands
+        first = b << shift
         target = floor[b]
-        floor[b] = min(first, floor[band_of(target, n_dag, bands)]) if target < first else first
+        floor[b] = min(first, floor[band_of(target, shift)]) if target < first else first
 
 
 @_tested(types.boolean(_READ_ONLY_BITS, types.uint64, types.uint64))
@@ -353,7 +370,7 @@ def verdict(p, s, cs, t, ct, base):
         if not comp_broken(p, cs):
             return YES
         return UNDECIDED if removal_mask(p, s, cs, RM_UP) & removal_mask(p, t, ct, RM_DOWN) else YES
-    if cs > ct >= 0 and (not p.flags & HAS_UPWARD or ct < p.floor[band_of(cs, p.masks.shape[0], p.floor.size)]):
+    if cs > ct >= 0 and (not p.flags & HAS_UPWARD or ct < p.floor[band_of(cs, p.band_shift)]):
         return NO
     relevant = False
     if cs >= 0 and ct >= 0:

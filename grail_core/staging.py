@@ -29,7 +29,8 @@ between them is left (x reaches its tail, its head reaches y).
   otherwise. Both large (or C past ``SPLIT_SEARCH_BUDGET`` members), C's closed marks (everything that
   reaches it and everything it reaches, one bit), which cover every later removal in or at C (``CLOSED``).
 
-A journal folded at once (``fold_removals``) gets the closed marks for every dead edge and broken component.
+A journal folded at once (``fold_removals``) removes its edges one after the other in the same way, within
+budgets of its own; what a mark spreads to everything reached is spread by one sweep at the end.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ from .marking import (
     mark,
     mark_reached,
     still_joined,
-    strongly_connected,
     unreached_members,
 )
 from .pending import (
@@ -97,6 +97,7 @@ __all__ = [
     "LIVE_USED",
     "SPLIT_KEYS",
     "SPLIT_BUDGET",
+    "FOLD_SPLIT_BUDGET",
     "stage_edges",
     "closures",
     "group_of",
@@ -106,12 +107,15 @@ __all__ = [
     "stamps_in_effect",
 ]
 
-# Beyond pending's kinds, the writer keeps in the table how many base edges under a touched DAG edge are left,
-# which components a folded journal had checked, and the broken components with closed marks.
-SUPPORT, CHECKED, CLOSED = 8, 9, 10
+# Beyond pending's kinds, the writer keeps in the table how many base edges under a touched DAG edge are left
+# and the broken components with closed marks (kind 9 is no longer written).
+SUPPORT, CLOSED = 8, 10
 
 # The nodes a side of a dead edge's sweep may take before that side is marked whole (``_mark_dead_edge``).
 SIDE_BUDGET = 1 << 16
+# The same in a journal folded at once, and the members its splits may mark one by one (``fold_removals``).
+FOLD_SIDE_BUDGET = 1 << 10
+FOLD_SPLIT_BUDGET = 1 << 16
 # The members that splits may mark one by one in one update (the caller makes room for as many table keys),
 # and the members of a component searched for a split before it takes the closed marks (``_mark_split``).
 SPLIT_BUDGET = 1 << 12
@@ -145,6 +149,7 @@ class Shared(NamedTuple):
     queue: np.ndarray  # int64 per DAG node
     node_stamp: np.ndarray  # int32 per node (component checks; empty when every component is one node)
     node_queues: np.ndarray  # (2, nodes) int64
+    node_marked: np.ndarray  # per node: it has removal marks of its own (``pending.removal_mask``)
 
 
 class Log(NamedTuple):
@@ -297,12 +302,28 @@ def group_of(comp, n_base, n_dag, x, y):
 
 
 @njit(nogil=True)
-def _mark_reach(fw, bw, sh, cx, cy, n_dag):
+def _mark_reach(fw, bw, sh, cx, cy, n_dag, later):
     """The closed removal marks: RM_UP on everything that reaches DAG node cx in the base DAG, RM_DOWN on
-    everything cy reaches (a broken component's, cx == cy, or a dead edge's past the budget)."""
+    everything cy reaches (a broken component's, cx == cy, or a dead edge's past the budget). In a fold
+    (``later`` not empty) only on cx and cy: the fold's sweep spreads them."""
     bit = removal_bit(cy, n_dag, CLOSED_MARK)
+    if later.shape[0]:
+        sh.masks[cx, RM_UP] |= bit
+        sh.masks[cy, RM_DOWN] |= bit
+        return
     _mark_from(fw, bw, sh, RM_UP, bit, cx, False)
     _mark_from(fw, bw, sh, RM_DOWN, bit, cy, False)
+
+
+@njit(nogil=True)
+def _mark_all_reached(sh, side, column, bit, start, later):
+    """``bit`` in ``column`` of everything DAG node ``start`` reaches along ``side`` (itself included): at
+    once, or in a fold (``later`` not empty) on ``start`` alone, which the fold's sweep spreads."""
+    if later.shape[0]:
+        sh.masks[start, column] |= bit
+        return
+    seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
+    mark_reached(side.dag_indptr, side.dag_indices, sh.masks, column, bit, start, sh.queued, seen, sh.queue)
 
 
 @njit(nogil=True)
@@ -330,31 +351,33 @@ def _lost_side(fw, bw, sh, below, cx, cy, found):
 
 
 @njit(nogil=True)
-def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag):
+def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag, later):
     """The removal marks of a base edge from DAG node cx to cy (the DAG edge dead now, or an end broken): RM_UP
     on what reaches cx and no longer reaches cy, RM_DOWN on what cy reaches and cx no longer does, both in the
     graph as it is now (dead edges not passed; see ``marking.lost_side``).
     A side past ``SIDE_BUDGET`` nodes marks, with the same bit, everything its end reaches in the base DAG
-    (the other side stays small); both past it, the closed marks (``_mark_reach``)."""
-    below = np.empty(SIDE_BUDGET, dtype=np.int64)
-    above = np.empty(SIDE_BUDGET, dtype=np.int64)
+    (the other side stays small); both past it, the closed marks (``_mark_reach``). In a fold (``later``
+    not empty: (DAG nodes, 2) masks, RM_DOWN then RM_UP, laid on after the fold's sweep, which must not spread
+    them) a side may take ``FOLD_SIDE_BUDGET`` nodes, so that a fold costs its journal's size."""
+    budget = SIDE_BUDGET if later.shape[0] == 0 else FOLD_SIDE_BUDGET
+    below = np.empty(budget, dtype=np.int64)
+    above = np.empty(budget, dtype=np.int64)
     down = _lost_side(fw, bw, sh, True, cx, cy, below)
-    up = _lost_side(fw, bw, sh, False, cx, cy, above)
+    up = _lost_side(fw, bw, sh, False, cx, cy, above) if down != 0 else 0
     if down < 0 and up < 0:
-        _mark_reach(fw, bw, sh, cx, cy, n_dag)
+        _mark_reach(fw, bw, sh, cx, cy, n_dag, later)
         return
     wide_up = up < 0 or (down >= 0 and up > down)
     bit = removal_bit(cy, n_dag, WIDE_UP if wide_up else NARROW_UP)
+    marks, down_column, up_column = (sh.masks, RM_DOWN, RM_UP) if later.shape[0] == 0 else (later, 0, 1)
     for i in range(down):
-        sh.masks[below[i], RM_DOWN] |= bit
+        marks[below[i], down_column] |= bit
     for i in range(up):
-        sh.masks[above[i], RM_UP] |= bit
+        marks[above[i], up_column] |= bit
     if down < 0:
-        seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
-        mark_reached(fw.dag_indptr, fw.dag_indices, sh.masks, RM_DOWN, bit, cy, sh.queued, seen, sh.queue)
+        _mark_all_reached(sh, fw, RM_DOWN, bit, cy, later)
     elif up < 0:
-        seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
-        mark_reached(bw.dag_indptr, bw.dag_indices, sh.masks, RM_UP, bit, cx, sh.queued, seen, sh.queue)
+        _mark_all_reached(sh, bw, RM_UP, bit, cx, later)
 
 
 @njit(nogil=True)
@@ -379,7 +402,7 @@ def _unreached(fw, bw, sh, x, y, c, below, found):
 
 
 @njit(nogil=True)
-def _mark_split_side(fw, bw, sh, table, c, n_dag, below, found, count):
+def _mark_split_side(fw, bw, sh, table, c, n_dag, below, found, count, later):
     """``_mark_split``'s marks with Z, ``found[:count]``, below the removed edge (``below``) or above."""
     side = fw if below else bw
     bit = removal_bit(c, n_dag, WIDE_UP if below else NARROW_UP)
@@ -390,41 +413,46 @@ def _mark_split_side(fw, bw, sh, table, c, n_dag, below, found, count):
         own = lookup(table, table_key(kind, z))
         mask = bit if own == EMPTY else np.uint64(own) | bit
         new = store(table, table_key(kind, z), np.int64(mask))
+        _set(sh.node_marked, z)
         sh.counters[TABLE_USED] += new
         sh.counters[SPLIT_KEYS] += new
         for f in range(side.indptr[z], side.indptr[z + 1]):
             if bit_set(sh.removed_bits, f if side.edge.size == 0 else side.edge[f]):
                 continue
             w = fw.comp[side.indices[f]]
-            if w != c and sh.queued[w] != seen:
+            if w == c:
+                continue
+            if later.shape[0]:
+                sh.masks[w, column] |= bit
+            elif sh.queued[w] != seen:
                 mark_reached(side.dag_indptr, side.dag_indices, sh.masks, column, bit, w, sh.queued, seen, sh.queue)
     # the wide side: everything that reaches c (Z below), or that c reaches
     across, wide = (bw, RM_UP) if below else (fw, RM_DOWN)
-    seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
-    mark_reached(across.dag_indptr, across.dag_indices, sh.masks, wide, bit, c, sh.queued, seen, sh.queue)
+    _mark_all_reached(sh, across, wide, bit, c, later)
 
 
 @njit(nogil=True)
-def _mark_split(fw, bw, sh, table, x, y, c, n_dag):
+def _mark_split(fw, bw, sh, table, x, y, c, n_dag, later, budget):
     """The removal marks of inner edge x -> y of component c, which x no longer joins to y: the smaller Z,
-    below or above, one by one (see the module docstring); else c's closed marks."""
-    room = SPLIT_BUDGET - sh.counters[SPLIT_KEYS]
+    below or above, one by one (see the module docstring), while the members so marked stay within
+    ``budget``; else c's closed marks. ``later``: as ``_mark_dead_edge`` takes it."""
+    room = budget - sh.counters[SPLIT_KEYS]
     if room > 0 and fw.mem_indptr[c + 1] - fw.mem_indptr[c] <= SPLIT_SEARCH_BUDGET:
         below = np.empty(room, dtype=np.int64)
         down = _unreached(fw, bw, sh, x, y, c, True, below)
         if down == 1:  # y alone: none is smaller
-            _mark_split_side(fw, bw, sh, table, c, n_dag, True, below, down)
+            _mark_split_side(fw, bw, sh, table, c, n_dag, True, below, down, later)
             return
         above = np.empty(room if down < 0 else max(down - 1, 1), dtype=np.int64)
         up = _unreached(fw, bw, sh, x, y, c, False, above)
         if up >= 0:
-            _mark_split_side(fw, bw, sh, table, c, n_dag, False, above, up)
+            _mark_split_side(fw, bw, sh, table, c, n_dag, False, above, up, later)
             return
         if down >= 0:
-            _mark_split_side(fw, bw, sh, table, c, n_dag, True, below, down)
+            _mark_split_side(fw, bw, sh, table, c, n_dag, True, below, down, later)
             return
     sh.counters[TABLE_USED] += store(table, table_key(CLOSED, c), 1)
-    _mark_reach(fw, bw, sh, c, c, n_dag)
+    _mark_reach(fw, bw, sh, c, c, n_dag, later)
 
 
 @njit(nogil=True)
@@ -454,8 +482,10 @@ def _joined(fw, bw, sh, x, y):
 
 
 @njit(nogil=True)
-def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
-    """Remove base edge x -> y; returns 1 when the graph had it."""
+def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag, later, budget):
+    """Remove base edge x -> y; returns 1 when the graph had it. One update's (``later`` empty), or one of a
+    fold's (``later``: as ``_mark_dead_edge`` takes it; the YES masks are swept afresh after a fold, so the
+    bits that relied on the edge are not cleared here). ``budget``: ``_mark_split``'s."""
     e = find_edge(fw.indptr, fw.indices, x, y)
     if e < 0 or bit_set(sh.removed_bits, e):
         return 0
@@ -469,8 +499,9 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
         if not bit_set(sh.broken_bits, cx):
             _set(sh.broken_bits, cx)
             sh.counters[TABLE_USED] += store(table, table_key(BROKEN_COMP, cx), stamp)
-            _cut(fw, bw, sh, cx, cx)
-        _mark_split(fw, bw, sh, table, x, y, cx, n_dag)
+            if later.shape[0] == 0:
+                _cut(fw, bw, sh, cx, cx)
+        _mark_split(fw, bw, sh, table, x, y, cx, n_dag, later, budget)
         return 1
     de = dag_edge_of(fw.dag_indptr, fw.dag_indices, bw.dag_indptr, bw.dag_indices, bw.dag_edge, cx, cy)
     left = lookup(table, table_key(SUPPORT, de))
@@ -482,11 +513,12 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag):
     if left == 0:
         _set(sh.dead_bits, de)
         sh.counters[TABLE_USED] += store(table, table_key(DEAD_DAG_EDGE, de), stamp)
-        _cut(fw, bw, sh, cy, cx)
-        _mark_dead_edge(fw, bw, sh, cx, cy, n_dag)
+        if later.shape[0] == 0:
+            _cut(fw, bw, sh, cy, cx)
+        _mark_dead_edge(fw, bw, sh, cx, cy, n_dag, later)
     elif bit_set(sh.broken_bits, cx) or bit_set(sh.broken_bits, cy):
         if not (_closed(table, cx) or _closed(table, cy) or _joined(fw, bw, sh, x, y)):
-            _mark_dead_edge(fw, bw, sh, cx, cy, n_dag)
+            _mark_dead_edge(fw, bw, sh, cx, cy, n_dag, later)
     return 1
 
 
@@ -575,6 +607,7 @@ def stage_edges(fw, bw, h, sh, table, live, log, new_masks, removes, adds, stamp
     n_base = fw.indptr.size - 1
     removed = 0
     sh.counters[SPLIT_KEYS] = 0
+    at_once = np.zeros((0, 2), dtype=np.uint64)
     for k in range(removes.shape[0]):
         x, y = removes[k, 0], removes[k, 1]
         code = (np.int64(x) << 32) | np.int64(y)
@@ -587,7 +620,7 @@ def stage_edges(fw, bw, h, sh, table, live, log, new_masks, removes, adds, stamp
                 sh.counters[REMOVED_BACK] -= 1
             removed += 1
         elif x < n_base and y < n_base:
-            removed += _remove_base(fw, bw, sh, table, x, y, stamp, n_dag)
+            removed += _remove_base(fw, bw, sh, table, x, y, stamp, n_dag, at_once, SPLIT_BUDGET)
     added = 0
     for k in range(adds.shape[0]):
         added += _add(fw, bw, h, sh, table, live, log, new_masks, adds[k, 0], adds[k, 1], stamp, n_base, n_dag)
@@ -628,55 +661,19 @@ def _close(rows):
 
 
 @njit(nogil=True, cache=True)
-def fold_removals(fw, bw, sh, table, positions, stamp, n_dag):
-    """The base edges a journal leaves removed (``positions``, forward CSR): their bits and stamps, the DAG
-    edges left without a base edge (dead) and the components left split (broken, with closed marks), each with
-    its own RM bits (the sweeps spread them). The caller made room for 4 table keys a position."""
+def fold_removals(fw, bw, sh, table, positions, stamp, n_dag, later):
+    """The base edges a journal leaves removed (``positions``, forward CSR), one after the other as updates
+    would remove them (``_remove_base``): bits and stamps, dead DAG edges, broken components and the same
+    refined removal marks, except that what a mark spreads to everything reached is left on its start for the
+    fold's sweep, and the marks the sweep must not spread go to ``later`` ((DAG nodes, 2): RM_DOWN, RM_UP).
+    A dead edge's sides take at most ``FOLD_SIDE_BUDGET`` nodes, the members splits mark one by one at most
+    ``FOLD_SPLIT_BUDGET``: the caller made room for 4 table keys a position and as many more."""
+    sh.counters[SPLIT_KEYS] = 0
+    x = 0
     for e in positions:
-        _set(sh.removed_bits, e)
-        sh.counters[TABLE_USED] += store(table, table_key(REMOVED_EDGE, e), stamp)
-    sh.counters[REMOVED_EVER] += positions.size
-    for e in positions:
-        x = np.searchsorted(fw.indptr, e, side="right") - 1
-        cx, cy = fw.comp[x], fw.comp[fw.indices[e]]
-        bit = removal_bit(cy, n_dag, CLOSED_MARK)
-        if cx == cy:
-            if bit_set(sh.broken_bits, cx) or lookup(table, table_key(CHECKED, cx)) != EMPTY:
-                continue
-            sh.counters[TABLE_USED] += store(table, table_key(CHECKED, cx), 1)
-            size = fw.mem_indptr[cx + 1] - fw.mem_indptr[cx]
-            member = fw.mem[fw.mem_indptr[cx]]
-            mark_value = _fresh_marks(sh, _NODE_MARK, 2)
-            if strongly_connected(
-                fw.indptr,
-                fw.indices,
-                bw.indptr,
-                bw.indices,
-                bw.edge,
-                fw.comp,
-                sh.removed_bits,
-                member,
-                size,
-                sh.node_stamp,
-                mark_value,
-                sh.node_queues[0],
-            ):
-                continue
-            _set(sh.broken_bits, cx)
-            sh.counters[TABLE_USED] += store(table, table_key(BROKEN_COMP, cx), stamp)
-            sh.counters[TABLE_USED] += store(table, table_key(CLOSED, cx), 1)
-        else:
-            de = dag_edge_of(fw.dag_indptr, fw.dag_indices, bw.dag_indptr, bw.dag_indices, bw.dag_edge, cx, cy)
-            if lookup(table, table_key(SUPPORT, de)) != EMPTY:
-                continue
-            left = _support(fw, bw, sh, cx, cy)
-            sh.counters[TABLE_USED] += store(table, table_key(SUPPORT, de), left)
-            if left:
-                continue
-            _set(sh.dead_bits, de)
-            sh.counters[TABLE_USED] += store(table, table_key(DEAD_DAG_EDGE, de), stamp)
-        sh.masks[cx, RM_UP] |= bit
-        sh.masks[cy, RM_DOWN] |= bit
+        while fw.indptr[x + 1] <= e:
+            x += 1
+        _remove_base(fw, bw, sh, table, x, fw.indices[e], stamp, n_dag, later, FOLD_SPLIT_BUDGET)
 
 
 @njit(nogil=True, cache=True)

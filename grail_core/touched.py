@@ -169,7 +169,7 @@ def _key_sides(p, comp, n_dag, node_keys, key_dag, key_broken, key_floor, masks)
             continue
         key_broken[i] = comp_broken(p, c)
         if upward:
-            key_floor[i] = p.floor[band_of(c, p.masks.shape[0], p.floor.size)]
+            key_floor[i] = p.floor[band_of(c, p.band_shift)]
         if has_masks:
             masks[0, i] = removal_mask(p, node, c, RM_UP)
             masks[1, i] = p.masks[c, UP_NO]
