@@ -46,6 +46,7 @@ __all__ = [
     "Decision",
     "Scheduler",
     "TOUCHED_BUILD_SECONDS",
+    "TOUCHED_MIN_PAIRS",
     "cpu_threads_used",
     "machine_model",
 ]
@@ -74,6 +75,10 @@ HOP_TAIL = 8
 HOP_FLOOR = 16
 # Writing out a version's updated graph for a GPU (``grail_core.touched``), per key and edge: once a version.
 TOUCHED_BUILD_SECONDS = 2e-8
+# Fewer pairs than this searched on an updated graph stay on the CPU: the GPU steps hop by hop with a host
+# round trip per hop and scans every key per hop, and lost below it in both shapes measured
+# (benchmarks/results/gpu-updates-h200.md).
+TOUCHED_MIN_PAIRS = 1 << 15
 _EMA = 0.5  # weight of the newest batch in every running figure
 _NONE = np.zeros(0, dtype=np.int64)  # a batch's features without a probe's figures
 _CORRECTION_RANGE = (0.05, 20.0)  # an index's own correction of a prediction
@@ -239,6 +244,7 @@ class Scheduler:
         pass_pairs: Callable[[], int] | None = None,
         parts: Callable[[int], int] | None = None,
         min_pairs: int = MIN_SCHEDULED_PAIRS,
+        min_touched_pairs: int = TOUCHED_MIN_PAIRS,
     ) -> None:
         self.hot = hot
         self.cpu = cpu
@@ -251,6 +257,7 @@ class Scheduler:
         self._pass_pairs = pass_pairs or (lambda: 1 << 16)
         self._parts = parts or (lambda count: 1)
         self.min_pairs = min_pairs
+        self.min_touched_pairs = min_touched_pairs
         self._buffers = SearchBuffers(hot.rec_dag.shape[0])
         # Per kind of batch: actual / predicted time of each engine kind, and the hops its frontier passes took.
         self._corrections: dict[tuple[str, tuple[int, int]], float] = {}
@@ -378,7 +385,7 @@ class Scheduler:
         start = time.perf_counter()
         engine = self.touched_engine()
         count = int(sources.size)
-        if engine is None or count < self.min_pairs:
+        if engine is None or count < max(self.min_pairs, self.min_touched_pairs):
             return cpu(np.arange(count)), Decision("cpu", "dfs", {}, time.perf_counter() - start)
         answers = np.zeros(count, dtype=np.bool_)
         sample = np.unique(np.linspace(0, count - 1, min(PROBE_PAIRS, count)).astype(np.int64))

@@ -17,6 +17,7 @@ from grail_core.scheduler import (
     GPU_MODES,
     PROBE_PAIRS,
     REPROBE,
+    TOUCHED_MIN_PAIRS,
     BatchFeatures,
     CostModel,
     Scheduler,
@@ -331,7 +332,7 @@ def test_touched_pairs_go_to_the_cheaper_engine_after_a_cpu_probe(
     index = ReachabilityIndex.from_edges(np.arange(49), np.arange(1, 50), backend="cpu")
     gpu = TouchedStub("cuda:0", truth)
     model = FixedModel({"cpu": cpu_cost, "levels": 9.0, "frontier": gpu_cost})
-    scheduler = Scheduler(index.hot, StubEngine("cpu", truth), gpu, model=model, min_pairs=0)
+    scheduler = Scheduler(index.hot, StubEngine("cpu", truth), gpu, model=model, min_pairs=0, min_touched_pairs=0)
     walked: list[int] = []
     made: list[int] = []
 
@@ -362,15 +363,25 @@ def test_touched_pairs_stay_on_the_cpu_without_a_gpu_that_searches_them() -> Non
     index = ReachabilityIndex.from_edges(np.arange(19), np.arange(1, 20), backend="cpu")
     cheap_gpu = FixedModel({"cpu": 9.0, "levels": 0.0, "frontier": 0.0})
     for gpu in (None, StubEngine("cuda:0", truth)):  # none, or one that searches only the labels' graph
-        scheduler = Scheduler(index.hot, StubEngine("cpu", truth), gpu, model=cheap_gpu, min_pairs=0)
+        scheduler = Scheduler(
+            index.hot, StubEngine("cpu", truth), gpu, model=cheap_gpu, min_pairs=0, min_touched_pairs=0
+        )
         answers, decision = scheduler.search_touched(
             lambda: "graph", 0, sources, targets, lambda which: truth[sources[which], targets[which]]
         )
         np.testing.assert_array_equal(answers, truth[sources, targets])
         assert decision.engine == "cpu" and decision.probe_pairs == 0
+    # Fewer pairs than TOUCHED_MIN_PAIRS stay on the CPU, however cheap the model prices the GPU.
+    small = Scheduler(index.hot, StubEngine("cpu", truth), TouchedStub("cuda:0", truth), model=cheap_gpu, min_pairs=0)
+    assert small.min_touched_pairs == TOUCHED_MIN_PAIRS > sources.size
+    answers, decision = small.search_touched(
+        lambda: "graph", 0, sources, targets, lambda which: truth[sources[which], targets[which]]
+    )
+    np.testing.assert_array_equal(answers, truth[sources, targets])
+    assert decision.engine == "cpu" and decision.probe_pairs == 0
     # A batch the probe answers whole leaves nothing to a GPU: no graph made for it.
     gpu = TouchedStub("cuda:0", truth)
-    scheduler = Scheduler(index.hot, StubEngine("cpu", truth), gpu, model=cheap_gpu, min_pairs=0)
+    scheduler = Scheduler(index.hot, StubEngine("cpu", truth), gpu, model=cheap_gpu, min_pairs=0, min_touched_pairs=0)
     few = slice(0, PROBE_PAIRS)
 
     def no_graph() -> str:

@@ -66,7 +66,9 @@ def test_touched_pairs_on_the_gpu_equal_the_cpu(name: str, monkeypatch: pytest.M
     np.testing.assert_array_equal(direct.answers, expected)
     assert direct.rounds > 0
     # Routed: the scheduler sends the pairs searched on the updated graph to the GPU.
-    version.search.scheduler = Scheduler(hot, CpuEngine(hot), engine, model=gpu_favoured(), min_pairs=0)
+    version.search.scheduler = Scheduler(
+        hot, CpuEngine(hot), engine, model=gpu_favoured(), min_pairs=0, min_touched_pairs=0
+    )
     monkeypatch.setattr(grail_core.scheduler, "PROBE_PAIRS", 1)
     before = engine.touched_pairs
     answers, stats = index.query_ids(pairs)

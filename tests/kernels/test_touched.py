@@ -56,7 +56,9 @@ def routed_to_gpu(index: ReachabilityIndex) -> CudaSearchEngine:
     """A GPU engine that the index's scheduler always prefers (its versions share the scheduler)."""
     hot = index.hot
     engine = CudaSearchEngine(hot, Device(0))
-    index.current().search.scheduler = Scheduler(hot, CpuEngine(hot), engine, model=gpu_favoured(), min_pairs=0)
+    index.current().search.scheduler = Scheduler(
+        hot, CpuEngine(hot), engine, model=gpu_favoured(), min_pairs=0, min_touched_pairs=0
+    )
     return engine
 
 
@@ -155,7 +157,9 @@ def test_a_gpu_out_of_memory_leaves_the_pairs_to_the_cpu(monkeypatch: pytest.Mon
     version, pairs, truth = touched_case()
     engine = CudaSearchEngine(version.search.hot, Device(0))
     hot = version.search.hot
-    version.search.scheduler = Scheduler(hot, CpuEngine(hot), engine, model=gpu_favoured(), min_pairs=0)
+    version.search.scheduler = Scheduler(
+        hot, CpuEngine(hot), engine, model=gpu_favoured(), min_pairs=0, min_touched_pairs=0
+    )
 
     def no_memory(*args: object) -> None:
         raise MemoryError("the GPU search ran out of device memory")
