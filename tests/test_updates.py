@@ -434,6 +434,16 @@ def test_pairs_only_added_edges_may_join_take_the_labels_yes_first() -> None:
     assert stats.searched_updated == np.count_nonzero(codes == UNDECIDED) + np.count_nonzero(~on_labels)
 
 
+def _split_ends(n: int, narrow_below: bool) -> tuple[int, int, list[tuple[int, int]]]:
+    """The removed edge (x, y) of a 300-node component and the edges around it of the split tests."""
+    if narrow_below:
+        x, y = n - 1, 0
+        # above the component: a, b; below: y alone reaches d -> e, a member reaches f
+        return x, y, [(n, 5), (n + 1, n), (y, n + 2), (n + 2, n + 3), (7, n + 4)]
+    # above: p -> x alone, q -> p; below: a member reaches g -> h
+    return 0, 1, [(n, 0), (n + 1, n), (9, n + 2), (n + 2, n + 3)]
+
+
 def _split_case(n: int, x: int, y: int, into: bool, extra: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """Nodes 0..n-1 in one component (the cycle 0 -> 1 -> ... -> 0 and chords i -> i + 2) in which x -> y is
     the only edge into y (``into``) or out of x, with ``extra`` edges around it; (edges, every pair of nodes)."""
@@ -452,14 +462,7 @@ def test_a_split_component_searches_only_the_pairs_it_separated(narrow_below: bo
     every other pair of the component or through it stays decided, and every answer equals BFS. A second
     split and a removed edge leaving the broken component keep it so."""
     n = 300
-    if narrow_below:
-        x, y = n - 1, 0
-        # above the component: a, b; below: y alone reaches d -> e, a member reaches f
-        extra = [(n, 5), (n + 1, n), (y, n + 2), (n + 2, n + 3), (7, n + 4)]
-    else:
-        x, y = 0, 1
-        # above: p -> x alone, q -> p; below: a member reaches g -> h
-        extra = [(n, x), (n + 1, n), (9, n + 2), (n + 2, n + 3)]
+    x, y, extra = _split_ends(n, narrow_below)
     edges, pairs = _split_case(n, x, y, narrow_below, extra)
     nodes = int(edges.max()) + 1
     index = ReachabilityIndex.from_edges(edges[:, 0], edges[:, 1], num_nodes=nodes, backend="cpu")
@@ -531,12 +534,7 @@ def test_a_folded_journal_marks_a_split_as_updates_one_by_one_do(narrow_below: b
     and additions, folded at once (as a restart or a rebuild folds a journal) on one index and staged one by
     one on another: the same pairs searched (only those the split separated, at first), answers equal BFS."""
     n = 300
-    if narrow_below:
-        x, y = n - 1, 0
-        extra = [(n, 5), (n + 1, n), (y, n + 2), (n + 2, n + 3), (7, n + 4)]
-    else:
-        x, y = 0, 1
-        extra = [(n, x), (n + 1, n), (9, n + 2), (n + 2, n + 3)]
+    x, y, extra = _split_ends(n, narrow_below)
     edges, pairs = _split_case(n, x, y, narrow_below, extra)
     nodes = int(edges.max()) + 1
     journal = [([], [[x, y]])]
