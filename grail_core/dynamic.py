@@ -217,6 +217,16 @@ def answer_pairs(
     return UpdatedAnswers(np.flatnonzero(codes == BASE), np.flatnonzero(codes == BASE_FIRST), int(undecided.size))
 
 
+def _in_slices(which: np.ndarray, run: Callable[[np.ndarray], None]) -> None:
+    """``run`` over slices of ``which``, on the cores (on the calling thread for a small batch)."""
+    threads = 1 if which.size < SERIAL_BATCH else numba.get_num_threads()
+    if threads == 1:
+        run(which)
+        return
+    with ThreadPoolExecutor(threads) as executor:
+        list(executor.map(run, np.array_split(which, 4 * threads)))
+
+
 def _cross(
     comp: np.ndarray,
     pending: Pending,
@@ -227,17 +237,12 @@ def _cross(
     codes: np.ndarray,
 ) -> None:
     """``crossing`` for the undecided pairs ``pairs[which]`` into ``codes``, slices over the cores."""
-    threads = 1 if which.size < SERIAL_BATCH else numba.get_num_threads()
 
     def run(part: np.ndarray) -> None:
         with pool.take(marks=2 * CROSSING_EDGES * part.size + 1) as (stamp, stack, mark):
             _cross_pairs(hot, pending, comp, pairs, part, codes, stamp, stack, mark)
 
-    if threads == 1:
-        run(which)
-        return
-    with ThreadPoolExecutor(threads) as executor:
-        list(executor.map(run, np.array_split(which, 4 * threads)))
+    _in_slices(which, run)
 
 
 def search_pairs(
@@ -250,17 +255,12 @@ def search_pairs(
     answers: np.ndarray,
 ) -> None:
     """Answers of ``pairs[which]`` by searches on the updated graph into ``answers``, slices over the cores."""
-    threads = 1 if which.size < SERIAL_BATCH else numba.get_num_threads()
 
     def run(part: np.ndarray) -> None:
         with pool.take(marks=max(2, 2 * part.size)) as (stamp, queue, mark):
             walk_pairs(*sides, pending, hot, pairs, part, answers, stamp, mark, queue)
 
-    if threads == 1:
-        run(which)
-        return
-    with ThreadPoolExecutor(threads) as executor:
-        list(executor.map(run, np.array_split(which, 4 * threads)))
+    _in_slices(which, run)
 
 
 def answer_one(
