@@ -120,9 +120,9 @@ EXPOSE 8000
 USER 10001:10001
 WORKDIR /var/lib/grail
 
-# The caches filled with every kernel of the builds (every input format) and the queries (every request
-# body), so that a container's server and build workers only load them before /ready and its first upload
-# compiles nothing: numba's CPU kernels (keyed by CPU model: on another kind of CPU the
+# The caches filled with every kernel of the builds (every input format), the queries (every request
+# body), paths, listings and updates, so that a container's server and build workers only load them and its
+# first upload compiles nothing: numba's CPU kernels (keyed by CPU model: on another kind of CPU the
 # start-up warm-up compiles again) and, where the build sees a GPU (a builder with GPU access,
 # e.g. BuildKit's --device), the GPU kernels of kernels.specializations, CuPy's and the search cost model
 # of this GPU. Without one they are filled by the first start on a GPU machine: mount a volume on

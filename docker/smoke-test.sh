@@ -21,6 +21,9 @@
 #   SMOKE_NETWORK         `publish` (default: -p 127.0.0.1:PORT:8000) or `host` (--network host)
 #   SMOKE_WORKDIR         scratch folder for podman's storage (default: a new temporary folder, removed)
 #   SMOKE_KEEP=1          keep the image and the scratch folder (for a quicker second run)
+#   SMOKE_BUILD_ONLY=1    build the base image and the image into SMOKE_WORKDIR (required), keep them and stop;
+#                         a later run with the same SMOKE_WORKDIR finds them (its build takes every layer from
+#                         the cache) and runs the checks. CI builds so while the unit tests run (.ci/run).
 # pip inside the build uses the same package index settings as this machine's pip (PIP_INDEX_URL,
 # PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS, PIP_TRUSTED_HOST, from the environment or `pip config`); local
 # file:// indexes and find-links folders are mounted read-only into the build.
@@ -34,6 +37,7 @@ with_cuda=${SMOKE_WITH_CUDA:-0}
 ca_bundle=${SMOKE_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 network=${SMOKE_NETWORK:-publish}
 keep=${SMOKE_KEEP:-0}
+build_only=${SMOKE_BUILD_ONLY:-0}
 image=localhost/grail:smoke
 
 t_start=$SECONDS
@@ -48,6 +52,10 @@ for tool in podman runc curl python3; do
     command -v "$tool" >/dev/null || die "$tool is not installed (bash .ci/container installs what this test needs)"
 done
 [ "$(id -u)" = 0 ] || die "run as root (podman with runc and cgroupfs, debootstrap)"
+if [ "$build_only" = 1 ]; then
+    [ -n "${SMOKE_WORKDIR:-}" ] || die "SMOKE_BUILD_ONLY=1 needs SMOKE_WORKDIR (where the later run finds the image)"
+    keep=1
+fi
 
 # --- scratch space and podman configuration ----------------------------------------------------------
 if [ -n "${SMOKE_WORKDIR:-}" ]; then work=$SMOKE_WORKDIR; mkdir -p "$work"; else work=$(mktemp -d /tmp/grail-smoke.XXXXXX); fi
@@ -82,15 +90,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# --- the graph to upload -----------------------------------------------------------------------------
-if [ ! -f "$datasets/$dataset.gra" ] || [ ! -f "$datasets/$dataset.que" ] || [ ! -f "$datasets/$dataset.ans" ]; then
-    [ -x "$repo/.venv/bin/python" ] || die "no dataset $datasets/$dataset and no .venv to generate one (run make test)"
-    log "dataset $datasets/$dataset absent: generating the graph 'dag' (tests/generated.py)"
-    (cd "$repo" && .venv/bin/python -m tests.generated "$work/graphs" dag)
-    datasets=$work/graphs
-    dataset=dag
-fi
 
 # --- base image --------------------------------------------------------------------------------------
 if [ -n "${BASE:-}" ]; then
@@ -144,7 +143,10 @@ if [ -f "$ca_bundle" ]; then build_args+=(--secret "id=pipca,src=$ca_bundle"); f
 # --- build -------------------------------------------------------------------------------------------
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/pyproject.toml" | head -n 1)
 revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
-created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# The creation time is a build argument: a run after SMOKE_BUILD_ONLY=1 passes the same one, or every layer
+# after the label would be built again.
+if [ -f "$work/created" ]; then created=$(cat "$work/created"); else created=$(date -u +%Y-%m-%dT%H:%M:%SZ); fi
+echo "$created" >"$work/created"
 log "building $image (BASE=$base, WITH_CUDA=$with_cuda, version $version, revision $revision)"
 podman build --format docker --network host --layers \
     --build-arg "BASE=$base" --build-arg "WITH_CUDA=$with_cuda" \
@@ -156,6 +158,10 @@ podman build --format docker --network host --layers \
 size=$(podman image inspect --format '{{.Size}}' "$image")
 log "image built: $((size / 1000000)) MB"
 lap "image build (pip installs)"
+if [ "$build_only" = 1 ]; then
+    log "built; kept in $work for the run (SMOKE_BUILD_ONLY=1)"
+    exit 0
+fi
 
 # Static checks on the image's configuration.
 cfg=$(podman image inspect "$image")
@@ -186,6 +192,15 @@ for p in problems:
     print("image config:", p)
 sys.exit(1 if problems else 0)
 EOF
+
+# --- the graph to upload -----------------------------------------------------------------------------
+if [ ! -f "$datasets/$dataset.gra" ] || [ ! -f "$datasets/$dataset.que" ] || [ ! -f "$datasets/$dataset.ans" ]; then
+    [ -x "$repo/.venv/bin/python" ] || die "no dataset $datasets/$dataset and no .venv to generate one (run make test)"
+    log "dataset $datasets/$dataset absent: generating the graph 'dag' (tests/generated.py)"
+    (cd "$repo" && .venv/bin/python -m tests.generated "$work/graphs" dag)
+    datasets=$work/graphs
+    dataset=dag
+fi
 
 # --- run ---------------------------------------------------------------------------------------------
 podman volume create "$volume" >/dev/null

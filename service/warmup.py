@@ -233,12 +233,12 @@ def start_warm_up(
 
 
 def fill_caches(backend: str = "auto") -> str:
-    """The disk caches a start of the service fills before ``/ready``, filled now and kept (``python -m
-    service.warmup [backend]``: the container image's build runs it, so that a container's server and build
-    workers only load): a build worker's warm-up (every input format), the server's (every request body and
-    kind of names), and where there is a GPU its kernels, CuPy's and the search cost model's fit
-    (``grail_core.warmup.fill_caches``). The paths', listings' and updates' kernels are left to the start,
-    which compiles them after ``/ready``. Returns the backend resolved."""
+    """The disk caches a start of the service fills, filled now and kept (``python -m service.warmup
+    [backend]``: the container image's build runs it, so that a container's server and build workers only
+    load): a build worker's warm-up (every input format), the server's (every request body and kind of names;
+    then the paths', listings' and updates' kernels, which a start compiles after ``/ready``), and where there
+    is a GPU its kernels, CuPy's and the search cost model's fit (``grail_core.warmup.fill_caches``). Returns
+    the backend resolved."""
     from grail_core.warmup import fill_caches as fill_core_caches
 
     from .worker import warm_up_builds
@@ -246,6 +246,7 @@ def fill_caches(backend: str = "auto") -> str:
     resolved = fill_core_caches(backend)
     warm_up_builds(resolved)
     warm_up(resolved)
+    warm_up_beyond()
     return resolved
 
 
