@@ -115,20 +115,11 @@ def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, state):
 
 
 @njit(nogil=True)
-def crossing(h, p, comp, s, t, stamp, stack, marks):
-    """NO, YES or UNDECIDED for 's reaches t' where s's DAG node cs comes after t's, ct (both nodes of the
-    labels' graph), from the added edges a path must take across the order.
-
-    Base edges never lead to a lower DAG id, and a node that updates added counts as id 0: a path from cs
-    down to ct takes a first added edge x -> y from an id >= cs to one below cs, and a last one from an id
-    above ct to one at most ct (when no added edge enters an added node). Either set, of the side with
-    fewer ids (the bit sets of DAG nodes that added edges leave or enter, read through their words' bit
-    sets: a cost in the edges, not the ids), decides the pair when it is small: YES where s reaches some x
-    and its y reaches t, NO where each such edge fails one of the two (``_weigh``, up to CROSSING_EDGES
-    edges; ``_settled`` of each end may search the labels' graph: up to 2 CROSSING_EDGES marks)."""
+def _cross_side(h, p, comp, s, t, below, stamp, stack, marks):
+    """``crossing`` from the added edges a path from s to t takes first across the order (or last,
+    ``below``): NO, YES or UNDECIDED."""
     cs, ct = comp[s], comp[t]
     words = p.source_bits.size
-    below = (p.flags & HAS_NEW_TARGET) == 0 and (ct >> 6) + 1 < words - (cs >> 6)
     first_word, last_word = (0, (ct >> 6) + 1) if below else (cs >> 6, words)
     bits, summary, kind = (
         (p.target_bits, p.target_words, INTO_COMP) if below else (p.source_bits, p.source_words, OUT_OF_COMP)
@@ -157,10 +148,31 @@ def crossing(h, p, comp, s, t, stamp, stack, marks):
     return UNDECIDED if state[1] else NO
 
 
+@njit(nogil=True)
+def crossing(h, p, comp, s, t, stamp, stack, marks):
+    """NO, YES or UNDECIDED for 's reaches t' where s's DAG node cs comes after t's, ct (both nodes of the
+    labels' graph), from the added edges a path must take across the order.
+
+    Base edges never lead to a lower DAG id, and a node that updates added counts as id 0: a path from cs
+    down to ct takes a first added edge x -> y from an id >= cs to one below cs, and a last one from an id
+    above ct to one at most ct (when no added edge enters an added node). Either set decides the pair when
+    it is small (``_cross_side``: the bit sets of DAG nodes that added edges leave or enter, read through
+    their words' bit sets, a cost in the edges, not the ids): YES where s reaches some x and its y reaches
+    t, NO where each such edge fails one of the two (``_weigh``, up to CROSSING_EDGES edges a side;
+    ``_settled`` of each end may search the labels' graph: up to 4 CROSSING_EDGES marks). The side with
+    fewer ids goes first; the other where it leaves the pair open."""
+    cs, ct = comp[s], comp[t]
+    below = (p.flags & HAS_NEW_TARGET) == 0 and ct < p.source_bits.size * 64 - cs
+    code = _cross_side(h, p, comp, s, t, below, stamp, stack, marks)
+    if code == UNDECIDED and (p.flags & HAS_NEW_TARGET) == 0:
+        code = _cross_side(h, p, comp, s, t, not below, stamp, stack, marks)
+    return code
+
+
 @njit(nogil=True, cache=True)
 def _cross_pairs(h, p, comp, pairs, which, codes, stamp, stack, first_mark):
     """``crossing`` for the pairs ``pairs[which]`` whose source's DAG node comes after its target's, into
-    ``codes``; 2 CROSSING_EDGES marks a pair from ``first_mark``."""
+    ``codes``; 4 CROSSING_EDGES marks a pair from ``first_mark``."""
     marks = np.array([first_mark - 1], dtype=np.int64)
     for j in range(which.size):
         i = which[j]
@@ -253,7 +265,7 @@ def _cross(
     """``crossing`` for the undecided pairs ``pairs[which]`` into ``codes``, slices over the cores."""
 
     def run(part: np.ndarray) -> None:
-        with pool.take(marks=2 * CROSSING_EDGES * part.size + 1) as (stamp, stack, mark):
+        with pool.take(marks=4 * CROSSING_EDGES * part.size + 1) as (stamp, stack, mark):
             _cross_pairs(hot, pending, comp, pairs, part, codes, stamp, stack, mark)
 
     _in_slices(which, run)
@@ -295,7 +307,7 @@ def answer_one(
             return found, searched
     comp = sides[0].comp
     if code == UNDECIDED and u < pending.n_base and v < pending.n_base and comp[u] > comp[v]:
-        with pool.take(marks=2 * CROSSING_EDGES + 1) as (stamp, stack, mark):
+        with pool.take(marks=4 * CROSSING_EDGES + 1) as (stamp, stack, mark):
             code = _cross_one(hot, pending, comp, u, v, stamp, stack, mark)
     if code == YES or code == NO:
         return bool(code == YES), False
