@@ -617,7 +617,11 @@ def test_pairs_far_across_the_order_are_decided_by_either_side_of_the_added_edge
     comp = index.current().labels.views.forward().comp
     rank = comp / (comp.max() + 1)
     up = np.column_stack([rng.choice(np.flatnonzero(rank >= 0.8), 16), rng.choice(np.flatnonzero(rank < 0.2), 16)])
-    added = np.concatenate([up, rng.integers(0, n, size=(20, 2))])
+    # short edges against the order in the middle first: they take the witness bits, and no pair below
+    # crosses them
+    middle = np.argsort(comp)[int(0.4 * n) : int(0.6 * n) : 150]
+    short = np.column_stack([middle, np.argsort(comp)[comp[middle] - rng.integers(1, 51, size=middle.size)]])
+    added = np.concatenate([short, up])
     added = added[added[:, 0] != added[:, 1]]
     gone = rng.choice(src.size, size=60, replace=False)
     for k in range(max(added.shape[0], gone.size)):
