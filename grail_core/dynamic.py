@@ -40,7 +40,6 @@ from .traversal import Side, reaches, walk_pairs
 __all__ = [
     "UpdatedAnswers",
     "crossing",
-    "CROSSING_WORDS",
     "CROSSING_EDGES",
     "verdicts",
     "answer_pairs",
@@ -66,8 +65,7 @@ def walk_size(n_dag: int, num_nodes: int) -> int:
     return 2 * (n_dag + num_nodes)
 
 
-# How far ``crossing`` looks: words of a bit set of DAG nodes, and added edges it weighs.
-CROSSING_WORDS = 256
+# How many added edges ``crossing`` weighs.
 CROSSING_EDGES = 32
 
 
@@ -95,58 +93,86 @@ def _settled(h, p, comp, u, v, stamp, stack, marks):
 
 
 @njit(nogil=True)
+def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, state):
+    """Weighs added edge x -> y for ``crossing`` if a path from s to t may take it first (or last, ``below``)
+    across the order: YES when it passes both, else ``state`` counts it (``[0]``: edges weighed) and whether
+    some such edge is still open (``[1]``). UNDECIDED past CROSSING_EDGES edges, NO otherwise."""
+    cs, ct = comp[s], comp[t]
+    far = (x < p.n_base and comp[x] > ct) if below else (y >= p.n_base or comp[y] < cs)
+    if not far:
+        return NO
+    state[0] += 1
+    if state[0] > CROSSING_EDGES:
+        return UNDECIDED
+    into = _settled(h, p, comp, y, t, stamp, stack, marks)
+    if into != NO:
+        out = _settled(h, p, comp, s, x, stamp, stack, marks)
+        if into == YES and out == YES:
+            return YES
+        if out != NO:
+            state[1] = 1
+    return NO
+
+
+@njit(nogil=True)
+def _cross_side(h, p, comp, s, t, below, stamp, stack, marks):
+    """``crossing`` from the added edges a path from s to t takes first across the order (or last,
+    ``below``): NO, YES or UNDECIDED."""
+    cs, ct = comp[s], comp[t]
+    words = p.source_bits.size
+    first_word, last_word = (0, (ct >> 6) + 1) if below else (cs >> 6, words)
+    bits, summary, kind = (
+        (p.target_bits, p.target_words, INTO_COMP) if below else (p.source_bits, p.source_words, OUT_OF_COMP)
+    )
+    state = np.zeros(2, dtype=np.int64)
+    for v in range(first_word >> 6, ((last_word - 1) >> 6) + 1):
+        used = summary[v]
+        while used != 0:
+            w = (v << 6) + trailing_zeros(used)
+            used &= used - np.uint64(1)
+            if w < first_word or w >= last_word:
+                continue
+            word = bits[w]
+            while word != 0:
+                c = (w << 6) + trailing_zeros(word)
+                word &= word - np.uint64(1)
+                if (below and c > ct) or (not below and c < cs):
+                    continue
+                i = first_entry(p, kind, c)
+                while i >= 0:
+                    if entry_alive(p, i):
+                        code = _weigh(h, p, comp, s, t, below, p.src[i], p.dst[i], stamp, stack, marks, state)
+                        if code != NO:
+                            return code
+                    i = next_entry(p, kind, i)
+    return UNDECIDED if state[1] else NO
+
+
+@njit(nogil=True)
 def crossing(h, p, comp, s, t, stamp, stack, marks):
     """NO, YES or UNDECIDED for 's reaches t' where s's DAG node cs comes after t's, ct (both nodes of the
     labels' graph), from the added edges a path must take across the order.
 
     Base edges never lead to a lower DAG id, and a node that updates added counts as id 0: a path from cs
     down to ct takes a first added edge x -> y from an id >= cs to one below cs, and a last one from an id
-    above ct to one at most ct (when no added edge enters an added node). Either set, of the side with
-    fewer ids to scan (the bit sets of DAG nodes that added edges leave or enter), decides the pair when
-    it is small: YES where s reaches some x and its y reaches t, NO where each such edge fails one of the
-    two (``_settled`` of each, which may search the labels' graph: up to 2 CROSSING_EDGES marks)."""
+    above ct to one at most ct (when no added edge enters an added node). Either set decides the pair when
+    it is small (``_cross_side``: the bit sets of DAG nodes that added edges leave or enter, read through
+    their words' bit sets, a cost in the edges, not the ids): YES where s reaches some x and its y reaches
+    t, NO where each such edge fails one of the two (``_weigh``, up to CROSSING_EDGES edges a side;
+    ``_settled`` of each end may search the labels' graph: up to 4 CROSSING_EDGES marks). The side with
+    fewer ids goes first; the other where it leaves the pair open."""
     cs, ct = comp[s], comp[t]
-    words = p.source_bits.size
-    below = (p.flags & HAS_NEW_TARGET) == 0 and (ct >> 6) + 1 < words - (cs >> 6)
-    first_word, last_word = (0, (ct >> 6) + 1) if below else (cs >> 6, words)
-    if last_word - first_word > CROSSING_WORDS:
-        return UNDECIDED
-    bits, kind = (p.target_bits, INTO_COMP) if below else (p.source_bits, OUT_OF_COMP)
-    weighed = 0
-    open_edges = False
-    for w in range(first_word, last_word):
-        word = bits[w]
-        while word != 0:
-            c = (w << 6) + trailing_zeros(word)
-            word &= word - np.uint64(1)
-            if (below and c > ct) or (not below and c < cs):
-                continue
-            i = first_entry(p, kind, c)
-            while i >= 0:
-                if entry_alive(p, i):
-                    x, y = p.src[i], p.dst[i]
-                    if below:
-                        far = x < p.n_base and comp[x] > ct
-                    else:
-                        far = y >= p.n_base or comp[y] < cs
-                    if far:
-                        weighed += 1
-                        if weighed > CROSSING_EDGES:
-                            return UNDECIDED
-                        into = _settled(h, p, comp, y, t, stamp, stack, marks)
-                        if into != NO:
-                            out = _settled(h, p, comp, s, x, stamp, stack, marks)
-                            if into == YES and out == YES:
-                                return YES
-                            open_edges = open_edges or out != NO
-                i = next_entry(p, kind, i)
-    return UNDECIDED if open_edges else NO
+    below = (p.flags & HAS_NEW_TARGET) == 0 and ct < p.source_bits.size * 64 - cs
+    code = _cross_side(h, p, comp, s, t, below, stamp, stack, marks)
+    if code == UNDECIDED and (p.flags & HAS_NEW_TARGET) == 0:
+        code = _cross_side(h, p, comp, s, t, not below, stamp, stack, marks)
+    return code
 
 
 @njit(nogil=True, cache=True)
 def _cross_pairs(h, p, comp, pairs, which, codes, stamp, stack, first_mark):
     """``crossing`` for the pairs ``pairs[which]`` whose source's DAG node comes after its target's, into
-    ``codes``; 2 CROSSING_EDGES marks a pair from ``first_mark``."""
+    ``codes``; 4 CROSSING_EDGES marks a pair from ``first_mark``."""
     marks = np.array([first_mark - 1], dtype=np.int64)
     for j in range(which.size):
         i = which[j]
@@ -239,7 +265,7 @@ def _cross(
     """``crossing`` for the undecided pairs ``pairs[which]`` into ``codes``, slices over the cores."""
 
     def run(part: np.ndarray) -> None:
-        with pool.take(marks=2 * CROSSING_EDGES * part.size + 1) as (stamp, stack, mark):
+        with pool.take(marks=4 * CROSSING_EDGES * part.size + 1) as (stamp, stack, mark):
             _cross_pairs(hot, pending, comp, pairs, part, codes, stamp, stack, mark)
 
     _in_slices(which, run)
@@ -281,7 +307,7 @@ def answer_one(
             return found, searched
     comp = sides[0].comp
     if code == UNDECIDED and u < pending.n_base and v < pending.n_base and comp[u] > comp[v]:
-        with pool.take(marks=2 * CROSSING_EDGES + 1) as (stamp, stack, mark):
+        with pool.take(marks=4 * CROSSING_EDGES + 1) as (stamp, stack, mark):
             code = _cross_one(hot, pending, comp, u, v, stamp, stack, mark)
     if code == YES or code == NO:
         return bool(code == YES), False

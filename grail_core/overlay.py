@@ -187,6 +187,8 @@ def no_pending(n_base: int) -> Pending:
         floor=ids,
         band_shift=0,
         node_marked=bits,
+        source_words=bits,
+        target_words=bits,
     )
 
 
@@ -248,6 +250,8 @@ class Overlay:
             broken_bits=np.zeros(words, dtype=np.uint64),
             source_bits=np.zeros(words, dtype=np.uint64),
             target_bits=np.zeros(words, dtype=np.uint64),
+            source_words=np.zeros((words + 63) // 64, dtype=np.uint64),
+            target_words=np.zeros((words + 63) // 64, dtype=np.uint64),
             closure_no=np.zeros(GROUPS, dtype=np.uint64),
             hub_nodes=hubs.astype(np.int64),
             hub_bits=(fwd & bwd)[hubs],
@@ -515,6 +519,8 @@ class Overlay:
             floor=self._order_floor(),
             band_shift=self._band_shift,
             node_marked=view("node_marked", shared.node_marked),
+            source_words=view("source_words", shared.source_words),
+            target_words=view("target_words", shared.target_words),
         )
         back = int(counters[REMOVED_BACK])
         added, removed = int(counters[LIVE]) - back, int(counters[REMOVED_EVER]) - back

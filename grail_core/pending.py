@@ -168,6 +168,8 @@ class Pending(NamedTuple):
     floor: np.ndarray  # (bands,) int64, per band of DAG node ids; empty without HAS_UPWARD
     band_shift: int  # DAG node c lies in band c >> band_shift
     node_marked: np.ndarray  # uint64 bit set of the nodes with removal marks of their own (NODE_RM_UP/DOWN)
+    source_words: np.ndarray  # uint64 bit sets of the words of source_bits and target_bits that have a bit
+    target_words: np.ndarray
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -203,6 +205,8 @@ PENDING_TYPE = typeof(
         floor=_IDS,
         band_shift=0,
         node_marked=_WORDS,
+        source_words=_WORDS,
+        target_words=_WORDS,
     )
 )
 _BITS = types.Array(types.uint64, 1, "C")

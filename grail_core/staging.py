@@ -137,6 +137,8 @@ class Shared(NamedTuple):
     broken_bits: np.ndarray
     source_bits: np.ndarray
     target_bits: np.ndarray
+    source_words: np.ndarray  # the words of source_bits (target_bits) that have a bit
+    target_words: np.ndarray
     closure_no: np.ndarray  # (GROUPS,) uint64: group g may lead to these (not closed)
     hub_nodes: np.ndarray  # the labels' hubs: DAG node and bit
     hub_bits: np.ndarray
@@ -540,9 +542,11 @@ def _link(table, sh, log, comp, n_base, i):
     if x < n_base:
         _push(table, sh, log.links, i, 0, OUT_OF_COMP, comp[x])
         _set(sh.source_bits, comp[x])
+        _set(sh.source_words, comp[x] >> 6)
     if y < n_base:
         _push(table, sh, log.links, i, INTO_COMP - OUT_OF_COMP, INTO_COMP, comp[y])
         _set(sh.target_bits, comp[y])
+        _set(sh.target_words, comp[y] >> 6)
 
 
 @njit(nogil=True)
