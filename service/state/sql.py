@@ -894,10 +894,10 @@ class SqlMetadataStore(ABC):
 
         return self._write(work)
 
-    def defer_job(self, job: Job, error: dict[str, Any], delay_s: float) -> Job:
+    def defer_job(self, job: Job, error: dict[str, Any] | None, delay_s: float) -> Job:
         """Give a running job back after a failure that is not its own (a store that cannot be reached): queued
-        again after ``delay_s``, its attempt not counted, ``error`` shown meanwhile. LeaseLost when the job is no
-        longer the caller's."""
+        again after ``delay_s``, its attempt not counted, ``error`` shown meanwhile (None: put off by choice, no
+        failure). LeaseLost when the job is no longer the caller's."""
 
         def work(tx: Tx) -> Job:
             row = tx.one(
