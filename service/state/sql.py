@@ -674,10 +674,10 @@ class SqlMetadataStore(ABC):
                 outcomes[i] = self._refusal(tx, group[i]) if version is None else version
             return outcomes
 
-        return self._run_appends(work, len(group))
+        return self._run_appends(work, group)
 
-    def _run_appends(self, work: Callable[[Tx], T], size: int) -> T:
-        """The transaction of a group of ``size`` appends."""
+    def _run_appends(self, work: Callable[[Tx], T], group: Sequence[Append]) -> T:
+        """The transaction of a group of appends."""
         return self._write(work)
 
     def _append_rows(self, tx: Tx, appends: Sequence[Append]) -> list[int | None]:
