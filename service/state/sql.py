@@ -896,13 +896,14 @@ class SqlMetadataStore(ABC):
 
     def defer_job(self, job: Job, error: dict[str, Any] | None, delay_s: float) -> Job:
         """Give a running job back after a failure that is not its own (a store that cannot be reached): queued
-        again after ``delay_s``, its attempt not counted, ``error`` shown meanwhile (None: put off by choice, no
-        failure). LeaseLost when the job is no longer the caller's."""
+        again after ``delay_s``, its attempt not counted, ``error`` shown meanwhile (None: put off by choice, the
+        last attempt's error kept). LeaseLost when the job is no longer the caller's."""
 
         def work(tx: Tx) -> Job:
             row = tx.one(
                 f"""UPDATE jobs SET state = 'queued', attempts = {{greatest}}(attempts - 1, 0),
-                        next_attempt_at = {{now}} + ?, lease_owner = NULL, lease_expires_at = NULL, error = ?,
+                        next_attempt_at = {{now}} + ?, lease_owner = NULL, lease_expires_at = NULL,
+                        error = COALESCE(?, error),
                         updated_at = {{now}}
                     WHERE id = ? AND lease_token = ? AND state = 'running' RETURNING {_JOB_COLUMNS}""",
                 (delay_s, _dumps(error), job.id, job.lease_token),
