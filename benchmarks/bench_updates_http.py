@@ -4,9 +4,12 @@
 updated at once), each update toggling one edge of a small graph (added, then removed: the graph stays small,
 every update makes a new version). After a warm-up (not timed: the update kernels compile at their first use),
 each run lasts ``--seconds``; the stores take turns, run after run; the table gives the median updates/s (min-max)
-and the load average, since other work on the machine moves the figures.
+and the load average, since other work on the machine moves the figures. ``--baseline TREE`` runs another
+checkout's server (its own ``.venv``) beside this one's, store by store, taking turns with it run after run: a
+before/after comparison under the same load.
 
     .venv/bin/python benchmarks/bench_updates_http.py [--seconds 5] [--runs 3] [--clients 16]
+        [--stores sqlite,postgresql] [--baseline ../main] [--output updates-http.md]
 """
 
 from __future__ import annotations
@@ -76,26 +79,45 @@ def _run(url: str, graph_ids: list[str], seconds: float) -> int:
     return sum(asyncio.run(clients()))
 
 
+def _servers(root: Path, stores: list[str], database: str, tree: Path, label: str) -> dict[str, Server]:
+    """A server of ``tree`` per store, named ``store`` (``store @ label`` for a baseline)."""
+    servers = {}
+    for store in stores:
+        name = store if tree == REPO else f"{store} @ {label}"
+        folder = root / name.replace(" @ ", "-")
+        args = ("--database-url", database, "--store", f"file://{folder}-store") if store == "postgresql" else ()
+        servers[name] = Server(folder, folder.with_suffix(".log"), *args, tree=tree)
+    return servers
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--stores", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql")
+    parser.add_argument("--baseline", type=Path, help="another checkout (with its .venv) to run beside this one")
+    parser.add_argument("--output", default="updates-http.md", help="the table's file under benchmarks/results")
     args = parser.parse_args()
-    rates: dict[str, list[float]] = {"sqlite": [], "postgresql": []}
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+    unknown = set(stores) - {"sqlite", "postgresql"}
+    if unknown or not stores:
+        parser.error(f"--stores takes sqlite and postgresql, not {sorted(unknown)}")
     loads = [os.getloadavg()]
     with tempfile.TemporaryDirectory() as tmp, PostgresServer() as postgres:
         root = Path(tmp)
-        database = postgres.create_database(f"bench_{uuid.uuid4().hex[:8]}")
-        servers = {
-            "sqlite": Server(root / "sqlite", root / "sqlite.log"),
-            "postgresql": Server(
-                root / "pg", root / "pg.log", "--database-url", database, "--store", f"file://{root / 'store'}"
-            ),
-        }
+        trees = [(args.baseline.resolve(), "baseline")] if args.baseline is not None else []
+        servers: dict[str, Server] = {}
+        for tree, label in [*trees, (REPO, "")]:
+            database = postgres.create_database(f"bench_{uuid.uuid4().hex[:8]}") if "postgresql" in stores else ""
+            servers.update(_servers(root, stores, database, tree, label))
+        # Turns: the baseline's server of a store, then this tree's, store after store.
+        order = sorted(servers, key=lambda name: (stores.index(name.split(" @ ")[0]), " @ " not in name))
+        rates: dict[str, list[float]] = {name: [] for name in order}
         graphs: dict[str, list[str]] = {}
         try:
-            for name, server in servers.items():
+            for name in order:
+                server = servers[name]
                 server.start()
                 with httpx.Client(base_url=server.url, timeout=120) as http:
                     graphs[name] = [
@@ -104,8 +126,8 @@ def main() -> None:
                 # Not timed: a server compiles the update kernels at their first use.
                 _run(server.url, graphs[name], WARM_UP_S)
             for _ in range(args.runs):
-                for name, server in servers.items():
-                    count = _run(server.url, graphs[name], args.seconds)
+                for name in order:
+                    count = _run(servers[name].url, graphs[name], args.seconds)
                     rates[name].append(count / args.seconds)
                     loads.append(os.getloadavg())
                     print(f"{name}: {count / args.seconds:,.0f} updates/s", flush=True)
@@ -116,15 +138,17 @@ def main() -> None:
         [name, f"{statistics.median(r):,.0f} ({min(r):,.0f}-{max(r):,.0f})", str(len(r))] for name, r in rates.items()
     ]
     load_text = "; ".join(", ".join(f"{x:.1f}" for x in load) for load in loads)
+    baseline = f" --baseline {args.baseline}" if args.baseline is not None else ""
     text = (
         "# Edge updates through HTTP, each acknowledged after a durable commit\n\n"
-        f"`benchmarks/bench_updates_http.py --seconds {args.seconds:g} --runs {args.runs} --clients {args.clients}` "
-        f"on {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; load average (1, 5, "
-        f"15 min) at the start and after each run: {load_text}. {args.clients} clients, each updating its own "
-        "graph; one grail-serve process.\n\n" + markdown_table(["store", "updates/s: median (min-max)", "runs"], rows)
+        f"`benchmarks/bench_updates_http.py --seconds {args.seconds:g} --runs {args.runs} --clients {args.clients} "
+        f"--stores {','.join(stores)}{baseline}` on {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}; load average (1, 5, 15 min) at the start and after each run: {load_text}. "
+        f"{args.clients} clients, each updating its own graph; one grail-serve process per row, the rows taking "
+        "turns.\n\n" + markdown_table(["server", "updates/s: median (min-max)", "runs"], rows)
     )
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "updates-http.md").write_text(text + "\n")
+    (RESULTS / args.output).write_text(text + "\n")
     print(text)
 
 

@@ -66,7 +66,16 @@ from .state.errors import (
 from .state.metadata import Change, ChangeKind, Graph, GraphStatus, Job, JobKind, JobState
 from .updates import Journal, JournalGap, Row, encode, fold_journal
 
-__all__ = ["GraphRegistry", "GraphRecord", "Progress", "JOURNAL_PAGE", "REBUILD_SPACING_S", "UpdateOutcome"]
+__all__ = [
+    "GraphRegistry",
+    "GraphRecord",
+    "Progress",
+    "JOURNAL_PAGE",
+    "REBUILD_QUIET_S",
+    "REBUILD_MAX_WAIT_S",
+    "REBUILD_MAX_PENDING",
+    "UpdateOutcome",
+]
 
 log = logging.getLogger("grail.service.registry")
 
@@ -76,11 +85,14 @@ JOURNAL_PAGE = 10_000
 _UPDATE_TRIES = 3
 # A rebuild this server queued is assumed to be under way for this long before it asks the store again.
 _REBUILD_RECHECK_S = 30.0
-# A graph's next rebuild is due this long after its last one was published: under a steady stream of updates a
-# rebuild folds what that many seconds brought, instead of the build workers rebuilding it back to back (each
-# rebuild costs a worker's CPU and the server a load of the new version). The journal past the published version
-# holds at most what came in that time and one rebuild's.
-REBUILD_SPACING_S = 5.0
+# Under a stream of updates (one graph's updates less than REBUILD_QUIET_S apart) its rebuild waits until the
+# stream pauses for that long, but no longer than REBUILD_MAX_WAIT_S after the first update it would fold in was
+# made here, and not at all once REBUILD_MAX_PENDING updates are pending: each rebuild costs a build worker's CPU
+# and this server a publish and a load, so under a stream one rebuild folds many updates, and queries (exact with
+# any number pending) never answer past that many. A lone update is folded in at once.
+REBUILD_QUIET_S = 2.0
+REBUILD_MAX_WAIT_S = 30.0
+REBUILD_MAX_PENDING = 1_000
 # An update of ``update_many``: its answer, its refusal, or None (left to ``update``).
 UpdateOutcome = dict[str, Any] | BaseException | None
 _DAMAGED = {"type": IndexFileError.kind, "message": "index files are missing or corrupt; upload the graph again"}
@@ -110,7 +122,9 @@ class _Entry:
         self.build: Progress | None = None  # this server builds it
         self.rebuild: Progress | None = None  # this server rebuilds it
         self.rebuild_asked_at = 0.0  # when this server last made sure a rebuild is queued (0: not since the last)
-        self.rebuilt_at = 0.0  # when a rebuild of it was last published here (0: none yet)
+        self.updated_at = 0.0  # when its last update was made here (time.monotonic; 0: none yet)
+        self.streaming = False  # that update came less than REBUILD_QUIET_S after the one before it
+        self.pending_since = 0.0  # when the oldest update its labels lack was made here (0: none, or not here)
         self.deleted = False
         self.settled: Future[None] = Future()  # done once ready and loaded here, failed, or deleted
 
@@ -583,8 +597,11 @@ class GraphRegistry:
         entry = self._remember(graph, entry)
         entry.build = entry.rebuild = None
         entry.rebuild_asked_at = 0.0
-        if job.kind is JobKind.rebuild:
-            entry.rebuilt_at = time.monotonic()
+        version = entry.version
+        if version is None or version.number == version.labels.version:
+            entry.pending_since = 0.0
+        else:  # updates made while it was rebuilt: the next rebuild's wait counts from now
+            entry.pending_since = time.monotonic()
         entry.settle()
         return graph
 
@@ -783,6 +800,7 @@ class GraphRegistry:
                 updated = current.apply(plan)
             assert updated.number == number, (updated.number, number)
             self._set_version(entry, updated)
+            _made_update(entry)
         return _answer(updated)
 
     def update_many(self, updates: Sequence[tuple[str, list[Any], list[Any]]]) -> list[UpdateOutcome]:
@@ -836,6 +854,7 @@ class GraphRegistry:
                     updated = current.apply(plan)
                 assert updated.number == number, (updated.number, number)
                 self._set_version(entry, updated)
+                _made_update(entry)
                 outcomes[i] = _answer(updated)
         finally:
             for _, entry, _, _ in held:
@@ -845,7 +864,7 @@ class GraphRegistry:
     def rebuild_if_pending(self, ref: str) -> bool:
         """Queue a rebuild of a graph (by id or name) with journaled updates past its published version, unless
         one is queued or running already (the store returns that one); True when one is queued now. It is due
-        ``REBUILD_SPACING_S`` after the graph's last rebuild published here, at once when that is past."""
+        after ``rebuild_delay``."""
         try:
             entry = self._entry(ref)
         except GraphNotFound:
@@ -867,9 +886,9 @@ class GraphRegistry:
         entry.rebuild_asked_at = now
         num_nodes = version.num_nodes if version is not None else int((entry.graph.stats or {}).get("nodes", 0))
         memory = sizing.build_bytes(entry.options.format or "edgelist", 0, num_nodes, edges)
-        delay = entry.rebuilt_at + REBUILD_SPACING_S - now if entry.rebuilt_at else 0.0
+        delay = self.rebuild_delay(graph_id, now)
         try:
-            self.metadata.enqueue_job(graph_id, JobKind.rebuild, {}, memory_bytes=memory, delay_s=max(delay, 0.0))
+            self.metadata.enqueue_job(graph_id, JobKind.rebuild, {}, memory_bytes=memory, delay_s=delay)
         except GraphNotFound:
             self._forget(graph_id)
             return False
@@ -878,6 +897,26 @@ class GraphRegistry:
             log.warning("graph %s: cannot queue a rebuild now: %s", graph_id, exc.message)
             return False
         return True
+
+    def rebuild_delay(self, graph_id: str, now: float | None = None) -> float:
+        """How long a rebuild of the graph should still wait (0: start now), as of ``now`` (time.monotonic): while
+        its updates stream in, until they pause for ``REBUILD_QUIET_S``, at most ``REBUILD_MAX_WAIT_S`` after the
+        oldest one its labels lack, not at all with ``REBUILD_MAX_PENDING`` pending. 0 for a graph whose updates
+        this server did not make (another server's, or a builder's view: it holds no version)."""
+        entry = self._graphs.get(graph_id)
+        version = entry.version if entry is not None else None
+        if entry is None or version is None or not entry.streaming or not entry.pending_since:
+            return 0.0
+        if version.number - version.labels.version >= REBUILD_MAX_PENDING:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        return max(0.0, min(entry.updated_at + REBUILD_QUIET_S, entry.pending_since + REBUILD_MAX_WAIT_S) - now)
+
+    def rebuild_deferred(self, job: Job, delay_s: float) -> None:
+        """A rebuild claimed while its graph's updates still stream in: queued again, due in ``delay_s``, its
+        attempt not counted."""
+        with contextlib.suppress(LeaseLost):
+            self.metadata.defer_job(job, None, delay_s)
 
     def rebuild_source(self, job: Job) -> tuple[int, int] | None:
         """(the published version, the last journaled one) of ``job``'s graph: what its rebuild folds; None
@@ -934,6 +973,15 @@ def _answer(updated: Version) -> dict[str, Any]:
         "new_nodes": result.new_nodes,
         "pending_updates": updated.number - updated.labels.version,
     }
+
+
+def _made_update(entry: _Entry) -> None:
+    """An update of the graph made here (under its lock): when, and whether it streams in after another."""
+    now = time.monotonic()
+    entry.streaming = entry.updated_at > 0 and now - entry.updated_at < REBUILD_QUIET_S
+    entry.updated_at = now
+    if not entry.pending_since:
+        entry.pending_since = now
 
 
 def _created(entry: _Entry) -> tuple[float, str]:

@@ -63,6 +63,26 @@ _APPEND = f"""WITH bumped AS (
         SELECT 'journal', ?, version, {{now}} FROM appended)
     SELECT version, pg_notify('{CHANNEL}', '') FROM appended"""
 
+# Edge updates of distinct graphs in one statement (its own transaction: one round trip, one commit): the graphs'
+# rows locked in id order, then as _APPEND does for each; each row's new version by its position in the input.
+_APPEND_MANY = f"""WITH input AS (
+        SELECT * FROM unnest(?::text[], ?::bigint[], ?::text[]) WITH ORDINALITY AS t(graph_id, expected, payload, n)),
+    locked AS (
+        SELECT g.id FROM graphs g JOIN input i ON g.id = i.graph_id ORDER BY g.id FOR UPDATE OF g),
+    bumped AS (
+        UPDATE graphs g SET head_version = g.head_version + 1, updated_at = {{now}}
+        FROM input i, locked l
+        WHERE g.id = i.graph_id AND l.id = g.id AND g.deleted_at IS NULL AND g.status = 'ready'
+            AND g.head_version = i.expected
+        RETURNING g.id, g.head_version, i.payload, i.n),
+    appended AS (
+        INSERT INTO journal (graph_id, version, payload, created_at)
+        SELECT id, head_version, payload, {{now}} FROM bumped),
+    noted AS (
+        INSERT INTO changes (kind, graph_id, version, at)
+        SELECT 'journal', id, head_version, {{now}} FROM bumped)
+    SELECT n, head_version, pg_notify('{CHANNEL}', '') FROM bumped"""
+
 DIALECT = Dialect(
     name="postgresql",
     types={
@@ -89,6 +109,10 @@ def _durable_commits(conn: psycopg.Connection[Any]) -> None:
     row = conn.execute("SHOW synchronous_commit").fetchone()
     if row is not None and row[0] == "off":
         conn.execute("SET synchronous_commit = on")
+
+
+def _distinct_graphs(appends: Sequence[Append]) -> bool:
+    return len({a.graph_id for a in appends}) == len(appends)
 
 
 def redacted(url: str) -> str:
@@ -154,9 +178,21 @@ class PostgresMetadataStore(SqlMetadataStore):
         raise AssertionError("unreachable")
 
     def _append_rows(self, tx: Tx, appends: Sequence[Append]) -> list[int | None]:
-        """As SqlMetadataStore._append_rows, one statement per append (the version bump, the journal row, the
-        change row and the notification, delivered at commit), all of them sent before the first answer is
-        read (psycopg's pipeline mode): a group costs one round trip to the database, not one per append."""
+        """As SqlMetadataStore._append_rows: appends of distinct graphs in one statement (``_APPEND_MANY``);
+        otherwise one statement per append (the version bump, the journal row, the change row and the
+        notification, delivered at commit), all of them sent before the first answer is read (psycopg's pipeline
+        mode): a group costs one round trip to the database, not one per append."""
+        if len(appends) > 1 and _distinct_graphs(appends):
+            rows = tx.all(
+                _APPEND_MANY,
+                (
+                    [a.graph_id for a in appends],
+                    [a.expected_version for a in appends],
+                    [a.payload for a in appends],
+                ),
+            )
+            made = {int(n): int(version) for n, version, _ in rows}
+            return [made.get(n) for n in range(1, len(appends) + 1)]
         statement = tx.sql(_APPEND)
         params = [(a.graph_id, a.expected_version, a.graph_id, a.payload, a.graph_id) for a in appends]
         if len(appends) == 1:
@@ -174,9 +210,10 @@ class PostgresMetadataStore(SqlMetadataStore):
                 cursor.close()
         return [None if row is None else int(row[0]) for row in rows]
 
-    def _run_appends(self, work: Callable[[Tx], T], size: int) -> T:
-        """A lone append is its statement's own transaction (no BEGIN and COMMIT round trips)."""
-        return self._run(work, write=True, single=size == 1)
+    def _run_appends(self, work: Callable[[Tx], T], group: Sequence[Append]) -> T:
+        """A lone append, or appends of distinct graphs, are one statement: its own transaction (no BEGIN and
+        COMMIT round trips). (A refusal is read after it, as a statement of its own.)"""
+        return self._run(work, write=True, single=len(group) == 1 or _distinct_graphs(group))
 
     def _lock_migrations(self, tx: Tx) -> None:
         tx.one("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))

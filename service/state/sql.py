@@ -674,10 +674,10 @@ class SqlMetadataStore(ABC):
                 outcomes[i] = self._refusal(tx, group[i]) if version is None else version
             return outcomes
 
-        return self._run_appends(work, len(group))
+        return self._run_appends(work, group)
 
-    def _run_appends(self, work: Callable[[Tx], T], size: int) -> T:
-        """The transaction of a group of ``size`` appends."""
+    def _run_appends(self, work: Callable[[Tx], T], group: Sequence[Append]) -> T:
+        """The transaction of a group of appends."""
         return self._write(work)
 
     def _append_rows(self, tx: Tx, appends: Sequence[Append]) -> list[int | None]:
@@ -894,15 +894,16 @@ class SqlMetadataStore(ABC):
 
         return self._write(work)
 
-    def defer_job(self, job: Job, error: dict[str, Any], delay_s: float) -> Job:
+    def defer_job(self, job: Job, error: dict[str, Any] | None, delay_s: float) -> Job:
         """Give a running job back after a failure that is not its own (a store that cannot be reached): queued
-        again after ``delay_s``, its attempt not counted, ``error`` shown meanwhile. LeaseLost when the job is no
-        longer the caller's."""
+        again after ``delay_s``, its attempt not counted, ``error`` shown meanwhile (None: put off by choice, the
+        last attempt's error kept). LeaseLost when the job is no longer the caller's."""
 
         def work(tx: Tx) -> Job:
             row = tx.one(
                 f"""UPDATE jobs SET state = 'queued', attempts = {{greatest}}(attempts - 1, 0),
-                        next_attempt_at = {{now}} + ?, lease_owner = NULL, lease_expires_at = NULL, error = ?,
+                        next_attempt_at = {{now}} + ?, lease_owner = NULL, lease_expires_at = NULL,
+                        error = COALESCE(?, error),
                         updated_at = {{now}}
                     WHERE id = ? AND lease_token = ? AND state = 'running' RETURNING {_JOB_COLUMNS}""",
                 (delay_s, _dumps(error), job.id, job.lease_token),

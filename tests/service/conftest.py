@@ -88,13 +88,17 @@ _FIRST_WORKERS = (b"grail-build-small", b"grail-build-main0")
 
 
 class Server:
-    """One grail-serve process; ``restart`` keeps the data directory, like a redeploy."""
+    """One grail-serve process; ``restart`` keeps the data directory, like a redeploy. ``tree``: another checkout
+    to run the server of, with its own ``.venv`` (a benchmark's baseline); this one by default."""
 
-    def __init__(self, data_dir: Path, log_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, log_path: Path, *args: str, env: dict[str, str] | None = None, tree: Path = REPO
+    ) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
         self.args = args
         self.env = env  # None: this process's environment
+        self.tree = tree
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -108,7 +112,7 @@ class Server:
         self.port = free_port()
         log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         command = [
-            sys.executable,
+            sys.executable if self.tree == REPO else str(self.tree / ".venv" / "bin" / "python"),
             "-m",
             "service.main",
             "--host",
@@ -122,7 +126,7 @@ class Server:
             *self.args,
         ]
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+            self.proc = subprocess.Popen(command, cwd=self.tree, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

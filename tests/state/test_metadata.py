@@ -443,6 +443,9 @@ def test_a_deferred_job_waits_its_delay_and_keeps_its_attempts(store: MetadataSt
         assert store.claim_job("w", 30) is None  # not before its time
         with pytest.raises(LeaseLost):
             store.defer_job(claimed, away, 0.2)  # given back already
+    claimed = wait_until(lambda: store.claim_job("w", 30))
+    by_choice = store.defer_job(claimed, None, 0.01)  # put off with no failure of its own: the last error kept
+    assert (by_choice.state, by_choice.attempts, by_choice.error) == (JobState.queued, 0, away)
     done = store.complete_job(wait_until(lambda: store.claim_job("w", 30)))
     assert (done.state, done.attempts) == (JobState.done, 1)
     assert store.get_graph("aaaaaaaaaaaa").status is not GraphStatus.failed
