@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit, prange
 from numba.cpython.unsafe.numbers import trailing_zeros
 
+from .borrowed import borrowed
 from .pending import (
     BASE,
     BASE_FIRST,
@@ -173,6 +174,7 @@ def crossing(h, p, comp, s, t, stamp, stack, marks):
 def _cross_pairs(h, p, comp, pairs, which, codes, stamp, stack, first_mark):
     """``crossing`` for the pairs ``pairs[which]`` whose source's DAG node comes after its target's, into
     ``codes``; 4 CROSSING_EDGES marks a pair from ``first_mark``."""
+    h, p = borrowed(h), borrowed(p)
     marks = np.array([first_mark - 1], dtype=np.int64)
     for j in range(which.size):
         i = which[j]
@@ -183,6 +185,7 @@ def _cross_pairs(h, p, comp, pairs, which, codes, stamp, stack, first_mark):
 
 @njit(nogil=True, cache=True)
 def _cross_one(h, p, comp, s, t, stamp, stack, first_mark):
+    h, p = borrowed(h), borrowed(p)
     marks = np.array([first_mark - 1], dtype=np.int64)
     return crossing(h, p, comp, s, t, stamp, stack, marks)
 
@@ -195,6 +198,7 @@ def _verdicts_parallel(h, p, comp, pairs, codes):
 
 @njit(nogil=True, cache=True)
 def _verdicts_serial(h, p, comp, pairs, codes):
+    h, p = borrowed(h), borrowed(p)
     for i in range(pairs.shape[0]):
         codes[i] = _verdict_of(h, p, comp, pairs[i, 0], pairs[i, 1])
 
@@ -202,6 +206,7 @@ def _verdicts_serial(h, p, comp, pairs, codes):
 @njit(nogil=True, cache=True)
 def pair_verdict(h, p, comp, u, v):
     """``verdicts`` of one pair, on the calling thread."""
+    h, p = borrowed(h), borrowed(p)
     return _verdict_of(h, p, comp, u, v)
 
 

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .borrowed import borrowed
 from .pending import (
     INTO_COMP,
     INTO_NODE,
@@ -182,6 +183,7 @@ def _expand(g, p, h, x, forward, stamp, mine, theirs, queue, tail, test, s, cs, 
 def walk(g, p, h, start, forward, stamp, mark, queue):
     """Every key node ``start`` reaches (``forward``; else that reach it) on the version's graph, breadth
     first: returns how many, ``queue[:count]`` (the start's key first)."""
+    g, p, h = borrowed(g), borrowed(p), borrowed(h)
     key, _ = _key(g, p, start)
     stamp[key] = mark
     queue[0] = key
@@ -200,6 +202,7 @@ def reaches(fw, bw, p, h, s, t, stamp, mark, queue):
     ``stamp`` takes ``mark`` (forward) and ``mark + 1``; ``queue`` holds two stacks of every key each."""
     if s == t:
         return True
+    fw, bw, p, h = borrowed(fw), borrowed(bw), borrowed(p), borrowed(h)
     half = queue.size // 2
     fkey, cs = _key(fw, p, s)
     bkey, ct = _key(fw, p, t)
@@ -229,6 +232,7 @@ def reaches(fw, bw, p, h, s, t, stamp, mark, queue):
 def walk_pairs(fw, bw, p, h, pairs, which, answers, stamp, first_mark, queue):
     """Answers of the pairs ``pairs[which]`` on the version's graph, on the calling thread (two marks a pair);
     callers spread slices of ``which`` over threads (the search releases the GIL)."""
+    fw, bw, p, h = borrowed(fw), borrowed(bw), borrowed(p), borrowed(h)
     for j in range(which.size):
         i = which[j]
         answers[i] = reaches(fw, bw, p, h, pairs[i, 0], pairs[i, 1], stamp, np.int32(first_mark + 2 * j), queue)
@@ -377,6 +381,7 @@ def shortest_path(fw, bw, p, h, s, t, buffers, mark):
     when there is none. The stamps take the marks ``mark`` (forward), ``mark + 1`` (backward) and
     ``mark + 2`` (ruled out by the tests)."""
     stamp, parent, depth, qf, qb = buffers
+    fw, bw, p, h = borrowed(fw), borrowed(bw), borrowed(p), borrowed(h)
     if s == t:
         qf[0] = s
         return 1
