@@ -150,6 +150,7 @@ def main() -> None:
         row = [case["graph"], case["nodes"], case["edges"], case["pending"], case["query"], case["calls"]]
         rows.append([*row, base_us, tree_us, tree_us / base_us, "yes" if same else "NO"])
     end = os.getloadavg()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # here only: a worker imports its tree's
     from benchmarks.common import markdown_table
 
     text = (

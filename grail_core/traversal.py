@@ -253,19 +253,10 @@ def _tested(p, w, queue, start, tail):
 
 @njit(nogil=True)
 def _expand(x, g, p, w, queue, tail):
-    """The visit of key x: every key it leads to in the version's graph (``g``: that direction's view), with
-    ``w.test`` those the verdicts keep; returns (tail, found)."""
-    start = tail
-    tail, found = _leads_to(x, g, p, w, queue, tail)
-    if found or not w.test:
-        return tail, found
-    return _tested(p, w, queue, start, tail)
-
-
-@njit(nogil=True)
-def _leads_to(x, g, p, w, queue, tail):
-    """The keys that key x leads to, unseen on its side, appended; returns (tail, found)."""
+    """The visit of key x: every key it leads to in the version's graph (``g``: that direction's view), unseen
+    on its side, with ``w.test`` those the verdicts keep; returns (tail, found)."""
     a, u, k = w.ends, w.marks, w.stamps
+    start = tail
     if x < a.n_dag:
         k.broken[0] = False
         tail, found = search_edges(x, g.dag_indptr, g.dag_indices, _into_dag_node, a, u, k, queue, tail)
@@ -276,13 +267,17 @@ def _leads_to(x, g, p, w, queue, tail):
                 tail, found = search_edges(g.mem[i], g.indptr, g.indices, _into_broken, a, u, k, queue, tail)
                 if found:
                     return tail, True
-        return _added_edges(x, OUT_OF_COMP if w.forward else INTO_COMP, p, w, queue, tail)
-    v = x - a.n_dag
-    if v < u.n_base:
-        tail, found = search_edges(v, g.indptr, g.indices, _along_base_edge, a, u, k, queue, tail)
-        if found:
-            return tail, True
-    return _added_edges(v, OUT_OF_NODE if w.forward else INTO_NODE, p, w, queue, tail)
+        v, kind = x, OUT_OF_COMP if w.forward else INTO_COMP
+    else:
+        v, kind = x - a.n_dag, OUT_OF_NODE if w.forward else INTO_NODE
+        if v < u.n_base:
+            tail, found = search_edges(v, g.indptr, g.indices, _along_base_edge, a, u, k, queue, tail)
+            if found:
+                return tail, True
+    tail, found = _added_edges(v, kind, p, w, queue, tail)
+    if found or not w.test:
+        return tail, found
+    return _tested(p, w, queue, start, tail)
 
 
 @njit(nogil=True, cache=True)
