@@ -24,11 +24,13 @@ time over all threads otherwise, each thread collecting what it appends in a buf
 Searches (``search``, ``search_level``) are the second shape: one node's or one pair's breadth-first search
 on the calling thread (many run at once, one per request or pair), which stops at the first witness. Its
 ``visit(v, x, y, z, queue, tail)`` returns ``(tail, found)`` and hands edges to ``search_edges``, whose
-per-edge function ``edge(v, w, e, x, y, z)`` answers the entry to append, ``SKIP`` or ``FOUND``. The context
-comes in three parts, passed apart as the edge functions' are: a tuple holding arrays is reference-counted
-wherever it is bound.
+per-edge function ``edge(v, w, e, x, y, z)`` answers the entry to append (``append_step``), ``SKIP`` or
+``FOUND``. The context comes in three parts, passed apart as the edge functions' are, and a per-edge
+function's parts are small tuples of the few arrays it reads: numba reference-counts every array of a tuple
+wherever it is bound, and inlines a small compiled function into the loop (where the counting cancels out)
+while a large one stays a call.
 
-Everything is inlined into the caller (``inline="always"``): each pass is a small cached kernel that names its
+The operator is inlined into the caller (``inline="always"``): each pass is a small cached kernel that names its
 functions, so the operator costs nothing over a loop written out (``benchmarks/bench_frontier.py``); numba
 cannot cache a kernel that receives its functions at run time.
 """
@@ -51,6 +53,7 @@ __all__ = [
     "FOUND",
     "search",
     "search_edges",
+    "append_step",
     "search_level",
 ]
 
@@ -158,7 +161,7 @@ def advance(visit, pull, context, queue, tail, frontier):
 
 
 @njit(nogil=True, inline="always")
-def _append_step(step, queue, tail):
+def append_step(step, queue, tail):
     """Appends what a per-edge function answered (an entry, ``SKIP`` or ``FOUND``); returns (tail, found)."""
     if step >= 0:
         queue[tail] = step
@@ -171,7 +174,7 @@ def search_edges(v, indptr, indices, edge, x, y, z, queue, tail):
     """Calls ``edge(v, w, e, x, y, z)`` for every edge v -> w at position e of the CSR graph (indptr,
     indices), appending the entries it answers, until one is ``FOUND``; returns (tail, found)."""
     for e in range(indptr[v], indptr[v + 1]):
-        tail, found = _append_step(edge(v, indices[e], e, x, y, z), queue, tail)
+        tail, found = append_step(edge(v, indices[e], e, x, y, z), queue, tail)
         if found:
             return tail, True
     return tail, False

@@ -95,6 +95,7 @@ __all__ = [
     "table_key",
     "removal_bit",
     "bit_set",
+    "marked",
     "edge_removed",
     "dag_edge_dead",
     "comp_broken",
@@ -240,28 +241,40 @@ def bit_set(bits, i):
     return bits.size > 0 and (bits[i >> 6] >> np.uint64(i & 63)) & np.uint64(1) != 0
 
 
-@_tested(types.boolean(PENDING_TYPE, _I64, _I64))
-def _in_effect(p, kind, i):
-    stamp = lookup(p.table, table_key(kind, i))
-    return 0 < stamp <= p.seq
+_TABLE = types.Array(types.int64, 2, "C")
+_READ_ONLY_TABLE = types.Array(types.int64, 2, "C", readonly=True)
+
+
+@_tested(
+    types.boolean(_READ_ONLY_BITS, _READ_ONLY_TABLE, _I64, _I64, _I64),
+    types.boolean(_BITS, _TABLE, _I64, _I64, _I64),
+)
+def marked(bits, table, seq, kind, i):
+    """Whether ``i`` is set in ``bits`` by an update of ``kind`` in effect in this version (stamped 1..seq):
+    ``edge_removed``, ``dag_edge_dead`` and ``comp_broken`` on the arrays they read. A search's per-edge
+    tests call it so: numba reference-counts every array of a ``Pending`` passed whole at every call."""
+    if not bit_set(bits, i):
+        return False
+    stamp = lookup(table, table_key(kind, i))
+    return 0 < stamp <= seq
 
 
 @_tested(types.boolean(PENDING_TYPE, _I64))
 def edge_removed(p, e):
     """Whether base edge e (forward CSR position) is removed in this version."""
-    return bit_set(p.removed_bits, e) and _in_effect(p, REMOVED_EDGE, e)
+    return marked(p.removed_bits, p.table, p.seq, REMOVED_EDGE, e)
 
 
 @_tested(types.boolean(PENDING_TYPE, _I64))
 def dag_edge_dead(p, e):
     """Whether DAG edge e (forward DAG CSR position) has every base edge under it removed."""
-    return bit_set(p.dead_bits, e) and _in_effect(p, DEAD_DAG_EDGE, e)
+    return marked(p.dead_bits, p.table, p.seq, DEAD_DAG_EDGE, e)
 
 
 @_tested(types.boolean(PENDING_TYPE, _I64))
 def comp_broken(p, c):
     """Whether component c may have split: its members are searched one by one."""
-    return bit_set(p.broken_bits, c) and _in_effect(p, BROKEN_COMP, c)
+    return marked(p.broken_bits, p.table, p.seq, BROKEN_COMP, c)
 
 
 @_tested(types.uint64(PENDING_TYPE, _I64, _I64, _I64))

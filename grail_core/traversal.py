@@ -5,7 +5,8 @@
   component that a removal may have split and for nodes that updates added. With a target it answers
   reachability, depth first, every key it meets tested by ``pending.verdict`` (a witness ends the search, a
   key that cannot reach the target is not entered); without one it lists everything reachable (descendants
-  forward, ancestors backward).
+  forward, ancestors backward). A listing runs on ``frontier.search``, reachability on two stacks; a key's
+  visit (``_expand``) is one for both, its edges handed to ``frontier.search_edges``.
 - ``shortest_path``: a bidirectional breadth-first search over nodes (the witness must be a path of the
   graph, also inside a component), each side expanding only nodes that the same tests do not rule out:
   forward only nodes that may still reach the target, backward only nodes the source may reach. Both sides
@@ -24,20 +25,24 @@ import numpy as np
 from numba import njit
 
 from .borrowed import borrowed
+from .frontier import FOUND, SKIP, append_step, search, search_edges
 from .pending import (
+    BROKEN_COMP,
+    DEAD_DAG_EDGE,
     INTO_COMP,
     INTO_NODE,
     OUT_OF_COMP,
     OUT_OF_NODE,
+    REMOVED_EDGE,
     comp_broken,
-    dag_edge_dead,
     edge_removed,
     entry_alive,
     first_entry,
+    marked,
     next_entry,
     verdict,
 )
-from .query import classify
+from .query import HotArrays, classify
 from .records import NO, YES
 
 __all__ = [
@@ -91,92 +96,189 @@ def _other_end(p, i, forward):
 
 
 # ---- walks over keys: listings, and reachability searched from both ends ---------------------------------
+#
+# A walk runs on ``frontier.search`` (a listing: breadth first) or on its own two stacks (``reaches``); the
+# visit of a key (``_expand``) hands its edges to ``frontier.search_edges`` with a per-edge function. The
+# per-edge functions read three small contexts, never a whole ``Side`` or ``Pending``: numba reference-counts
+# every array of a tuple at every call that binds it, and inlines a small function where a large one stays a
+# call.
 
 
-_NO_NODE = np.int64(-1)  # _visit's node of a DAG node's key
+class _Ends(NamedTuple):
+    """What the per-edge functions read of a side (``Side``): each entry's forward position, node -> DAG node."""
+
+    edge: np.ndarray
+    dag_edge: np.ndarray
+    comp: np.ndarray
+    n_dag: int
+
+
+class _Marks(NamedTuple):
+    """What the per-edge functions read of the version's updates (``Pending``): the removal bit sets, the
+    table of their stamps, the updates in effect and the base graph's nodes."""
+
+    removed_bits: np.ndarray
+    dead_bits: np.ndarray
+    broken_bits: np.ndarray
+    table: np.ndarray
+    seq: int
+    n_base: int
+
+
+class _Stamps(NamedTuple):
+    """A side's visit stamps: ``mine`` its own mark, ``theirs`` the other side's (-1: none); ``broken[0]``:
+    whether the DAG node being visited leads into a broken one."""
+
+    stamp: np.ndarray
+    mine: int
+    theirs: int
+    broken: np.ndarray
+
+
+class _Walk(NamedTuple):
+    """One side of a walk, the visit's context: the per-edge functions' (``ends``, ``marks``, ``stamps``), the
+    direction, and with ``test`` the pair (s and t, their DAG nodes or -1) whose verdicts the keys take."""
+
+    ends: _Ends
+    marks: _Marks
+    stamps: _Stamps
+    forward: bool
+    h: HotArrays
+    test: bool
+    s: int
+    cs: int
+    t: int
+    ct: int
+
+
+_NO_NODE = np.int64(-1)  # the node of a DAG node's key; the DAG node of a node that updates added
 
 
 @njit(nogil=True)
-def _visit(p, h, key, node, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward):
-    """Visit ``key`` (node ``node`` for a node key, DAG node ``c`` or -1); returns (tail, reached).
-
-    A key the other side of a search has seen (``theirs``) joins the two. With ``test``, the key's verdict
-    (forward: 'it reaches t'; backward: 's reaches it') may end the search or leave the key out."""
-    if stamp[key] == mine:
-        return tail, False
-    if stamp[key] == theirs:
-        return tail, True
-    stamp[key] = mine
-    if test:
-        if forward:
-            base = classify(h.rec_dag, c, h.rec_dag, ct, h.label_end) if c >= 0 and ct >= 0 else NO
-            code = verdict(p, node, c, t, ct, base)
-        else:
-            base = classify(h.rec_dag, cs, h.rec_dag, c, h.label_end) if c >= 0 and cs >= 0 else NO
-            code = verdict(p, s, cs, node, c, base)
-        if code == YES:
-            return tail, True
-        if code == NO:
-            return tail, False
-    queue[tail] = key
-    return tail + 1, False
+def _walk(g, p, h, stamp, mine, theirs, forward, test, s, cs, t, ct):
+    """A ``_Walk`` of one type whatever the integers' (one compiled ``_expand``)."""
+    i = np.int64
+    ends = _Ends(g.edge, g.dag_edge, g.comp, i(g.dag_indptr.size - 1))
+    marks = _Marks(p.removed_bits, p.dead_bits, p.broken_bits, p.table, i(p.seq), i(p.n_base))
+    stamps = _Stamps(stamp, i(mine), i(theirs), np.zeros(1, dtype=np.bool_))
+    return _Walk(ends, marks, stamps, forward, h, test, i(s), i(cs), i(t), i(ct))
 
 
 @njit(nogil=True)
-def _expand(g, p, h, x, forward, stamp, mine, theirs, queue, tail, test, s, cs, t, ct):
-    """Visit every key that key x leads to in the version's graph (``g``: that direction's view)."""
-    # Every integer passed to _visit is an int64: one compiled _visit per _expand, not one per mix of the
-    # int32 arrays, int64 sums and literals of its four calls.
-    tail = np.int64(tail)
-    n_dag = g.dag_indptr.size - 1
-    if x < n_dag:
-        into_broken = False
-        for e in range(g.dag_indptr[x], g.dag_indptr[x + 1]):
-            if dag_edge_dead(p, _entry_edge(g.dag_edge, e)):
-                continue
-            w = np.int64(g.dag_indices[e])
-            if comp_broken(p, w):
-                into_broken = True
-                continue
-            tail, found = _visit(p, h, w, _NO_NODE, w, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
-            if found:
-                return tail, True
-        if into_broken:  # which members of a broken component the edges enter
-            for i in range(g.mem_indptr[x], g.mem_indptr[x + 1]):
-                m = g.mem[i]
-                for f in range(g.indptr[m], g.indptr[m + 1]):
-                    y = np.int64(g.indices[f])
-                    cy = np.int64(g.comp[y])
-                    if cy == x or not comp_broken(p, cy) or edge_removed(p, _entry_edge(g.edge, f)):
-                        continue
-                    tail, found = _visit(
-                        p, h, n_dag + y, y, cy, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward
-                    )
-                    if found:
-                        return tail, True
-        v, kind = x, OUT_OF_COMP if forward else INTO_COMP
-    else:
-        v, kind = x - n_dag, OUT_OF_NODE if forward else INTO_NODE
-        if v < p.n_base:
-            for f in range(g.indptr[v], g.indptr[v + 1]):
-                if edge_removed(p, _entry_edge(g.edge, f)):
-                    continue
-                z = np.int64(g.indices[f])
-                key, c = _key(g, p, z)
-                tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
-                if found:
-                    return tail, True
-    # the edges that updates added out of (forward) or into the DAG node or node
+def _enter(k, key):
+    """A key met along an edge: appended unless seen; ``FOUND`` where the other side has seen it."""
+    if k.stamp[key] == k.mine:
+        return SKIP
+    if k.stamp[key] == k.theirs:
+        return FOUND
+    k.stamp[key] = k.mine
+    return key
+
+
+@njit(nogil=True)
+def _node_key(a, u, y):
+    """The key of node y: its DAG node's, unless that may have split or y is a node updates added."""
+    if y < u.n_base and not marked(u.broken_bits, u.table, u.seq, BROKEN_COMP, a.comp[y]):
+        return np.int64(a.comp[y])
+    return a.n_dag + y
+
+
+@njit(nogil=True)
+def _into_dag_node(x, w, e, a, u, k):
+    """DAG edge x -> w: w's key, unless the edge is dead; a broken w is entered by its members' edges."""
+    if marked(u.dead_bits, u.table, u.seq, DEAD_DAG_EDGE, _entry_edge(a.dag_edge, e)):
+        return SKIP
+    if marked(u.broken_bits, u.table, u.seq, BROKEN_COMP, w):
+        k.broken[0] = True
+        return SKIP
+    return _enter(k, np.int64(w))
+
+
+@njit(nogil=True)
+def _into_broken(m, y, f, a, u, k):
+    """Base edge m -> y from a member of the DAG node being visited: y's node key where it enters another,
+    broken one."""
+    cy = a.comp[y]
+    if cy == a.comp[m] or not marked(u.broken_bits, u.table, u.seq, BROKEN_COMP, cy):
+        return SKIP
+    if marked(u.removed_bits, u.table, u.seq, REMOVED_EDGE, _entry_edge(a.edge, f)):
+        return SKIP
+    return _enter(k, a.n_dag + y)
+
+
+@njit(nogil=True)
+def _along_base_edge(y, z, f, a, u, k):
+    """Base edge y -> z of a node key: z's key, unless the edge is removed."""
+    if marked(u.removed_bits, u.table, u.seq, REMOVED_EDGE, _entry_edge(a.edge, f)):
+        return SKIP
+    return _enter(k, _node_key(a, u, np.int64(z)))
+
+
+@njit(nogil=True)
+def _added_edges(v, kind, p, w, queue, tail):
+    """The keys of the edges that updates added, alive in the version, out of (forward) or into DAG node or
+    node v (``kind``: which list); returns (tail, found)."""
     i = first_entry(p, kind, v)
     while i >= 0:
         if entry_alive(p, i):
-            z = np.int64(_other_end(p, i, forward))
-            key, c = _key(g, p, z)
-            tail, found = _visit(p, h, key, z, c, stamp, mine, theirs, queue, tail, test, s, cs, t, ct, forward)
+            z = np.int64(_other_end(p, i, w.forward))
+            tail, found = append_step(_enter(w.stamps, _node_key(w.ends, w.marks, z)), queue, tail)
             if found:
                 return tail, True
         i = next_entry(p, kind, i)
     return tail, False
+
+
+@njit(nogil=True)
+def _tested(p, w, queue, start, tail):
+    """The keys ``queue[start:tail]`` a visit appended, each by its verdict (forward: 'it reaches t';
+    backward: 's reaches it'): 'yes' ends the search, 'no' leaves the key out; returns (tail, found)."""
+    h, a, kept = w.h, w.ends, start
+    for i in range(start, tail):
+        key = np.int64(queue[i])
+        node = key - a.n_dag if key >= a.n_dag else _NO_NODE
+        c = key if key < a.n_dag else (np.int64(a.comp[node]) if node < p.n_base else _NO_NODE)
+        if w.forward:
+            base = classify(h.rec_dag, c, h.rec_dag, w.ct, h.label_end) if c >= 0 and w.ct >= 0 else NO
+            code = verdict(p, node, c, w.t, w.ct, base)
+        else:
+            base = classify(h.rec_dag, w.cs, h.rec_dag, c, h.label_end) if c >= 0 and w.cs >= 0 else NO
+            code = verdict(p, w.s, w.cs, node, c, base)
+        if code == YES:
+            return kept, True
+        if code != NO:
+            queue[kept] = key
+            kept += 1
+    return kept, False
+
+
+@njit(nogil=True)
+def _expand(x, g, p, w, queue, tail):
+    """The visit of key x: every key it leads to in the version's graph (``g``: that direction's view), unseen
+    on its side, with ``w.test`` those the verdicts keep; returns (tail, found)."""
+    a, u, k = w.ends, w.marks, w.stamps
+    start = tail
+    if x < a.n_dag:
+        k.broken[0] = False
+        tail, found = search_edges(x, g.dag_indptr, g.dag_indices, _into_dag_node, a, u, k, queue, tail)
+        if found:
+            return tail, True
+        if k.broken[0]:  # which members of a broken component the edges enter
+            for i in range(g.mem_indptr[x], g.mem_indptr[x + 1]):
+                tail, found = search_edges(g.mem[i], g.indptr, g.indices, _into_broken, a, u, k, queue, tail)
+                if found:
+                    return tail, True
+        v, kind = x, OUT_OF_COMP if w.forward else INTO_COMP
+    else:
+        v, kind = x - a.n_dag, OUT_OF_NODE if w.forward else INTO_NODE
+        if v < u.n_base:
+            tail, found = search_edges(v, g.indptr, g.indices, _along_base_edge, a, u, k, queue, tail)
+            if found:
+                return tail, True
+    tail, found = _added_edges(v, kind, p, w, queue, tail)
+    if found or not w.test:
+        return tail, found
+    return _tested(p, w, queue, start, tail)
 
 
 @njit(nogil=True, cache=True)
@@ -187,11 +289,9 @@ def walk(g, p, h, start, forward, stamp, mark, queue):
     key, _ = _key(g, p, start)
     stamp[key] = mark
     queue[0] = key
-    head, tail = 0, 1
-    while head < tail:
-        tail, _ = _expand(g, p, h, queue[head], forward, stamp, mark, -1, queue, tail, False, -1, -1, -1, -1)
-        head += 1
-    return tail
+    side = _walk(g, p, h, stamp, mark, -1, forward, False, -1, -1, -1, -1)
+    count, _, _ = search(_expand, g, p, side, queue, np.int64(1))
+    return count
 
 
 @njit(nogil=True, cache=True)
@@ -199,7 +299,9 @@ def reaches(fw, bw, p, h, s, t, stamp, mark, queue):
     """Whether node s reaches node t on the version's graph: depth first from both ends at once, forward
     from s (keys that may still reach t) and backward from t (keys s may reach), each key tested by its
     verdict; the side that has seen fewer keys goes next, and the first side to run out proves 'no'.
-    ``stamp`` takes ``mark`` (forward) and ``mark + 1``; ``queue`` holds two stacks of every key each."""
+    ``stamp`` takes ``mark`` (forward) and ``mark + 1``; ``queue`` holds two stacks of every key each.
+    Depth first, not on the breadth-first ``frontier.search`` (a witness down one branch ends the search
+    before a whole level is held); a key's visit is a listing's."""
     if s == t:
         return True
     fw, bw, p, h = borrowed(fw), borrowed(bw), borrowed(p), borrowed(h)
@@ -210,18 +312,20 @@ def reaches(fw, bw, p, h, s, t, stamp, mark, queue):
     stamp[bkey] = mark + 1
     queue[0] = fkey
     queue[half] = bkey
-    ftop, btop = 1, half + 1
+    ahead = _walk(fw, p, h, stamp, mark, mark + 1, True, True, s, cs, t, ct)
+    behind = _walk(bw, p, h, stamp, mark + 1, mark, False, True, s, cs, t, ct)
+    ftop, btop = np.int64(1), np.int64(half + 1)
     fseen, bseen = 1, 1
     while ftop > 0 and btop > half:
         if fseen <= bseen:
             ftop -= 1
             before = ftop
-            ftop, found = _expand(fw, p, h, queue[ftop], True, stamp, mark, mark + 1, queue, ftop, True, s, cs, t, ct)
+            ftop, found = _expand(queue[ftop], fw, p, ahead, queue, ftop)
             fseen += ftop - before
         else:
             btop -= 1
             before = btop
-            btop, found = _expand(bw, p, h, queue[btop], False, stamp, mark + 1, mark, queue, btop, True, s, cs, t, ct)
+            btop, found = _expand(queue[btop], bw, p, behind, queue, btop)
             bseen += btop - before
         if found:
             return True
