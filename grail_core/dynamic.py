@@ -94,17 +94,18 @@ def _settled(h, p, comp, u, v, stamp, stack, marks):
 
 
 @njit(nogil=True)
+def _far(p, comp, cs, ct, below, x, y):
+    """Whether a path from DAG node cs down to ct may take added edge x -> y first (or last, ``below``)
+    across the order."""
+    return (x < p.n_base and comp[x] > ct) if below else (y >= p.n_base or comp[y] < cs)
+
+
+@njit(nogil=True)
 def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, state):
     """Weighs added edge x -> y for ``crossing`` if a path from s to t may take it first (or last, ``below``)
-    across the order: YES when it passes both, else ``state`` counts it (``[0]``: edges weighed) and whether
-    some such edge is still open (``[1]``). UNDECIDED past CROSSING_EDGES edges, NO otherwise."""
-    cs, ct = comp[s], comp[t]
-    far = (x < p.n_base and comp[x] > ct) if below else (y >= p.n_base or comp[y] < cs)
-    if not far:
+    across the order: YES when it passes both, else NO, ``state[1]`` set where the edge is still open."""
+    if not _far(p, comp, comp[s], comp[t], below, x, y):
         return NO
-    state[0] += 1
-    if state[0] > CROSSING_EDGES:
-        return UNDECIDED
     into = _settled(h, p, comp, y, t, stamp, stack, marks)
     if into != NO:
         out = _settled(h, p, comp, s, x, stamp, stack, marks)
@@ -116,9 +117,10 @@ def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, state):
 
 
 @njit(nogil=True)
-def _cross_side(h, p, comp, s, t, below, stamp, stack, marks):
+def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, counting):
     """``crossing`` from the added edges a path from s to t takes first across the order (or last,
-    ``below``): NO, YES or UNDECIDED."""
+    ``below``): NO, YES or UNDECIDED. ``counting``: only counts the edges it would weigh, UNDECIDED past
+    CROSSING_EDGES, else NO."""
     cs, ct = comp[s], comp[t]
     words = p.source_bits.size
     first_word, last_word = (0, (ct >> 6) + 1) if below else (cs >> 6, words)
@@ -142,9 +144,15 @@ def _cross_side(h, p, comp, s, t, below, stamp, stack, marks):
                 i = first_entry(p, kind, c)
                 while i >= 0:
                     if entry_alive(p, i):
-                        code = _weigh(h, p, comp, s, t, below, p.src[i], p.dst[i], stamp, stack, marks, state)
-                        if code != NO:
-                            return code
+                        if counting:
+                            if _far(p, comp, cs, ct, below, p.src[i], p.dst[i]):
+                                state[0] += 1
+                                if state[0] > CROSSING_EDGES:
+                                    return UNDECIDED
+                        else:
+                            code = _weigh(h, p, comp, s, t, below, p.src[i], p.dst[i], stamp, stack, marks, state)
+                            if code != NO:
+                                return code
                     i = next_entry(p, kind, i)
     return UNDECIDED if state[1] else NO
 
@@ -164,10 +172,19 @@ def crossing(h, p, comp, s, t, stamp, stack, marks):
     fewer ids goes first; the other where it leaves the pair open."""
     cs, ct = comp[s], comp[t]
     below = (p.flags & HAS_NEW_TARGET) == 0 and ct < p.source_bits.size * 64 - cs
-    code = _cross_side(h, p, comp, s, t, below, stamp, stack, marks)
+    code = _weighed_side(h, p, comp, s, t, below, stamp, stack, marks)
     if code == UNDECIDED and (p.flags & HAS_NEW_TARGET) == 0:
-        code = _cross_side(h, p, comp, s, t, not below, stamp, stack, marks)
+        code = _weighed_side(h, p, comp, s, t, not below, stamp, stack, marks)
     return code
+
+
+@njit(nogil=True)
+def _weighed_side(h, p, comp, s, t, below, stamp, stack, marks):
+    """``_cross_side``, its edges counted first: weighing one may search the labels' graph, so a side with
+    more than CROSSING_EDGES of them is left open before any is weighed."""
+    if _cross_side(h, p, comp, s, t, below, stamp, stack, marks, True) == UNDECIDED:
+        return UNDECIDED
+    return _cross_side(h, p, comp, s, t, below, stamp, stack, marks, False)
 
 
 @njit(nogil=True, cache=True)

@@ -39,7 +39,7 @@ from .pending import (
     removal_mask,
 )
 from .query import HotArrays
-from .traversal import Side, _expand
+from .traversal import Side, _expand, _walk
 
 __all__ = ["TouchedGraph", "TouchedSearches", "write_touched_graph"]
 
@@ -144,7 +144,8 @@ def _rows(side, p, h, n_dag, node_keys, stamp, queue, indptr, indices, fill):
         else:
             x = i if i < n_dag else n_dag + node_keys[i - n_dag]
             mark = np.int32(i + 1 + (keys if fill else 0))
-            tail, _ = _expand(side, p, h, x, True, stamp, mark, -1, queue, 0, False, -1, -1, -1, -1)
+            walk = _walk(side, p, h, stamp, mark, -1, True, False, -1, -1, -1, -1)
+            tail, _ = _expand(x, side, p, walk, queue, 0)
         if fill:
             for k in range(tail):
                 key = queue[k]
