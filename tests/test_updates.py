@@ -562,8 +562,6 @@ def test_pairs_across_the_order_are_decided_by_the_added_edges_that_cross_it() -
     through an added edge leaving what lies after the source (or entering what lies before the target), so
     those few edges decide most pairs that the verdicts leave open, without a search on the updated graph;
     answers equal BFS."""
-    from grail_core.dynamic import verdicts
-    from grail_core.records import UNDECIDED
     from grail_core.synthetic import layered_dag
 
     n = 8_000
@@ -575,28 +573,14 @@ def test_pairs_across_the_order_are_decided_by_the_added_edges_that_cross_it() -
     added = rng.integers(0, n, size=(300, 2))
     added = added[added[:, 0] != added[:, 1]]
     gone = rng.choice(src.size, size=150, replace=False)
-    for k in range(max(added.shape[0], gone.size)):
-        index.update(
-            add=added[k : k + 1].tolist() if k < added.shape[0] else [],
-            remove=[[int(src[gone[k]]), int(indices[gone[k]])]] if k < gone.size else [],
-        )
+    final = _update_in_turns(index, src, indices, added, gone)
     # sources among the last DAG nodes, targets anywhere before them, and random pairs
     low = np.flatnonzero(comp >= comp.max() - 60)
     pairs = np.concatenate(
         [np.column_stack([rng.choice(low, 600), rng.integers(0, n, 600)]), rng.integers(0, n, (600, 2))]
     )
     pairs = pairs[comp[pairs[:, 0]] > comp[pairs[:, 1]]]
-    keep = np.ones(src.size, dtype=bool)
-    keep[gone] = False
-    final = np.concatenate([np.column_stack([src, indices])[keep], added])
-    answers, stats = index.query_ids(pairs)
-    np.testing.assert_array_equal(answers, reachable_pairs(n, final, pairs))
-    assert answers.any() and not answers.all()
-    version = index.current()
-    open_pairs = np.count_nonzero(verdicts(version.search.hot, version._updates(), comp, pairs) == UNDECIDED)
-    assert open_pairs > pairs.shape[0] // 10 and stats.searched_updated <= open_pairs // 5
-    single = [index.query_pair(int(u), int(v)) for u, v in pairs[:50].tolist()]
-    assert [a.reachable for a in single] == answers[:50].tolist()
+    _check_crossed_pairs(index, n, final, pairs, comp)
 
 
 def test_pairs_far_across_the_order_are_decided_by_either_side_of_the_added_edges() -> None:
@@ -606,8 +590,6 @@ def test_pairs_far_across_the_order_are_decided_by_either_side_of_the_added_edge
     cross decide most pairs that the verdicts leave open (the side of the first edge a path takes across the
     order, or of the last one where that leaves the pair open), without a search on the updated graph;
     answers equal BFS."""
-    from grail_core.dynamic import verdicts
-    from grail_core.records import UNDECIDED
     from grail_core.synthetic import layered_dag
 
     n = 60_000
@@ -625,16 +607,31 @@ def test_pairs_far_across_the_order_are_decided_by_either_side_of_the_added_edge
     added = np.concatenate([short, up])
     added = added[added[:, 0] != added[:, 1]]
     gone = rng.choice(src.size, size=60, replace=False)
+    final = _update_in_turns(index, src, indices, added, gone)
+    sources = rng.choice(np.flatnonzero((rank >= 0.6) & (rank < 0.7)), 60)
+    pairs = np.column_stack([rng.choice(sources, 400), rng.choice(np.flatnonzero((rank >= 0.3) & (rank < 0.4)), 400)])
+    _check_crossed_pairs(index, n, final, pairs, comp)
+
+
+def _update_in_turns(index: ReachabilityIndex, src: np.ndarray, dst: np.ndarray, added: np.ndarray, gone: np.ndarray):
+    """One update per turn, adding the next of ``added`` and removing edge ``gone[k]`` of (src, dst); returns
+    the final edge list."""
     for k in range(max(added.shape[0], gone.size)):
         index.update(
             add=added[k : k + 1].tolist() if k < added.shape[0] else [],
-            remove=[[int(src[gone[k]]), int(indices[gone[k]])]] if k < gone.size else [],
+            remove=[[int(src[gone[k]]), int(dst[gone[k]])]] if k < gone.size else [],
         )
-    sources = rng.choice(np.flatnonzero((rank >= 0.6) & (rank < 0.7)), 60)
-    pairs = np.column_stack([rng.choice(sources, 400), rng.choice(np.flatnonzero((rank >= 0.3) & (rank < 0.4)), 400)])
     keep = np.ones(src.size, dtype=bool)
     keep[gone] = False
-    final = np.concatenate([np.column_stack([src, indices])[keep], added])
+    return np.concatenate([np.column_stack([src, dst])[keep], added])
+
+
+def _check_crossed_pairs(index: ReachabilityIndex, n: int, final: np.ndarray, pairs: np.ndarray, comp) -> None:
+    """Answers (batch and single) equal BFS on ``final``, both answers occur, and at most a fifth of the pairs
+    the verdicts leave open (over a tenth of all) reach a search on the updated graph."""
+    from grail_core.dynamic import verdicts
+    from grail_core.records import UNDECIDED
+
     answers, stats = index.query_ids(pairs)
     np.testing.assert_array_equal(answers, reachable_pairs(n, final, pairs))
     assert answers.any() and not answers.all()
