@@ -11,8 +11,8 @@
   graph, also inside a component), each side expanding only nodes that the same tests do not rule out:
   forward only nodes that may still reach the target, backward only nodes the source may reach. Both sides
   expand whole levels, the smaller frontier first; the first level on which they meet is finished and its
-  shortest meeting kept, so the path is a shortest one. One function expands a level of either side: the
-  side's direction, marks and buffers are its context (``_PathSide``).
+  shortest meeting kept, so the path is a shortest one. A level runs on ``frontier.search_level``; one visit
+  serves either side, whose direction, marks and buffers are its context (``_PathSide``).
 
 Everything here runs on the CPU.
 """
@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 
 from .borrowed import borrowed
-from .frontier import FOUND, SKIP, append_step, search, search_edges
+from .frontier import FOUND, SKIP, append_step, search, search_edges, search_level
 from .pending import (
     BROKEN_COMP,
     DEAD_DAG_EDGE,
@@ -35,7 +35,6 @@ from .pending import (
     OUT_OF_NODE,
     REMOVED_EDGE,
     comp_broken,
-    edge_removed,
     entry_alive,
     first_entry,
     marked,
@@ -214,19 +213,26 @@ def _along_base_edge(y, z, f, a, u, k):
     return _enter(k, _node_key(a, u, np.int64(z)))
 
 
-@njit(nogil=True)
-def _added_edges(v, kind, p, w, queue, tail):
-    """The keys of the edges that updates added, alive in the version, out of (forward) or into DAG node or
-    node v (``kind``: which list); returns (tail, found)."""
+@njit(nogil=True, inline="always")
+def _added_edges(v, kind, p, step, k, queue, tail):
+    """``step(v, z, k)`` for every edge that updates added, alive in the version, out of (forward) or into
+    DAG node or node v (``kind``: which list; z its other end), appending what it answers; returns (tail,
+    found)."""
+    forward = kind == OUT_OF_COMP or kind == OUT_OF_NODE
     i = first_entry(p, kind, v)
     while i >= 0:
         if entry_alive(p, i):
-            z = np.int64(_other_end(p, i, w.forward))
-            tail, found = append_step(_enter(w.stamps, _node_key(w.ends, w.marks, z)), queue, tail)
+            tail, found = append_step(step(v, np.int64(_other_end(p, i, forward)), k), queue, tail)
             if found:
                 return tail, True
         i = next_entry(p, kind, i)
     return tail, False
+
+
+@njit(nogil=True)
+def _walk_added(v, z, w):
+    """Added edge v -> z of a walk: z's key, unless seen."""
+    return _enter(w.stamps, _node_key(w.ends, w.marks, z))
 
 
 @njit(nogil=True)
@@ -275,7 +281,7 @@ def _expand(x, g, p, w, queue, tail):
             tail, found = search_edges(v, g.indptr, g.indices, _along_base_edge, a, u, k, queue, tail)
             if found:
                 return tail, True
-    tail, found = _added_edges(v, kind, p, w, queue, tail)
+    tail, found = _added_edges(v, kind, p, _walk_added, w, queue, tail)
     if found or not w.test:
         return tail, found
     return _tested(p, w, queue, start, tail)
@@ -371,26 +377,48 @@ def count_keys(keys, count, n_dag, mem_indptr):
 
 
 # ---- shortest witness paths over nodes -----------------------------------------------------------------
+#
+# Each side expands a level with ``frontier.search_level``: a node's visit hands its base edges to
+# ``frontier.search_edges`` with ``_path_step`` and its added ones to ``_added_edges``, then drops the nodes
+# the tests rule out (``_kept``): the per-edge function reads only ``_Ends``, ``_Marks`` and ``_Trail``.
 
 
-class _PathSide(NamedTuple):
-    """One side of a path search: its view of the graph (``g``) and direction, its visit mark (``mine``; the
-    other side's ``theirs``), the far end of the pair (t forward, s backward, with its DAG node or -1) against
-    which the tests rule nodes out, and the buffers both sides share: stamps (``ruled_out``: the mark of a node
-    the tests exclude), each node's parent and depth on its side, and ``meet``, the shortest meeting so far
-    (its length, forward node, backward node)."""
+class _Trail(NamedTuple):
+    """A path side's marks (``mine``, the other side's ``theirs``, ``ruled_out`` for a node the tests
+    exclude) and the buffers both sides share: stamps, each node's parent and depth on its side, and
+    ``meet``, the shortest meeting so far (its length, forward node, backward node)."""
 
-    g: Side
-    forward: bool
-    mine: int
-    theirs: int
-    ruled_out: int
-    end: int
-    end_dag: int
     stamp: np.ndarray
     parent: np.ndarray
     depth: np.ndarray
     meet: np.ndarray
+    mine: int
+    theirs: int
+    ruled_out: int
+    forward: bool
+
+
+class _PathSide(NamedTuple):
+    """One side of a path search, the visit's context: the per-edge functions' (``ends``, ``marks``,
+    ``trail``), and the far end of the pair (t forward, s backward, with its DAG node or -1) against which
+    the tests rule nodes out."""
+
+    ends: _Ends
+    marks: _Marks
+    trail: _Trail
+    h: HotArrays
+    end: int
+    end_dag: int
+
+
+@njit(nogil=True)
+def _path_side(g, p, h, forward, mine, theirs, ruled_out, end, end_dag, stamp, parent, depth, meet):
+    """A ``_PathSide`` of one type whatever the integers' (one compiled visit)."""
+    i = np.int64
+    ends = _Ends(g.edge, g.dag_edge, g.comp, i(g.dag_indptr.size - 1))
+    marks = _Marks(p.removed_bits, p.dead_bits, p.broken_bits, p.table, i(p.seq), i(p.n_base))
+    trail = _Trail(stamp, parent, depth, meet, i(mine), i(theirs), i(ruled_out), forward)
+    return _PathSide(ends, marks, trail, h, i(end), i(end_dag))
 
 
 @njit(nogil=True)
@@ -410,62 +438,75 @@ def _ruled_out(h, p, s, cs, t, ct):
 
 
 @njit(nogil=True)
-def _path_level(side, p, h, queue, head, tail):
-    """Expands the level ``queue[head:tail]`` of one side, each node by its base edges (none for a node that
-    updates added) then those updates added; returns the new tail (the next level lies behind ``tail``).
-
-    A node y met from node x is a meeting with the other side (kept if the shortest), else queued unless the
-    tests rule it out (forward: y cannot reach the far end; backward: the far end cannot reach y)."""
-    g, forward, stamp, parent, depth, meet = side.g, side.forward, side.stamp, side.parent, side.depth, side.meet
-    mine, theirs, ruled_out, end, end_dag = side.mine, side.theirs, side.ruled_out, side.end, side.end_dag
-    kind = OUT_OF_NODE if forward else INTO_NODE
-    for i in range(head, tail):
-        x = queue[i]
-        f = g.indptr[x] if x < p.n_base else 0
-        stop = g.indptr[x + 1] if x < p.n_base else 0
-        entry = first_entry(p, kind, x)
-        while f < stop or entry >= 0:
-            if f < stop:
-                y = g.indices[f]
-                f += 1
-                if edge_removed(p, _entry_edge(g.edge, f - 1)):
-                    continue
-            else:
-                y = _other_end(p, entry, forward)
-                alive = entry_alive(p, entry)
-                entry = next_entry(p, kind, entry)
-                if not alive:
-                    continue
-            seen = stamp[y]
-            if seen == mine or seen == ruled_out:
-                continue
-            if seen == theirs:
-                if depth[x] + 1 + depth[y] < meet[0]:
-                    meet[0] = depth[x] + 1 + depth[y]
-                    meet[1] = x if forward else y
-                    meet[2] = y if forward else x
-                continue
-            y_dag = _dag_of(g, p, y)
-            if forward:
-                excluded = _ruled_out(h, p, y, y_dag, end, end_dag)
-            else:
-                excluded = _ruled_out(h, p, end, end_dag, y, y_dag)
-            if excluded:
-                stamp[y] = ruled_out
-                continue
-            stamp[y] = mine
-            parent[y] = x
-            depth[y] = depth[x] + 1
-            queue[tail] = y
-            tail += 1
-    return tail
+def _met_or_entered(k, x, y):
+    """Node y met from node x: a meeting with the other side (kept if the shortest), else appended unless
+    seen or ruled out on this side."""
+    seen = k.stamp[y]
+    if seen == k.mine or seen == k.ruled_out:
+        return SKIP
+    if seen == k.theirs:
+        if k.depth[x] + 1 + k.depth[y] < k.meet[0]:
+            k.meet[0] = k.depth[x] + 1 + k.depth[y]
+            k.meet[1] = x if k.forward else y
+            k.meet[2] = y if k.forward else x
+        return SKIP
+    k.stamp[y] = k.mine
+    k.parent[y] = x
+    k.depth[y] = k.depth[x] + 1
+    return y
 
 
 @njit(nogil=True)
-def _start(side, node, queue):
-    side.stamp[node] = side.mine
-    side.parent[node] = -1
-    side.depth[node] = 0
+def _path_step(x, y, f, a, u, k):
+    """Base edge x -> y (forward position f): y, unless the edge is removed (``_met_or_entered``)."""
+    if marked(u.removed_bits, u.table, u.seq, REMOVED_EDGE, _entry_edge(a.edge, f)):
+        return SKIP
+    return _met_or_entered(k, x, np.int64(y))
+
+
+@njit(nogil=True)
+def _kept(p, side, queue, start, tail):
+    """The nodes ``queue[start:tail]`` a visit appended, less those the tests rule out (forward: they cannot
+    reach the far end; backward: it cannot reach them), marked so; returns the new tail."""
+    k, h, kept = side.trail, side.h, start
+    for i in range(start, tail):
+        y = np.int64(queue[i])
+        y_dag = np.int64(side.ends.comp[y]) if y < p.n_base else _NO_NODE
+        if k.forward:
+            excluded = _ruled_out(h, p, y, y_dag, side.end, side.end_dag)
+        else:
+            excluded = _ruled_out(h, p, side.end, side.end_dag, y, y_dag)
+        if excluded:
+            k.stamp[y] = k.ruled_out
+        else:
+            queue[kept] = y
+            kept += 1
+    return kept
+
+
+@njit(nogil=True)
+def _path_visit(x, g, p, side, queue, tail):
+    """The visit of node x on one side: its base edges (none for a node that updates added), then those
+    updates added, the nodes not ruled out appended; returns (tail, False): a meeting does not stop the
+    level, whose shortest meeting is kept."""
+    a, u, k = side.ends, side.marks, side.trail
+    start = tail
+    if x < u.n_base:
+        tail, _ = search_edges(x, g.indptr, g.indices, _path_step, a, u, k, queue, tail)
+    tail, _ = _added_edges(x, OUT_OF_NODE if k.forward else INTO_NODE, p, _path_added, k, queue, tail)
+    return _kept(p, side, queue, start, tail), False
+
+
+@njit(nogil=True)
+def _path_added(x, y, k):
+    return _met_or_entered(k, x, y)
+
+
+@njit(nogil=True)
+def _start(k, node, queue):
+    k.stamp[node] = k.mine
+    k.parent[node] = -1
+    k.depth[node] = 0
     queue[0] = node
 
 
@@ -490,19 +531,24 @@ def shortest_path(fw, bw, p, h, s, t, buffers, mark):
         qf[0] = s
         return 1
     meet = np.array([np.int64(1) << 62, -1, -1], dtype=np.int64)
-    forward, backward, ruled_out = np.int64(mark), np.int64(mark) + 1, np.int64(mark) + 2
-    front = _PathSide(fw, True, forward, backward, ruled_out, t, _dag_of(fw, p, t), stamp, parent, depth, meet)
-    back = _PathSide(bw, False, backward, forward, ruled_out, s, _dag_of(fw, p, s), stamp, parent, depth, meet)
-    _start(front, s, qf)
-    _start(back, t, qb)
+    forward, backward, ruled_out = mark, mark + 1, mark + 2
+    cs, ct = _dag_of(fw, p, s), _dag_of(fw, p, t)
+    front = _path_side(fw, p, h, True, forward, backward, ruled_out, t, ct, stamp, parent, depth, meet)
+    back = _path_side(bw, p, h, False, backward, forward, ruled_out, s, cs, stamp, parent, depth, meet)
+    _start(front.trail, s, qf)
+    _start(back.trail, t, qb)
     fh, ft, bh, bt = 0, 1, 0, 1
     # Whole levels, the side with fewer nodes waiting first, until the sides meet (the level is finished, so
     # that its shortest meeting is kept) or one runs out.
     while fh < ft and bh < bt and meet[1] < 0:
         if ft - fh <= bt - bh:
-            fh, ft = ft, _path_level(front, p, h, qf, fh, ft)
+            stop = ft
+            ft, _ = search_level(_path_visit, fw, p, front, qf, fh, ft)
+            fh = stop
         else:
-            bh, bt = bt, _path_level(back, p, h, qb, bh, bt)
+            stop = bt
+            bt, _ = search_level(_path_visit, bw, p, back, qb, bh, bt)
+            bh = stop
     meet_f, meet_b = meet[1], meet[2]
     if meet_f < 0:
         return 0
