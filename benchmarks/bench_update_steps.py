@@ -8,14 +8,13 @@ of the pairs still open, and the whole ``query_ids``; with the number of pairs e
 
     python3 -m benchmarks.bench_update_steps --graphs rmat-8,dag-10k [--stream 1000] [--apply 1000]
 
-``--tree DIR`` measures another checkout of the project (e.g. ``git archive <commit> | tar -x -C DIR``) in
-this process instead: run it once per tree, one after the other, on one machine.
+To compare two checkouts, run it from each one's own folder (``git archive <commit> | tar -x -C DIR``, then
+``cd DIR``), one after the other, on one machine: the project's packages are imported from the folder it runs in.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 
@@ -72,10 +71,7 @@ def main() -> None:
     parser.add_argument("--graphs", default="rmat-8,dag-10k")
     parser.add_argument("--stream", type=int, default=1000)
     parser.add_argument("--apply", type=int, default=1000)
-    parser.add_argument("--tree", default=None)
     args = parser.parse_args()
-    if args.tree:
-        sys.path.insert(0, args.tree)
     from benchmarks.bench_updates import edge_arrays, graphs, pair_batches, updates
     from grail_core import ReachabilityIndex
 
