@@ -69,8 +69,8 @@ def walk_size(n_dag: int, num_nodes: int) -> int:
 # How many added edges ``crossing`` weighs from one end of a pair (on one side), and from all its ends; how
 # many pairs of ends (one from each side) it tries after that.
 CROSSING_EDGES = 32
-CHAINED_EDGES = 4 * CROSSING_EDGES
-MEETING_PAIRS = 64
+CHAINED_EDGES = 2 * CROSSING_EDGES
+MEETING_PAIRS = 32
 # Marks ``crossing`` may take for one pair: a ``_settled`` search for either end of each edge it weighs on
 # either side, and one for each pair of ends it tries.
 CROSSING_MARKS = 2 * 2 * CHAINED_EDGES + MEETING_PAIRS
