@@ -66,8 +66,16 @@ def walk_size(n_dag: int, num_nodes: int) -> int:
     return 2 * (n_dag + num_nodes)
 
 
-# How many added edges ``crossing`` weighs.
+# How many added edges ``crossing`` weighs from one end of a pair (on one side), and from all its ends; how
+# many pairs of ends (one from each side) it tries after that.
 CROSSING_EDGES = 32
+CHAINED_EDGES = 2 * CROSSING_EDGES
+MEETING_PAIRS = 32
+# Marks ``crossing`` may take for one pair: a ``_settled`` search for either end of each edge it weighs on
+# either side, and one for each pair of ends it tries.
+CROSSING_MARKS = 2 * 2 * CHAINED_EDGES + MEETING_PAIRS
+# ``_cross_side``'s state: edges counted, whether some edge is still open, ends queued.
+_COUNTED, _OPEN, _ENDS = range(3)
 
 
 @njit(nogil=True)
@@ -101,25 +109,49 @@ def _far(p, comp, cs, ct, below, x, y):
 
 
 @njit(nogil=True)
-def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, state):
+def _queue_end(state, ends, node):
+    """Queues ``node`` as a further end of the pair (once; the edge stays open where ``ends`` is full)."""
+    for k in range(state[_ENDS]):
+        if ends[k] == node:
+            return
+    if state[_ENDS] == ends.size:
+        state[_OPEN] = 1
+        return
+    ends[state[_ENDS]] = node
+    state[_ENDS] += 1
+
+
+@njit(nogil=True)
+def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, state, ends):
     """Weighs added edge x -> y for ``crossing`` if a path from s to t may take it first (or last, ``below``)
-    across the order: YES when it passes both, else NO, ``state[1]`` set where the edge is still open."""
+    across the order: YES when it passes both, else NO. Where the end of the edge away from the pair's own
+    end (y, or x ``below``) is reached (reaches t) but is still open itself, and lies across the order from
+    the pair's other end, it is queued in ``ends`` as a further end (a pair of its own for ``_weighed_side``);
+    other edges still open set ``state[_OPEN]``."""
     if not _far(p, comp, comp[s], comp[t], below, x, y):
         return NO
     into = _settled(h, p, comp, y, t, stamp, stack, marks)
-    if into != NO:
-        out = _settled(h, p, comp, s, x, stamp, stack, marks)
-        if into == YES and out == YES:
-            return YES
-        if out != NO:
-            state[1] = 1
+    if into == NO:
+        return NO
+    out = _settled(h, p, comp, s, x, stamp, stack, marks)
+    if out == NO:
+        return NO
+    if into == YES and out == YES:
+        return YES
+    if below and into == YES and comp[s] > comp[x]:
+        _queue_end(state, ends, x)
+    elif not below and out == YES and y < p.n_base and comp[y] > comp[t]:
+        _queue_end(state, ends, y)
+    else:
+        state[_OPEN] = 1
     return NO
 
 
 @njit(nogil=True)
-def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, counting):
+def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, counting, state, ends):
     """``crossing`` from the added edges a path from s to t takes first across the order (or last,
-    ``below``): NO, YES or UNDECIDED. ``counting``: only counts the edges it would weigh, UNDECIDED past
+    ``below``): YES, or NO with the edges still open noted in ``state`` and ``ends`` (``_weigh``).
+    ``counting``: only counts the edges it would weigh in ``state[_COUNTED]``, UNDECIDED past
     CROSSING_EDGES, else NO."""
     cs, ct = comp[s], comp[t]
     words = p.source_bits.size
@@ -127,7 +159,6 @@ def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, counting):
     bits, summary, kind = (
         (p.target_bits, p.target_words, INTO_COMP) if below else (p.source_bits, p.source_words, OUT_OF_COMP)
     )
-    state = np.zeros(2, dtype=np.int64)
     for v in range(first_word >> 6, ((last_word - 1) >> 6) + 1):
         used = summary[v]
         while used != 0:
@@ -146,15 +177,15 @@ def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, counting):
                     if entry_alive(p, i):
                         if counting:
                             if _far(p, comp, cs, ct, below, p.src[i], p.dst[i]):
-                                state[0] += 1
-                                if state[0] > CROSSING_EDGES:
+                                state[_COUNTED] += 1
+                                if state[_COUNTED] > CROSSING_EDGES:
                                     return UNDECIDED
                         else:
-                            code = _weigh(h, p, comp, s, t, below, p.src[i], p.dst[i], stamp, stack, marks, state)
+                            code = _weigh(h, p, comp, s, t, below, p.src[i], p.dst[i], stamp, stack, marks, state, ends)
                             if code != NO:
                                 return code
                     i = next_entry(p, kind, i)
-    return UNDECIDED if state[1] else NO
+    return NO
 
 
 @njit(nogil=True)
@@ -165,32 +196,74 @@ def crossing(h, p, comp, s, t, stamp, stack, marks):
     Base edges never lead to a lower DAG id, and a node that updates added counts as id 0: a path from cs
     down to ct takes a first added edge x -> y from an id >= cs to one below cs, and a last one from an id
     above ct to one at most ct (when no added edge enters an added node). Either set decides the pair when
-    it is small (``_cross_side``: the bit sets of DAG nodes that added edges leave or enter, read through
+    it is small (``_weighed_side``: the bit sets of DAG nodes that added edges leave or enter, read through
     their words' bit sets, a cost in the edges, not the ids): YES where s reaches some x and its y reaches
-    t, NO where each such edge fails one of the two (``_weigh``, up to CROSSING_EDGES edges a side;
-    ``_settled`` of each end may search the labels' graph: up to 4 CROSSING_EDGES marks). The side with
-    fewer ids goes first; the other where it leaves the pair open."""
+    t, NO where each such edge fails one of the two (``_weigh``; ``_settled`` of each end may search the
+    labels' graph: up to CROSSING_MARKS marks in all). The side with fewer ids goes first; the other where
+    it leaves the pair open. Each side goes on from the far ends of the edges it leaves open (``ends``: s
+    reaches each of row 0, each of row 1 reaches t); where both leave the pair open, a pair of such ends,
+    one of each row, that reach each other is a witness (``_meet``)."""
     cs, ct = comp[s], comp[t]
+    ends = np.empty((2, CHAINED_EDGES), dtype=np.int64)
+    states = np.zeros((2, 3), dtype=np.int64)
+    ends[0, 0], ends[1, 0] = s, t
+    states[0, _ENDS] = states[1, _ENDS] = 1
     below = (p.flags & HAS_NEW_TARGET) == 0 and ct < p.source_bits.size * 64 - cs
-    code = _weighed_side(h, p, comp, s, t, below, stamp, stack, marks)
+    code = _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, states[int(below)], ends[int(below)])
     if code == UNDECIDED and (p.flags & HAS_NEW_TARGET) == 0:
-        code = _weighed_side(h, p, comp, s, t, not below, stamp, stack, marks)
+        other = int(not below)
+        code = _weighed_side(h, p, comp, s, t, not below, stamp, stack, marks, states[other], ends[other])
+    if code == UNDECIDED:
+        code = _meet(h, p, comp, ends, states, stamp, stack, marks)
     return code
 
 
 @njit(nogil=True)
-def _weighed_side(h, p, comp, s, t, below, stamp, stack, marks):
-    """``_cross_side``, its edges counted first: weighing one may search the labels' graph, so a side with
-    more than CROSSING_EDGES of them is left open before any is weighed."""
-    if _cross_side(h, p, comp, s, t, below, stamp, stack, marks, True) == UNDECIDED:
-        return UNDECIDED
-    return _cross_side(h, p, comp, s, t, below, stamp, stack, marks, False)
+def _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, state, ends):
+    """One side of ``crossing`` (its edges counted before any is weighed: weighing one may search the labels'
+    graph), from the pair's own end (s, or t ``below``: ``ends[0]``) and on from the ends it queues: an edge
+    that s reaches (``below``: that reaches t) whose far end y (x) is itself a pair across the order with t
+    (s) needs another added edge across it, which that pair's own side weighs. YES where some end decides
+    YES, NO where every end's edges fail, else UNDECIDED: an edge still open, or an end with more than
+    CROSSING_EDGES edges or past CHAINED_EDGES edges weighed for the pair in all."""
+    budget = CHAINED_EDGES
+    k = 0
+    while k < state[_ENDS]:
+        end = ends[k]
+        k += 1
+        u, v = (s, end) if below else (end, t)
+        state[_COUNTED] = 0
+        if _cross_side(h, p, comp, u, v, below, stamp, stack, marks, True, state, ends) == UNDECIDED:
+            state[_OPEN] = 1
+            continue
+        if state[_COUNTED] > budget:
+            state[_OPEN] = 1
+            continue
+        budget -= state[_COUNTED]
+        if _cross_side(h, p, comp, u, v, below, stamp, stack, marks, False, state, ends) == YES:
+            return YES
+    return UNDECIDED if state[_OPEN] else NO
+
+
+@njit(nogil=True)
+def _meet(h, p, comp, ends, states, stamp, stack, marks):
+    """YES where a queued end that s reaches (``ends[0]``) reaches one that reaches t (``ends[1]``), else
+    UNDECIDED; up to MEETING_PAIRS pairs of ends, the pair's own ends left out (``_weigh`` tried those)."""
+    tried = 0
+    for i in range(1, states[0, _ENDS]):
+        for j in range(1, states[1, _ENDS]):
+            if tried == MEETING_PAIRS:
+                return UNDECIDED
+            tried += 1
+            if _settled(h, p, comp, ends[0, i], ends[1, j], stamp, stack, marks) == YES:
+                return YES
+    return UNDECIDED
 
 
 @njit(nogil=True, cache=True)
 def _cross_pairs(h, p, comp, pairs, which, codes, stamp, stack, first_mark):
     """``crossing`` for the pairs ``pairs[which]`` whose source's DAG node comes after its target's, into
-    ``codes``; 4 CROSSING_EDGES marks a pair from ``first_mark``."""
+    ``codes``; CROSSING_MARKS marks a pair from ``first_mark``."""
     h, p = borrowed(h), borrowed(p)
     marks = np.array([first_mark - 1], dtype=np.int64)
     for j in range(which.size):
@@ -287,7 +360,7 @@ def _cross(
     """``crossing`` for the undecided pairs ``pairs[which]`` into ``codes``, slices over the cores."""
 
     def run(part: np.ndarray) -> None:
-        with pool.take(marks=4 * CROSSING_EDGES * part.size + 1) as (stamp, stack, mark):
+        with pool.take(marks=CROSSING_MARKS * part.size + 1) as (stamp, stack, mark):
             _cross_pairs(hot, pending, comp, pairs, part, codes, stamp, stack, mark)
 
     _in_slices(which, run)
@@ -329,7 +402,7 @@ def answer_one(
             return found, searched
     comp = sides[0].comp
     if code == UNDECIDED and u < pending.n_base and v < pending.n_base and comp[u] > comp[v]:
-        with pool.take(marks=4 * CROSSING_EDGES + 1) as (stamp, stack, mark):
+        with pool.take(marks=CROSSING_MARKS + 1) as (stamp, stack, mark):
             code = _cross_one(hot, pending, comp, u, v, stamp, stack, mark)
     if code == YES or code == NO:
         return bool(code == YES), False

@@ -613,6 +613,43 @@ def test_pairs_far_across_the_order_are_decided_by_either_side_of_the_added_edge
     _check_crossed_pairs(index, n, final, pairs, comp)
 
 
+def test_pairs_across_the_order_through_chained_added_edges_are_decided_without_a_search() -> None:
+    """A deep DAG of 60,000 DAG nodes with two chains of edges added against the order (after 133 short ones
+    in its middle that take the witness bits), of 2 and 3 edges, each leading from after the next one's
+    source to before it, and 60 edges removed: a pair from 80-90% of the order to 10-35% takes at least 2 of
+    them across the order (3 to below 26%), so the far end of the first edge a path takes across is itself a
+    pair across the order; crossing goes on from that end (or, from the target's side, from the near end of
+    the last edge) and decides such pairs without a search on the updated graph, NO ones included (targets
+    just after the lowest edge's target); answers equal BFS."""
+    from grail_core.synthetic import layered_dag
+
+    n = 60_000
+    indptr, indices = layered_dag(n, 6_000, 3.0, 4, seed=41)
+    src = np.repeat(np.arange(n), np.diff(indptr))
+    rng = np.random.default_rng(42)
+    index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
+    comp = index.current().labels.views.forward().comp
+    rank = comp / (comp.max() + 1)
+
+    def within(low: float, high: float, count: int = 1) -> np.ndarray:
+        return rng.choice(np.flatnonzero((rank >= low) & (rank < high)), count)
+
+    # (from, to) ranges of ranks of each chain's edges: each edge's target lies before the next one's source
+    two = [((0.92, 0.96), (0.51, 0.54)), ((0.56, 0.59), (0.26, 0.29))]
+    three = [((0.92, 0.96), (0.66, 0.69)), ((0.71, 0.74), (0.41, 0.44)), ((0.46, 0.49), (0.06, 0.09))]
+    chains = np.array([[within(*a)[0], within(*b)[0]] for a, b in two + three])
+    middle = np.argsort(comp)[int(0.3 * n) : int(0.7 * n) : 300]
+    short = np.column_stack([middle, np.argsort(comp)[comp[middle] - rng.integers(1, 51, size=middle.size)]])
+    added = np.concatenate([short, chains])
+    gone = rng.choice(src.size, size=60, replace=False)
+    final = _update_in_turns(index, src, indices, added, gone)
+    # targets after the lowest edge's target: most of those just after it are out of its reach (NO)
+    lowest = rank[chains[-1, 1]]
+    targets = np.concatenate([within(0.1, 0.35, 300), within(lowest, lowest + 0.003, 100)])
+    pairs = np.column_stack([rng.choice(within(0.8, 0.9, 60), 400), targets])
+    _check_crossed_pairs(index, n, final, pairs, comp, searched=0)
+
+
 def _update_in_turns(index: ReachabilityIndex, src: np.ndarray, dst: np.ndarray, added: np.ndarray, gone: np.ndarray):
     """One update per turn, adding the next of ``added`` and removing edge ``gone[k]`` of (src, dst); returns
     the final edge list."""
@@ -626,9 +663,12 @@ def _update_in_turns(index: ReachabilityIndex, src: np.ndarray, dst: np.ndarray,
     return np.concatenate([np.column_stack([src, dst])[keep], added])
 
 
-def _check_crossed_pairs(index: ReachabilityIndex, n: int, final: np.ndarray, pairs: np.ndarray, comp) -> None:
+def _check_crossed_pairs(
+    index: ReachabilityIndex, n: int, final: np.ndarray, pairs: np.ndarray, comp, searched: int | None = None
+) -> None:
     """Answers (batch and single) equal BFS on ``final``, both answers occur, and at most a fifth of the pairs
-    the verdicts leave open (over a tenth of all) reach a search on the updated graph."""
+    the verdicts leave open (over a tenth of all) reach a search on the updated graph (``searched`` of them,
+    where given)."""
     from grail_core.dynamic import verdicts
     from grail_core.records import UNDECIDED
 
@@ -638,5 +678,6 @@ def _check_crossed_pairs(index: ReachabilityIndex, n: int, final: np.ndarray, pa
     version = index.current()
     open_pairs = np.count_nonzero(verdicts(version.search.hot, version._updates(), comp, pairs) == UNDECIDED)
     assert open_pairs > pairs.shape[0] // 10 and stats.searched_updated <= open_pairs // 5
+    assert searched is None or stats.searched_updated == searched
     single = [index.query_pair(int(u), int(v)) for u, v in pairs[:50].tolist()]
     assert [a.reachable for a in single] == answers[:50].tolist()
