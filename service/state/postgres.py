@@ -65,6 +65,7 @@ _APPEND = f"""WITH bumped AS (
 
 # Edge updates of distinct graphs in one statement (its own transaction: one round trip, one commit): the graphs'
 # rows locked in id order, then as _APPEND does for each; each row's new version by its position in the input.
+# The notification is an uncorrelated subquery, evaluated once for the statement (none when no row changed).
 _APPEND_MANY = f"""WITH input AS (
         SELECT * FROM unnest(?::text[], ?::bigint[], ?::text[]) WITH ORDINALITY AS t(graph_id, expected, payload, n)),
     locked AS (
@@ -81,7 +82,7 @@ _APPEND_MANY = f"""WITH input AS (
     noted AS (
         INSERT INTO changes (kind, graph_id, version, at)
         SELECT 'journal', id, head_version, {{now}} FROM bumped)
-    SELECT n, head_version, pg_notify('{CHANNEL}', '') FROM bumped"""
+    SELECT n, head_version, (SELECT pg_notify('{CHANNEL}', '')) FROM bumped"""
 
 DIALECT = Dialect(
     name="postgresql",
@@ -223,20 +224,27 @@ class PostgresMetadataStore(SqlMetadataStore):
 
     # ---- the change feed ----------------------------------------------------------------------------
 
+    # The change feed's reads are one statement each, their own transaction (no BEGIN and COMMIT round trips):
+    # a follower reads the feed after every commit that notifies.
+
     def current_cursor(self) -> int:
-        row = self._read(lambda tx: tx.one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"))
+        row = self._run(
+            lambda tx: tx.one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"), write=False, single=True
+        )
         assert row is not None
         return int(row[0])
 
     def changes_since(self, cursor: int) -> tuple[list[Change], int]:
-        rows = self._read(
+        rows = self._run(
             lambda tx: tx.all(
                 """WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS horizon)
                    SELECT h.horizon, c.seq, c.kind, c.graph_id, c.version, c.at
                    FROM h LEFT JOIN changes c ON c.txid >= ? AND c.txid < h.horizon
                    ORDER BY c.seq""",
                 (cursor,),
-            )
+            ),
+            write=False,
+            single=True,
         )
         horizon = int(rows[0][0])
         changes = [_change(row[1:]) for row in rows if row[1] is not None]
