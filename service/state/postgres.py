@@ -211,6 +211,10 @@ class PostgresMetadataStore(SqlMetadataStore):
                 cursor.close()
         return [None if row is None else int(row[0]) for row in rows]
 
+    def _read(self, work: Callable[[Tx], T]) -> T:
+        """One statement, its own transaction (no BEGIN and COMMIT round trips): the same snapshot."""
+        return self._run(work, write=False, single=True)
+
     def _run_appends(self, work: Callable[[Tx], T], group: Sequence[Append]) -> T:
         """A lone append, or appends of distinct graphs, are one statement: its own transaction (no BEGIN and
         COMMIT round trips). (A refusal is read after it, as a statement of its own.)"""
@@ -224,27 +228,20 @@ class PostgresMetadataStore(SqlMetadataStore):
 
     # ---- the change feed ----------------------------------------------------------------------------
 
-    # The change feed's reads are one statement each, their own transaction (no BEGIN and COMMIT round trips):
-    # a follower reads the feed after every commit that notifies.
-
     def current_cursor(self) -> int:
-        row = self._run(
-            lambda tx: tx.one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"), write=False, single=True
-        )
+        row = self._read(lambda tx: tx.one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"))
         assert row is not None
         return int(row[0])
 
     def changes_since(self, cursor: int) -> tuple[list[Change], int]:
-        rows = self._run(
+        rows = self._read(
             lambda tx: tx.all(
                 """WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS horizon)
                    SELECT h.horizon, c.seq, c.kind, c.graph_id, c.version, c.at
                    FROM h LEFT JOIN changes c ON c.txid >= ? AND c.txid < h.horizon
                    ORDER BY c.seq""",
                 (cursor,),
-            ),
-            write=False,
-            single=True,
+            )
         )
         horizon = int(rows[0][0])
         changes = [_change(row[1:]) for row in rows if row[1] is not None]

@@ -277,6 +277,8 @@ class SqlMetadataStore(ABC):
         return self._run(work, write=True)
 
     def _read(self, work: Callable[[Tx], T]) -> T:
+        """A read of one statement (``work`` runs exactly one; a read of several, which must see one snapshot,
+        is ``_run(work, write=False)``)."""
         return self._run(work, write=False)
 
     def _migrate(self) -> None:
@@ -635,7 +637,7 @@ class SqlMetadataStore(ABC):
                 uploads=frozenset(key for (key,) in uploads),
             )
 
-        return self._read(work)
+        return self._run(work, write=False)
 
     # ---- the edge-update journal --------------------------------------------------------------------
 
