@@ -31,6 +31,9 @@ log = logging.getLogger("grail.service.housekeeping")
 _SLOW_CHORES_S = 3600.0
 _CHANGES_KEPT_S = 3600.0
 _JOBS_KEPT_S = 86400.0
+# After a read that found changes the follower waits this long before the next one: under a stream of commits
+# (each notifies) one read takes the changes of many, instead of a read per commit.
+_FOLLOW_SPACING_S = 0.02
 
 
 class Housekeeping:
@@ -97,7 +100,10 @@ class Follower:
             try:
                 if subscription is None:
                     subscription = self._stores.metadata.subscribe(poll_s=1.0)
-                self._follow(subscription.wait(1.0))
+                changes = subscription.wait(1.0)
+                self._follow(changes)
+                if changes:
+                    self._stop.wait(_FOLLOW_SPACING_S)
             except StateError as exc:
                 log.warning("following the changes of other servers: %s", exc.message)
                 self._stop.wait(1.0)
@@ -109,15 +115,27 @@ class Follower:
 
     def _follow(self, changes: list[Change]) -> None:
         graphs: dict[str, None] = {}
+        # The newest journal and version change of each graph: a server that holds it holds the older ones.
+        newest: dict[tuple[str, ChangeKind], Change] = {}
+        jobs = False
         for change in changes:
             if change.kind is ChangeKind.job:
                 # A job changes nothing a server answers from (a record reads its graph's jobs from the store).
-                self._runner.wake()
+                jobs = True
                 continue
             if change.graph_id is None or not self._registry.serving:  # a builder serves no version
                 continue
-            if change.kind in (ChangeKind.journal, ChangeKind.version) and self._registry.holds(change):
-                continue  # this server's own update or publication, or one it has applied
+            if change.kind in (ChangeKind.journal, ChangeKind.version) and change.version is not None:
+                key = (change.graph_id, change.kind)
+                seen = newest.get(key)
+                if seen is None or change.version > (seen.version or 0):
+                    newest[key] = change
+                continue
             graphs[change.graph_id] = None
+        if jobs:
+            self._runner.wake()
+        for (graph_id, _), change in newest.items():
+            if graph_id not in graphs and not self._registry.holds(change):
+                graphs[graph_id] = None  # not this server's own change, nor one it has applied
         for graph_id in graphs:
             self._registry.sync(graph_id)

@@ -63,7 +63,7 @@ from .state.errors import (
     VersionConflict,
     VersionStateError,
 )
-from .state.metadata import Change, ChangeKind, Graph, GraphStatus, Job, JobKind, JobState
+from .state.metadata import Change, ChangeKind, Graph, GraphStatus, Job, JobKind, JobState, JournalTimes
 from .updates import Journal, JournalGap, Row, encode, fold_journal
 
 __all__ = [
@@ -75,6 +75,7 @@ __all__ = [
     "REBUILD_MAX_WAIT_S",
     "REBUILD_MAX_PENDING",
     "UpdateOutcome",
+    "rebuild_wait",
 ]
 
 log = logging.getLogger("grail.service.registry")
@@ -86,10 +87,12 @@ _UPDATE_TRIES = 3
 # A rebuild this server queued is assumed to be under way for this long before it asks the store again.
 _REBUILD_RECHECK_S = 30.0
 # Under a stream of updates (one graph's updates less than REBUILD_QUIET_S apart) its rebuild waits until the
-# stream pauses for that long, but no longer than REBUILD_MAX_WAIT_S after the first update it would fold in was
-# made here, and not at all once REBUILD_MAX_PENDING updates are pending: each rebuild costs a build worker's CPU
-# and this server a publish and a load, so under a stream one rebuild folds many updates, and queries (exact with
-# any number pending) never answer past that many. A lone update is folded in at once.
+# stream pauses for that long, but no longer than REBUILD_MAX_WAIT_S after the oldest update it would fold in (or
+# the publication of the version before, if later), and not at all once REBUILD_MAX_PENDING updates are pending:
+# each rebuild costs a build worker's CPU and every server a publish and a load, so under a stream one rebuild
+# folds many updates, and queries (exact with any number pending) never answer past that many. A lone update is
+# folded in at once. The times are the journal's, in the metadata store: every server and builder sharing it
+# decides alike, whichever server the updates came through (``rebuild_wait``).
 REBUILD_QUIET_S = 2.0
 REBUILD_MAX_WAIT_S = 30.0
 REBUILD_MAX_PENDING = 1_000
@@ -122,9 +125,6 @@ class _Entry:
         self.build: Progress | None = None  # this server builds it
         self.rebuild: Progress | None = None  # this server rebuilds it
         self.rebuild_asked_at = 0.0  # when this server last made sure a rebuild is queued (0: not since the last)
-        self.updated_at = 0.0  # when its last update was made here (time.monotonic; 0: none yet)
-        self.streaming = False  # that update came less than REBUILD_QUIET_S after the one before it
-        self.pending_since = 0.0  # when the oldest update its labels lack was made here (0: none, or not here)
         self.deleted = False
         self.settled: Future[None] = Future()  # done once ready and loaded here, failed, or deleted
 
@@ -597,11 +597,6 @@ class GraphRegistry:
         entry = self._remember(graph, entry)
         entry.build = entry.rebuild = None
         entry.rebuild_asked_at = 0.0
-        version = entry.version
-        if version is None or version.number == version.labels.version:
-            entry.pending_since = 0.0
-        else:  # updates made while it was rebuilt: the next rebuild's wait counts from now
-            entry.pending_since = time.monotonic()
         entry.settle()
         return graph
 
@@ -800,7 +795,6 @@ class GraphRegistry:
                 updated = current.apply(plan)
             assert updated.number == number, (updated.number, number)
             self._set_version(entry, updated)
-            _made_update(entry)
         return _answer(updated)
 
     def update_many(self, updates: Sequence[tuple[str, list[Any], list[Any]]]) -> list[UpdateOutcome]:
@@ -854,7 +848,6 @@ class GraphRegistry:
                     updated = current.apply(plan)
                 assert updated.number == number, (updated.number, number)
                 self._set_version(entry, updated)
-                _made_update(entry)
                 outcomes[i] = _answer(updated)
         finally:
             for _, entry, _, _ in held:
@@ -886,8 +879,8 @@ class GraphRegistry:
         entry.rebuild_asked_at = now
         num_nodes = version.num_nodes if version is not None else int((entry.graph.stats or {}).get("nodes", 0))
         memory = sizing.build_bytes(entry.options.format or "edgelist", 0, num_nodes, edges)
-        delay = self.rebuild_delay(graph_id, now)
         try:
+            delay = self.rebuild_delay(graph_id)
             self.metadata.enqueue_job(graph_id, JobKind.rebuild, {}, memory_bytes=memory, delay_s=delay)
         except GraphNotFound:
             self._forget(graph_id)
@@ -899,18 +892,14 @@ class GraphRegistry:
         return True
 
     def rebuild_delay(self, graph_id: str, now: float | None = None) -> float:
-        """How long a rebuild of the graph should still wait (0: start now), as of ``now`` (time.monotonic): while
-        its updates stream in, until they pause for ``REBUILD_QUIET_S``, at most ``REBUILD_MAX_WAIT_S`` after the
-        oldest one its labels lack, not at all with ``REBUILD_MAX_PENDING`` pending. 0 for a graph whose updates
-        this server did not make (another server's, or a builder's view: it holds no version)."""
-        entry = self._graphs.get(graph_id)
-        version = entry.version if entry is not None else None
-        if entry is None or version is None or not entry.streaming or not entry.pending_since:
+        """How long a rebuild of the graph should still wait (0: start now): ``rebuild_wait`` of its journal's
+        times as the metadata store has them (one read), as of ``now`` (seconds on the store's clock; None: the
+        store's clock as it answers). 0 for a graph that is gone."""
+        try:
+            times = self.metadata.journal_times(graph_id)
+        except GraphNotFound:
             return 0.0
-        if version.number - version.labels.version >= REBUILD_MAX_PENDING:
-            return 0.0
-        now = time.monotonic() if now is None else now
-        return max(0.0, min(entry.updated_at + REBUILD_QUIET_S, entry.pending_since + REBUILD_MAX_WAIT_S) - now)
+        return rebuild_wait(times, times.now if now is None else now)
 
     def rebuild_deferred(self, job: Job, delay_s: float) -> None:
         """A rebuild claimed while its graph's updates still stream in: queued again, due in ``delay_s``, its
@@ -975,13 +964,19 @@ def _answer(updated: Version) -> dict[str, Any]:
     }
 
 
-def _made_update(entry: _Entry) -> None:
-    """An update of the graph made here (under its lock): when, and whether it streams in after another."""
-    now = time.monotonic()
-    entry.streaming = entry.updated_at > 0 and now - entry.updated_at < REBUILD_QUIET_S
-    entry.updated_at = now
-    if not entry.pending_since:
-        entry.pending_since = now
+def rebuild_wait(times: JournalTimes, now: float) -> float:
+    """How long a rebuild should still wait at ``now`` (the store's clock) for a graph whose journal has
+    ``times``: 0 for a lone update, or with ``REBUILD_MAX_PENDING`` pending, or when the newest update came
+    ``REBUILD_QUIET_S`` or more after the one before it (not a stream); else until the stream pauses for
+    ``REBUILD_QUIET_S``, at most ``REBUILD_MAX_WAIT_S`` after the oldest update pending or the publication of
+    the version before, whichever is later."""
+    first, last, previous = times.first_at, times.last_at, times.previous_at
+    if first is None or last is None or previous is None or times.pending >= REBUILD_MAX_PENDING:
+        return 0.0  # no update pending, a lone one, or enough of them
+    if last - previous >= REBUILD_QUIET_S:
+        return 0.0  # the newest came after a pause: not a stream
+    since = first if times.published_at is None else max(first, times.published_at)
+    return max(0.0, min(last + REBUILD_QUIET_S, since + REBUILD_MAX_WAIT_S) - now)
 
 
 def _created(entry: _Entry) -> tuple[float, str]:

@@ -45,6 +45,7 @@ __all__ = [
     "Graph",
     "Version",
     "JournalEntry",
+    "JournalTimes",
     "Job",
     "ServerInfo",
     "Change",
@@ -152,6 +153,19 @@ class JournalEntry:
 
     def decoded(self) -> Any:
         return json.loads(self.payload)
+
+
+@dataclass(frozen=True)
+class JournalTimes:
+    """When a graph's journal rows past its published version were made, on the store's clock (seconds since
+    the epoch), as every server sharing the store sees them: what decides when a rebuild folds them in."""
+
+    pending: int  # journaled updates past the published version
+    first_at: float | None  # the oldest of those rows (None: no row)
+    last_at: float | None  # the newest
+    previous_at: float | None  # the one before the newest (None: fewer than two)
+    published_at: float | None  # when the published version was published
+    now: float  # the store's clock when these were read
 
 
 @dataclass(frozen=True)
@@ -300,6 +314,8 @@ class MetadataStore(Protocol):
     ) -> list[JournalEntry]: ...
 
     def drop_updates_through(self, graph_id: str, version: int) -> int: ...
+
+    def journal_times(self, graph_id: str) -> JournalTimes: ...
 
     # ---- build jobs ---------------------------------------------------------------------------------
     def enqueue_job(

@@ -65,6 +65,7 @@ _APPEND = f"""WITH bumped AS (
 
 # Edge updates of distinct graphs in one statement (its own transaction: one round trip, one commit): the graphs'
 # rows locked in id order, then as _APPEND does for each; each row's new version by its position in the input.
+# The notification is an uncorrelated subquery, evaluated once for the statement (none when no row changed).
 _APPEND_MANY = f"""WITH input AS (
         SELECT * FROM unnest(?::text[], ?::bigint[], ?::text[]) WITH ORDINALITY AS t(graph_id, expected, payload, n)),
     locked AS (
@@ -81,7 +82,7 @@ _APPEND_MANY = f"""WITH input AS (
     noted AS (
         INSERT INTO changes (kind, graph_id, version, at)
         SELECT 'journal', id, head_version, {{now}} FROM bumped)
-    SELECT n, head_version, pg_notify('{CHANNEL}', '') FROM bumped"""
+    SELECT n, head_version, (SELECT pg_notify('{CHANNEL}', '')) FROM bumped"""
 
 DIALECT = Dialect(
     name="postgresql",
@@ -209,6 +210,10 @@ class PostgresMetadataStore(SqlMetadataStore):
             for cursor in cursors:
                 cursor.close()
         return [None if row is None else int(row[0]) for row in rows]
+
+    def _read(self, work: Callable[[Tx], T]) -> T:
+        """One statement, its own transaction (no BEGIN and COMMIT round trips): the same snapshot."""
+        return self._run(work, write=False, single=True)
 
     def _run_appends(self, work: Callable[[Tx], T], group: Sequence[Append]) -> T:
         """A lone append, or appends of distinct graphs, are one statement: its own transaction (no BEGIN and

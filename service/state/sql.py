@@ -44,6 +44,7 @@ from .metadata import (
     JobKind,
     JobState,
     JournalEntry,
+    JournalTimes,
     ServerInfo,
     Subscription,
     Version,
@@ -276,6 +277,8 @@ class SqlMetadataStore(ABC):
         return self._run(work, write=True)
 
     def _read(self, work: Callable[[Tx], T]) -> T:
+        """A read of one statement (``work`` runs exactly one; a read of several, which must see one snapshot,
+        is ``_run(work, write=False)``)."""
         return self._run(work, write=False)
 
     def _migrate(self) -> None:
@@ -634,7 +637,7 @@ class SqlMetadataStore(ABC):
                 uploads=frozenset(key for (key,) in uploads),
             )
 
-        return self._read(work)
+        return self._run(work, write=False)
 
     # ---- the edge-update journal --------------------------------------------------------------------
 
@@ -729,6 +732,37 @@ class SqlMetadataStore(ABC):
             )
         )
         return [JournalEntry(graph_id, int(v), payload, float(at)) for v, payload, at in rows]
+
+    def journal_times(self, graph_id: str) -> JournalTimes:
+        """When the graph's journal rows past its published version were made (the oldest, the newest and the
+        one before it: index lookups of the journal's key), when that version was published, and the store's
+        clock, in one statement. GraphNotFound when the graph was deleted."""
+        row = self._read(
+            lambda tx: tx.one(
+                """SELECT g.head_version - COALESCE(g.published_version, 0),
+                    (SELECT created_at FROM journal j WHERE j.graph_id = g.id
+                        AND j.version > COALESCE(g.published_version, 0) ORDER BY j.version LIMIT 1),
+                    (SELECT created_at FROM journal j WHERE j.graph_id = g.id
+                        AND j.version > COALESCE(g.published_version, 0) ORDER BY j.version DESC LIMIT 1),
+                    (SELECT created_at FROM journal j WHERE j.graph_id = g.id
+                        AND j.version > COALESCE(g.published_version, 0) ORDER BY j.version DESC LIMIT 1 OFFSET 1),
+                    (SELECT published_at FROM versions v WHERE v.graph_id = g.id AND v.version = g.published_version),
+                    {now}
+                FROM graphs g WHERE g.id = ? AND g.deleted_at IS NULL""",
+                (graph_id,),
+            )
+        )
+        if row is None:
+            raise GraphNotFound(graph_id)
+        pending, first, last, previous, published, now = row
+        return JournalTimes(
+            pending=max(int(pending), 0),
+            first_at=None if first is None else float(first),
+            last_at=None if last is None else float(last),
+            previous_at=None if previous is None else float(previous),
+            published_at=None if published is None else float(published),
+            now=float(now),
+        )
 
     def drop_updates_through(self, graph_id: str, version: int) -> int:
         return self._write(

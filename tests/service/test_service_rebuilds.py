@@ -1,19 +1,23 @@
 """When a graph's journal is folded into new labels: at once after a lone update; under a stream of updates once it
-pauses, at the latest after the longest wait or at the most updates pending (service.registry.rebuild_delay).
-Times are given to ``rebuild_delay`` (its ``now``), never waited for."""
+pauses, at the latest after the longest wait or at the most updates pending (service.registry.rebuild_wait), as the
+metadata store's journal tells it, so that every server and builder sharing the store decides alike. Times are
+given (``rebuild_wait``'s ``now``, ``rebuild_delay``'s), never waited for; each test runs on SQLite and on a real
+PostgreSQL."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from service import registry as registry_module
-from service.registry import GraphRegistry
+from service.registry import GraphRegistry, rebuild_wait
 from service.state import open_artifacts, open_metadata
-from service.state.metadata import JobKind, JobState
+from service.state.metadata import JobKind, JobState, JournalTimes
 
 from .conftest import publish_in_process
 
@@ -21,10 +25,19 @@ GRAPH_ID = "aaaaaaaaaaaa"
 HOUR = 3600.0
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The metadata store's URL: a SQLite file, or a fresh database on the session's throwaway PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'grail.db'}"
+    server: Any = request.getfixturevalue("postgres_server")
+    return str(server.create_database(f"rebuilds_{uuid.uuid4().hex[:12]}"))
+
+
 @pytest.fixture
-def registry(tmp_path: Path) -> Iterator[GraphRegistry]:
+def registry(database_url: str, tmp_path: Path) -> Iterator[GraphRegistry]:
     """A registry serving one published graph, a -> b -> c."""
-    metadata, artifacts = open_metadata(None, tmp_path / "data"), open_artifacts(None, tmp_path / "data")
+    metadata, artifacts = open_metadata(database_url, tmp_path / "data"), open_artifacts(None, tmp_path / "data")
     try:
         registry = GraphRegistry(metadata, artifacts)
         registry.start()
@@ -39,6 +52,28 @@ def _toggle(registry: GraphRegistry, times: int) -> None:
     for k in range(times):
         edge = [["c", "a"]]
         registry.update(GRAPH_ID, edge if k % 2 == 0 else [], [] if k % 2 == 0 else edge)
+
+
+def _times(pending: int, first: float, previous: float, last: float, published: float = 0.0) -> JournalTimes:
+    return JournalTimes(pending, first, last, previous, published, now=last)
+
+
+def test_the_wait_from_the_journal_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry_module, "REBUILD_QUIET_S", 2.0)
+    monkeypatch.setattr(registry_module, "REBUILD_MAX_WAIT_S", 30.0)
+    monkeypatch.setattr(registry_module, "REBUILD_MAX_PENDING", 100)
+    assert rebuild_wait(JournalTimes(0, None, None, None, 50.0, 100.0), 100.0) == 0.0, "nothing pending"
+    assert rebuild_wait(JournalTimes(1, 99.0, 99.0, None, 50.0, 100.0), 100.0) == 0.0, "a lone update"
+    stream = _times(5, first=90.0, previous=99.5, last=100.0)
+    assert rebuild_wait(stream, 100.0) == 2.0, "until the stream pauses"
+    assert rebuild_wait(stream, 101.0) == 1.0
+    assert rebuild_wait(stream, 102.0) == 0.0, "paused for REBUILD_QUIET_S"
+    assert rebuild_wait(_times(5, first=90.0, previous=97.5, last=100.0), 100.0) == 0.0, "came after a pause"
+    long_stream = _times(50, first=70.0, previous=99.5, last=100.0)
+    assert rebuild_wait(long_stream, 100.0) == 0.0, "waited REBUILD_MAX_WAIT_S since the oldest"
+    republished = _times(50, first=70.0, previous=99.5, last=100.0, published=99.0)
+    assert rebuild_wait(republished, 100.0) == 2.0, "the wait counts from the publication of the version before"
+    assert rebuild_wait(_times(100, first=95.0, previous=99.5, last=100.0), 100.0) == 0.0, "REBUILD_MAX_PENDING"
 
 
 def test_a_lone_update_is_folded_at_once(registry: GraphRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,9 +91,10 @@ def test_a_stream_puts_the_rebuild_off_until_it_pauses(
     monkeypatch.setattr(registry_module, "REBUILD_QUIET_S", HOUR)
     monkeypatch.setattr(registry_module, "REBUILD_MAX_WAIT_S", 10 * HOUR)
     _toggle(registry, 3)
-    now = time.monotonic()
-    assert HOUR - 60 < registry.rebuild_delay(GRAPH_ID, now) <= HOUR
-    assert registry.rebuild_delay(GRAPH_ID, now + HOUR) == 0.0, "the stream paused for REBUILD_QUIET_S"
+    times = registry.metadata.journal_times(GRAPH_ID)
+    assert times.pending == 3 and times.last_at is not None
+    assert HOUR - 60 < registry.rebuild_delay(GRAPH_ID) <= HOUR
+    assert registry.rebuild_delay(GRAPH_ID, times.last_at + HOUR) == 0.0, "the stream paused for REBUILD_QUIET_S"
     assert registry.rebuild_if_pending(GRAPH_ID)
     metadata = registry.metadata
     assert metadata.claim_job("builder", 60) is None, "queued, not due while the stream goes on"
@@ -72,9 +108,10 @@ def test_a_stream_waits_no_longer_than_the_longest_wait(
     monkeypatch.setattr(registry_module, "REBUILD_QUIET_S", 10 * HOUR)
     monkeypatch.setattr(registry_module, "REBUILD_MAX_WAIT_S", HOUR)
     _toggle(registry, 3)
-    now = time.monotonic()
-    assert HOUR - 60 < registry.rebuild_delay(GRAPH_ID, now) <= HOUR, "counted from the stream's first update"
-    assert registry.rebuild_delay(GRAPH_ID, now + HOUR) == 0.0, "the stream has not paused, but waited long enough"
+    times = registry.metadata.journal_times(GRAPH_ID)
+    assert times.first_at is not None
+    assert HOUR - 60 < registry.rebuild_delay(GRAPH_ID) <= HOUR, "counted from the stream's first update"
+    assert registry.rebuild_delay(GRAPH_ID, times.first_at + HOUR) == 0.0, "not paused, but waited long enough"
 
 
 def test_a_stream_waits_for_no_more_than_the_most_pending(
@@ -109,3 +146,32 @@ def test_a_rebuild_claimed_during_a_stream_is_queued_again_uncounted(
     assert again.next_attempt_at > time.time() + HOUR - 60
     version = registry.ready_version(GRAPH_ID)  # exact meanwhile: c -> a added, added again, removed
     assert version.number == 4 and not version.reachable("c", "a") and version.reachable("a", "c")
+
+
+def test_a_builder_sharing_the_store_sees_another_servers_stream(
+    registry: GraphRegistry, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A separate builder process on the same database (its own connections, no version held, none of the
+    updates made through it) claims the rebuild mid-stream: it puts it off as the server that made the updates
+    would, then runs it once the stream pauses."""
+    monkeypatch.setattr(registry_module, "REBUILD_QUIET_S", HOUR)
+    monkeypatch.setattr(registry_module, "REBUILD_MAX_WAIT_S", 10 * HOUR)
+    _toggle(registry, 1)
+    assert registry.rebuild_if_pending(GRAPH_ID)  # a lone update: due at once
+    _toggle(registry, 2)  # then a stream, through the serving server
+    metadata = open_metadata(database_url, tmp_path / "data")
+    try:
+        builder = GraphRegistry(metadata, open_artifacts(None, tmp_path / "data"), serving=False)
+        builder.start()
+        job = metadata.claim_job("builder", 60)
+        assert job is not None and job.kind is JobKind.rebuild
+        delay = builder.rebuild_delay(GRAPH_ID)
+        assert HOUR - 60 < delay <= HOUR, "the stream seen from the store, not from memory"
+        builder.rebuild_deferred(job, delay)
+        assert registry.metadata.claim_job("another builder", 60) is None
+        times = metadata.journal_times(GRAPH_ID)
+        assert times.last_at is not None
+        assert builder.rebuild_delay(GRAPH_ID, times.last_at + HOUR) == 0.0, "once paused, it runs"
+        assert builder.rebuild_source(job) == (1, 4)
+    finally:
+        metadata.close()

@@ -460,6 +460,41 @@ def test_journal_pages(store: MetadataStore) -> None:
     assert [(e.version, e.decoded()["n"]) for e in store.read_updates("aaaaaaaaaaaa", 6)] == [(7, 6), (8, 7)]
 
 
+def test_journal_times_are_the_rows_past_the_published_version(store: MetadataStore) -> None:
+    """What a rebuild's wait is decided from, as any server sharing the store reads it: the times of the oldest,
+    the newest and the one-before-newest rows its published version lacks, on the store's clock."""
+    ready_graph(store, "aaaaaaaaaaaa")
+    before = store.journal_times("aaaaaaaaaaaa")
+    assert (before.pending, before.first_at, before.last_at, before.previous_at) == (0, None, None, None)
+    assert before.published_at is not None and before.published_at <= before.now
+    for version in range(1, 5):
+        store.append_update("aaaaaaaaaaaa", version, json.dumps({"n": version}))
+    times = store.journal_times("aaaaaaaaaaaa")
+    rows = store.read_updates("aaaaaaaaaaaa", 0)
+    assert times.pending == 4 and [r.version for r in rows] == [2, 3, 4, 5]
+    assert (times.first_at, times.previous_at, times.last_at) == (
+        rows[0].created_at,
+        rows[2].created_at,
+        rows[3].created_at,
+    )
+    assert times.first_at is not None and times.previous_at is not None and times.last_at is not None
+    assert before.now <= times.first_at <= times.previous_at <= times.last_at <= times.now
+    assert abs(times.now - time.time()) < 60, "seconds since the epoch"
+    stage(store, "aaaaaaaaaaaa", 4, base=1)
+    store.publish_version("aaaaaaaaaaaa", 4)  # folds versions 2 to 4 in
+    folded = store.journal_times("aaaaaaaaaaaa")
+    assert (folded.pending, folded.first_at, folded.last_at, folded.previous_at) == (
+        1,
+        rows[3].created_at,
+        rows[3].created_at,
+        None,
+    )
+    assert folded.published_at is not None and folded.published_at >= times.last_at
+    store.delete_graph("aaaaaaaaaaaa")
+    with pytest.raises(GraphNotFound):
+        store.journal_times("aaaaaaaaaaaa")
+
+
 # ---- servers, changes, settings, migrations ---------------------------------------------------------------
 
 
