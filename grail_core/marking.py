@@ -24,7 +24,8 @@ __all__ = [
     "set_bits",
     "store_stamps",
     "still_joined",
-    "unreached_members",
+    "members_between",
+    "reached_inside",
     "strongly_connected",
     "count_between",
     "dag_edge_of",
@@ -402,7 +403,10 @@ def still_joined(
 
 
 @njit(nogil=True, cache=True)
-def _reached_inside(indptr, indices, edge, comp, removed_bits, start, stamp, mark_value, queue):
+def reached_inside(indptr, indices, edge, comp, removed_bits, start, stamp, mark_value, queue):
+    """The members of ``start``'s component that it reaches inside it by base edges never removed (in the
+    direction of ``indptr``/``indices``; ``edge`` as in ``mark``), into ``queue``: how many; each marked
+    ``mark_value`` in ``stamp``."""
     c = comp[start]
     stamp[start] = mark_value
     queue[0] = start
@@ -421,22 +425,36 @@ def _reached_inside(indptr, indices, edge, comp, removed_bits, start, stamp, mar
 
 
 @njit(nogil=True, cache=True)
-def unreached_members(
-    indptr, indices, edge, comp, removed_bits, mem_indptr, mem, start, stamp, mark_value, queue, found
-):
-    """The members of ``start``'s component that ``start`` does not reach inside it by base edges never
-    removed (in the direction of ``indptr``/``indices``; ``edge`` as in ``mark``), into ``found``: how many,
-    or -1 when more than ``found`` holds. ``stamp``: int32 per node, marked ``mark_value``."""
+def members_between(indptr, indices, edge, comp, removed_bits, start, other, stamp, mark_value, queue, found):
+    """The members of ``start``'s component that ``start`` reaches inside it and ``other`` (a member too)
+    does not, by base edges never removed (in the direction of ``indptr``/``indices``; ``edge`` as in
+    ``mark``), into ``found``: how many, or -1 when more than ``found`` holds. A member that ``other``
+    reaches passes nothing on: ``other`` reaches what it reaches. ``stamp``: int32 per node, marked
+    ``mark_value`` (``other``'s) and ``mark_value + 1``."""
+    reached_inside(indptr, indices, edge, comp, removed_bits, other, stamp, mark_value, queue)
+    if stamp[start] == mark_value:
+        return 0
     c = comp[start]
-    size = mem_indptr[c + 1] - mem_indptr[c]
-    if size - _reached_inside(indptr, indices, edge, comp, removed_bits, start, stamp, mark_value, queue) > found.size:
+    own = mark_value + 1
+    stamp[start] = own
+    queue[0] = start
+    head, tail = 0, 1
+    while head < tail:
+        if tail > found.size:
+            return -1
+        u = queue[head]
+        head += 1
+        for f in range(indptr[u], indptr[u + 1]):
+            w = indices[f]
+            if comp[w] != c or stamp[w] == own or stamp[w] == mark_value or bit_set(removed_bits, _edge_at(edge, f)):
+                continue
+            stamp[w] = own
+            queue[tail] = w
+            tail += 1
+    if tail > found.size:
         return -1
-    count = 0
-    for i in range(mem_indptr[c], mem_indptr[c + 1]):
-        if stamp[mem[i]] != mark_value:
-            found[count] = mem[i]
-            count += 1
-    return count
+    found[:tail] = queue[:tail]
+    return tail
 
 
 @njit(nogil=True, cache=True)
@@ -446,11 +464,10 @@ def strongly_connected(
     """Whether the component of ``member`` (``size`` members) is still strongly connected by base edges never
     removed: every member reached from ``member`` and reaching it."""
     none = bw_edge[:0]
-    if _reached_inside(fw_indptr, fw_indices, none, comp, removed_bits, member, stamp, mark_value, queue) < size:
+    if reached_inside(fw_indptr, fw_indices, none, comp, removed_bits, member, stamp, mark_value, queue) < size:
         return False
     return (
-        _reached_inside(bw_indptr, bw_indices, bw_edge, comp, removed_bits, member, stamp, mark_value + 1, queue)
-        == size
+        reached_inside(bw_indptr, bw_indices, bw_edge, comp, removed_bits, member, stamp, mark_value + 1, queue) == size
     )
 
 

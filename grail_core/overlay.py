@@ -187,6 +187,8 @@ def no_pending(n_base: int) -> Pending:
         floor=ids,
         band_shift=0,
         node_marked=bits,
+        to_root=bits,
+        from_root=bits,
         source_words=bits,
         target_words=bits,
     )
@@ -265,6 +267,8 @@ class Overlay:
             node_stamp=np.zeros(nodes, dtype=np.int32),
             node_queues=np.empty((2, nodes), dtype=np.int64),
             node_marked=np.zeros((nodes + 63) // 64, dtype=np.uint64),
+            to_root=np.zeros((nodes + 63) // 64, dtype=np.uint64),
+            from_root=np.zeros((nodes + 63) // 64, dtype=np.uint64),
         )
         self.log = _log(_INITIAL_LOG)
         self.table = new_table()
@@ -519,6 +523,8 @@ class Overlay:
             floor=self._order_floor(),
             band_shift=self._band_shift,
             node_marked=view("node_marked", shared.node_marked),
+            to_root=view("to_root", shared.to_root),
+            from_root=view("from_root", shared.from_root),
             source_words=view("source_words", shared.source_words),
             target_words=view("target_words", shared.target_words),
         )

@@ -35,9 +35,14 @@ NO masks and the removal masks only ever grow and over-approximate: a bit they l
   larger take bits of their own, so that a wide side above and another edge's wide side below share none.
   A member of a broken component reads its own removal marks besides its DAG node's (``removal_mask``; the
   members with marks of their own have a bit in ``node_marked``, so that the others cost no lookup): a
-  removal that splits a component marks the members on its narrow side one by one (``staging``), so that the
+  removal that splits a component marks the members of its narrow sides one by one (``staging``), so that the
   pairs it did not separate stay decided: two members of one component reached each other in the base graph,
   and a pair without a common bit still does.
+
+A broken component keeps one member, its *root*, for witnesses: ``to_root`` has the members that reach it,
+``from_root`` those it reaches, inside the component, in the base graph less every edge ever removed (so
+bits only clear, as the YES masks' do). Two members s and t with s in the first and t in the second reach
+each other in every version, whatever the removal masks say.
 
 A pair whose ends are nodes that updates added reads ``new_masks`` (the groups of its own added edges).
 
@@ -169,6 +174,8 @@ class Pending(NamedTuple):
     floor: np.ndarray  # (bands,) int64, per band of DAG node ids; empty without HAS_UPWARD
     band_shift: int  # DAG node c lies in band c >> band_shift
     node_marked: np.ndarray  # uint64 bit set of the nodes with removal marks of their own (NODE_RM_UP/DOWN)
+    to_root: np.ndarray  # uint64 bit sets of the members of broken components that reach their root,
+    from_root: np.ndarray  # and that it reaches (see the module docstring)
     source_words: np.ndarray  # uint64 bit sets of the words of source_bits and target_bits that have a bit
     target_words: np.ndarray
 
@@ -206,6 +213,8 @@ PENDING_TYPE = typeof(
         floor=_IDS,
         band_shift=0,
         node_marked=_WORDS,
+        to_root=_WORDS,
+        from_root=_WORDS,
         source_words=_WORDS,
         target_words=_WORDS,
     )
@@ -384,7 +393,7 @@ def verdict(p, s, cs, t, ct, base):
     if p.flags == 0:
         return BASE if base == UNDECIDED else base
     if cs >= 0 and cs == ct:
-        if not comp_broken(p, cs):
+        if not comp_broken(p, cs) or (bit_set(p.to_root, s) and bit_set(p.from_root, t)):
             return YES
         return UNDECIDED if removal_mask(p, s, cs, RM_UP) & removal_mask(p, t, ct, RM_DOWN) else YES
     if cs > ct >= 0 and (not p.flags & HAS_UPWARD or ct < p.floor[band_of(cs, p.band_shift)]):

@@ -21,13 +21,15 @@ between them is left (x reaches its tail, its head reaches y).
   (``_mark_dead_edge``, ``marking.lost_side``; only paths through components still strongly connected
   count as x's). A side whose sweep passes more than ``SIDE_BUDGET`` nodes marks a superset instead.
 - An inner edge of component C that x no longer joins to y (C is now broken: its members are searched one
-  by one; ``_mark_split``): Down(h) within C lies in Z = C - (what x reaches inside C), and below C in what
-  the edges out of Z reach (a path y..t leaves C from a member x does not reach, else x would reach t); Up(h)
-  lies in everything that reaches C. When Z is small (y lost its only edge in, typically), its members are
-  marked one by one (``pending.NODE_RM_DOWN``), what their edges out of C lead to and everything that
-  reaches C in the DAG, with one WIDE_UP bit; the same upwards (Z = C - what reaches y inside C, NARROW_UP)
-  otherwise. Both large (or C past ``SPLIT_SEARCH_BUDGET`` members), C's closed marks (everything that
-  reaches it and everything it reaches, one bit), which cover every later removal in or at C (``CLOSED``).
+  by one; ``_mark_split``): Down(h) within C is D = what y reaches inside C and x no longer does, and below
+  C what the edges out of D reach (a path y..t leaves C from a member that y reaches and x does not, else x
+  would reach t); Up(h) within C is U = what reaches x inside C and no longer reaches y, and above C what
+  reaches the edges into U. Measured in the graph as it is now, D and U hold only what this removal cut,
+  not what earlier ones did. A side whose members fit (``SPLIT_BUDGET`` an update, the smaller side first)
+  is marked so, its members one by one (``pending.NODE_RM_DOWN``, ``NODE_RM_UP``), with one bit of C's
+  rank group; a side that does not, whole (C's DAG node and everything past it on that side). Both too
+  large (or C past ``SPLIT_SEARCH_BUDGET`` members), C's closed marks (everything that reaches it and
+  everything it reaches, one bit), which cover every later removal in or at C (``CLOSED``).
 
 A journal folded at once (``fold_removals``) removes its edges one after the other in the same way, within
 budgets of its own; what a mark spreads to everything reached is spread by one sweep at the end.
@@ -48,8 +50,9 @@ from .marking import (
     lost_side,
     mark,
     mark_reached,
+    members_between,
+    reached_inside,
     still_joined,
-    unreached_members,
 )
 from .pending import (
     BROKEN_COMP,
@@ -107,9 +110,9 @@ __all__ = [
     "stamps_in_effect",
 ]
 
-# Beyond pending's kinds, the writer keeps in the table how many base edges under a touched DAG edge are left
-# and the broken components with closed marks (kind 9 is no longer written).
-SUPPORT, CLOSED = 8, 10
+# Beyond pending's kinds, the writer keeps in the table how many base edges under a touched DAG edge are left,
+# the root of each broken component (``_root_reach``) and the broken components with closed marks.
+SUPPORT, ROOT, CLOSED = 8, 9, 10
 
 # The nodes a side of a dead edge's sweep may take before that side is marked whole (``_mark_dead_edge``).
 SIDE_BUDGET = 1 << 16
@@ -152,6 +155,8 @@ class Shared(NamedTuple):
     node_stamp: np.ndarray  # int32 per node (component checks; empty when every component is one node)
     node_queues: np.ndarray  # (2, nodes) int64
     node_marked: np.ndarray  # per node: it has removal marks of its own (``pending.removal_mask``)
+    to_root: np.ndarray  # per node: it reaches (is reached from) its broken component's root (``_root_reach``)
+    from_root: np.ndarray
 
 
 class Log(NamedTuple):
@@ -383,31 +388,32 @@ def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag, later):
 
 
 @njit(nogil=True)
-def _unreached(fw, bw, sh, x, y, c, below, found):
-    """Z of ``_mark_split`` (``below``: the members of component c that x no longer reaches; else those that
-    no longer reach y) into ``found``: how many, or -1 when they do not fit."""
+def _split_side(fw, bw, sh, x, y, below, found):
+    """A side of ``_mark_split`` (``below``: the members that y reaches and x no longer does; else those
+    that reach x and no longer reach y) into ``found``: how many, or -1 when they do not fit."""
     side = fw if below else bw
-    return unreached_members(
+    start, other = (y, x) if below else (x, y)
+    return members_between(
         side.indptr,
         side.indices,
         side.edge,
         fw.comp,
         sh.removed_bits,
-        fw.mem_indptr,
-        fw.mem,
-        x if below else y,
+        start,
+        other,
         sh.node_stamp,
-        _fresh_marks(sh, _NODE_MARK, 1),
+        _fresh_marks(sh, _NODE_MARK, 2),
         sh.node_queues[0],
         found,
     )
 
 
 @njit(nogil=True)
-def _mark_split_side(fw, bw, sh, table, c, n_dag, below, found, count, later):
-    """``_mark_split``'s marks with Z, ``found[:count]``, below the removed edge (``below``) or above."""
+def _mark_members(fw, bw, sh, table, c, bit, below, found, count, later):
+    """One side of a split marked narrowly: its members ``found[:count]`` one by one (``pending.NODE_RM_DOWN``
+    below the removed edge, ``NODE_RM_UP`` above) and what their edges out of component c lead to (below), or
+    what reaches their edges into it (above)."""
     side = fw if below else bw
-    bit = removal_bit(c, n_dag, WIDE_UP if below else NARROW_UP)
     kind, column = (NODE_RM_DOWN, RM_DOWN) if below else (NODE_RM_UP, RM_UP)
     seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
     for i in range(count):
@@ -428,33 +434,66 @@ def _mark_split_side(fw, bw, sh, table, c, n_dag, below, found, count, later):
                 sh.masks[w, column] |= bit
             elif sh.queued[w] != seen:
                 mark_reached(side.dag_indptr, side.dag_indices, sh.masks, column, bit, w, sh.queued, seen, sh.queue)
-    # the wide side: everything that reaches c (Z below), or that c reaches
-    across, wide = (bw, RM_UP) if below else (fw, RM_DOWN)
-    _mark_all_reached(sh, across, wide, bit, c, later)
 
 
 @njit(nogil=True)
 def _mark_split(fw, bw, sh, table, x, y, c, n_dag, later, budget):
-    """The removal marks of inner edge x -> y of component c, which x no longer joins to y: the smaller Z,
-    below or above, one by one (see the module docstring), while the members so marked stay within
-    ``budget``; else c's closed marks. ``later``: as ``_mark_dead_edge`` takes it."""
+    """The removal marks of inner edge x -> y of component c, which x no longer joins to y (see the module
+    docstring): each side whose members fit one by one (within ``budget`` members an update) narrowly, the
+    smaller first; a side that does not fit whole (c's DAG node and everything past it on that side); both
+    too large (or c past ``SPLIT_SEARCH_BUDGET`` members), c's closed marks. ``later``: as
+    ``_mark_dead_edge`` takes it."""
     room = budget - sh.counters[SPLIT_KEYS]
     if room > 0 and fw.mem_indptr[c + 1] - fw.mem_indptr[c] <= SPLIT_SEARCH_BUDGET:
         below = np.empty(room, dtype=np.int64)
-        down = _unreached(fw, bw, sh, x, y, c, True, below)
-        if down == 1:  # y alone: none is smaller
-            _mark_split_side(fw, bw, sh, table, c, n_dag, True, below, down, later)
-            return
-        above = np.empty(room if down < 0 else max(down - 1, 1), dtype=np.int64)
-        up = _unreached(fw, bw, sh, x, y, c, False, above)
-        if up >= 0:
-            _mark_split_side(fw, bw, sh, table, c, n_dag, False, above, up, later)
-            return
-        if down >= 0:
-            _mark_split_side(fw, bw, sh, table, c, n_dag, True, below, down, later)
+        above = np.empty(room, dtype=np.int64)
+        down = _split_side(fw, bw, sh, x, y, True, below)
+        up = _split_side(fw, bw, sh, x, y, False, above)
+        if down >= 0 or up >= 0:
+            narrow_up = down < 0 or (up >= 0 and up <= down)
+            bit = removal_bit(c, n_dag, NARROW_UP if narrow_up else WIDE_UP)
+            first = up if narrow_up else down
+            _mark_members(fw, bw, sh, table, c, bit, not narrow_up, above if narrow_up else below, first, later)
+            second = down if narrow_up else up
+            if 0 <= second <= room - first:
+                _mark_members(fw, bw, sh, table, c, bit, narrow_up, below if narrow_up else above, second, later)
+            else:  # the wide side: everything that c reaches (Z above), or that reaches c
+                across, column = (fw, RM_DOWN) if narrow_up else (bw, RM_UP)
+                _mark_all_reached(sh, across, column, bit, c, later)
             return
     sh.counters[TABLE_USED] += store(table, table_key(CLOSED, c), 1)
     _mark_reach(fw, bw, sh, c, c, n_dag, later)
+
+
+@njit(nogil=True)
+def _root_reach(fw, bw, sh, table, c):
+    """``to_root`` and ``from_root`` of component c's members after a removal inside it split it (or made it
+    broken): the first time from a root chosen now (a member with the most edges), later by clearing the
+    members that no longer reach it (it no longer reaches), so that a bit a version reads stays a witness."""
+    root = lookup(table, table_key(ROOT, c))
+    first = root == EMPTY
+    if first:
+        most = -1
+        for i in range(fw.mem_indptr[c], fw.mem_indptr[c + 1]):
+            m = fw.mem[i]
+            edges = fw.indptr[m + 1] - fw.indptr[m] + bw.indptr[m + 1] - bw.indptr[m]
+            if edges > most:
+                most, root = edges, m
+        sh.counters[TABLE_USED] += store(table, table_key(ROOT, c), root)
+    for bits, side in ((sh.from_root, fw), (sh.to_root, bw)):
+        seen = _fresh_marks(sh, _NODE_MARK, 1)
+        queue = sh.node_queues[0]
+        count = reached_inside(
+            side.indptr, side.indices, side.edge, fw.comp, sh.removed_bits, root, sh.node_stamp, seen, queue
+        )
+        if first:
+            for i in range(count):
+                _set(bits, queue[i])
+            continue
+        for i in range(fw.mem_indptr[c], fw.mem_indptr[c + 1]):
+            m = fw.mem[i]
+            if sh.node_stamp[m] != seen:
+                bits[m >> 6] &= ~(np.uint64(1) << np.uint64(m & 63))
 
 
 @njit(nogil=True)
@@ -496,14 +535,16 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag, later, budget):
     sh.counters[REMOVED_EVER] += 1
     cx, cy = fw.comp[x], fw.comp[y]
     if cx == cy:
-        if _closed(table, cx) or _joined(fw, bw, sh, x, y):
+        if _joined(fw, bw, sh, x, y):
             return 1
+        _root_reach(fw, bw, sh, table, cx)
         if not bit_set(sh.broken_bits, cx):
             _set(sh.broken_bits, cx)
             sh.counters[TABLE_USED] += store(table, table_key(BROKEN_COMP, cx), stamp)
             if later.shape[0] == 0:
                 _cut(fw, bw, sh, cx, cx)
-        _mark_split(fw, bw, sh, table, x, y, cx, n_dag, later, budget)
+        if not _closed(table, cx):
+            _mark_split(fw, bw, sh, table, x, y, cx, n_dag, later, budget)
         return 1
     de = dag_edge_of(fw.dag_indptr, fw.dag_indices, bw.dag_indptr, bw.dag_indices, bw.dag_edge, cx, cy)
     left = lookup(table, table_key(SUPPORT, de))

@@ -470,9 +470,9 @@ def test_a_split_component_searches_only_the_pairs_it_separated(narrow_below: bo
     kept = edges[~((edges[:, 0] == x) & (edges[:, 1] == y))]
     base = reachable_pairs(nodes, edges, pairs)
     if narrow_below:
-        above, below = np.arange(n + 2), np.array([y, n + 2, n + 3])
+        above, below = np.arange(1, n + 2), np.array([y, n + 2, n + 3])  # none of the rest reaches y now
     else:
-        above, below = np.array([x, n, n + 1]), np.concatenate([np.arange(n), [n + 2, n + 3]])
+        above, below = np.array([x, n, n + 1]), np.r_[1:n, n + 2, n + 3]  # x reaches none of the rest now
     expected = base & np.isin(pairs[:, 0], above) & np.isin(pairs[:, 1], below)
     answers, stats = index.query_ids(pairs)
     np.testing.assert_array_equal(answers, reachable_pairs(nodes, kept, pairs))
@@ -681,3 +681,88 @@ def _check_crossed_pairs(
     assert searched is None or stats.searched_updated == searched
     single = [index.query_pair(int(u), int(v)) for u, v in pairs[:50].tolist()]
     assert [a.reachable for a in single] == answers[:50].tolist()
+
+
+def _blocks(sizes: list[int]) -> list[tuple[int, int]]:
+    """Cycles of ``sizes`` nodes, numbered one after the other: the blocks of the component tests below."""
+    edges, first = [], 0
+    for size in sizes:
+        edges += [(first + i, first + (i + 1) % size) for i in range(size)]
+        first += size
+    return edges
+
+
+def test_a_split_component_marks_both_sides_by_what_the_removal_cut() -> None:
+    """Two cycles A and B joined both ways (10 -> 60, 70 -> 20) into one component, with nodes entering and
+    leaving each. Removing 70 -> 20 loses exactly the pairs from B and what enters only B (p, above it pp)
+    to A and what leaves A (r, below it rr): only those are searched; every other pair through the component
+    stays decided, q (into A) -> w (out of B) too, which still passes 10 -> 60; answers equal BFS."""
+    p, pp, q, r, rr, w = range(100, 106)
+    edges = np.array(
+        [*_blocks([50, 50]), (10, 60), (70, 20), (p, 55), (pp, p), (q, 5), (15, r), (r, rr), (65, w)], dtype=np.int64
+    )
+    nodes = 106
+    pairs = np.argwhere(~np.eye(nodes, dtype=bool)).astype(np.int64)
+    index = ReachabilityIndex.from_edges(edges[:, 0], edges[:, 1], num_nodes=nodes, backend="cpu")
+    index.remove_edges([[70, 20]])
+    kept = edges[~((edges[:, 0] == 70) & (edges[:, 1] == 20))]
+    base, now = reachable_pairs(nodes, edges, pairs), reachable_pairs(nodes, kept, pairs)
+    above, below = np.r_[50:100, p, pp], np.r_[0:50, r, rr]
+    lost = base & np.isin(pairs[:, 0], above) & np.isin(pairs[:, 1], below)
+    np.testing.assert_array_equal(lost, base & ~now)
+    answers, stats = index.query_ids(pairs)
+    np.testing.assert_array_equal(answers, now)
+    assert stats.searched_updated == np.count_nonzero(lost)
+    assert index.reachable(q, w) and not index.reachable(p, r)
+
+
+def test_several_removals_in_one_component_search_only_pairs_they_may_have_cut() -> None:
+    """A ring of four cycles (each joined to the next by one edge) with nodes entering and leaving it. Removed
+    one after the other: the ring's closing edge, an edge of a cycle that leaves its entry unable to reach its
+    exit, and a chord's edge that a bypass keeps joined. After each, answers equal BFS, and a pair is searched
+    only if its source is in, or enters, what reaches some removed edge's source and not its target, and its
+    target is in, or leaves, what the target reaches and the source does not (in the graph as it was then),
+    and the component's root does not witness it: the members flagged as reaching the root reach every member
+    flagged as reached from it."""
+    from grail_core.dynamic import verdicts
+    from grail_core.records import UNDECIDED
+
+    size, nodes = 30, 128
+    ring = [*_blocks([size] * 4), *[(k * size + 5, (k + 1) % 4 * size + 10) for k in range(4)], (61, 63), (62, 64)]
+    edges = [*ring, (120, 3), (121, 120), (122, 44), (75, 123), (123, 124), (100, 125), (126, 95), (17, 127)]
+    removals = [(95, 10), (40, 41), (62, 63)]
+    index = ReachabilityIndex.from_edges(*np.array(edges, dtype=np.int64).T, num_nodes=nodes, backend="cpu")
+    pairs = np.argwhere(~np.eye(nodes, dtype=bool)).astype(np.int64)
+    base = reachability_matrix(nodes, edges)
+    members = np.arange(4 * size)
+    up_side, down_side = np.zeros(nodes, dtype=bool), np.zeros(nodes, dtype=bool)
+    previous = np.zeros(pairs.shape[0], dtype=bool)
+    current = list(edges)
+    for x, y in removals:
+        current.remove((x, y))
+        index.remove_edges([[x, y]])
+        now = reachability_matrix(nodes, current)
+        cut_up = np.zeros(nodes, dtype=bool)
+        cut_down = np.zeros(nodes, dtype=bool)
+        cut_up[members] = now[members, x] & ~now[members, y]
+        cut_down[members] = now[y, members] & ~now[x, members]
+        up_side |= cut_up | (base[:, cut_up].any(axis=1) & ~np.isin(np.arange(nodes), members))
+        down_side |= cut_down | (base[cut_down].any(axis=0) & ~np.isin(np.arange(nodes), members))
+        answers, _ = index.query_ids(pairs)
+        np.testing.assert_array_equal(answers, now[pairs[:, 0], pairs[:, 1]])
+        version = index.current()
+        pending = version._updates()
+        codes = verdicts(version.search.hot, pending, version.labels.views.forward().comp, pairs)
+        to_root = np.unpackbits(pending.to_root.view(np.uint8), bitorder="little")[:nodes].astype(bool)
+        from_root = np.unpackbits(pending.from_root.view(np.uint8), bitorder="little")[:nodes].astype(bool)
+        assert (to_root & from_root).any() and now[np.ix_(to_root, from_root)].all()
+        witnessed = to_root[pairs[:, 0]] & from_root[pairs[:, 1]]
+        may_search = up_side[pairs[:, 0]] & down_side[pairs[:, 1]] & ~witnessed
+        searched = codes == UNDECIDED
+        assert not (searched & ~may_search).any()
+        # the lost pairs are searched (nothing else rules them out); the joined removal changes nothing
+        lost = base[pairs[:, 0], pairs[:, 1]] & ~now[pairs[:, 0], pairs[:, 1]]
+        assert searched[lost].all() and np.count_nonzero(searched) < np.count_nonzero(lost) + 4 * size * size
+        if (x, y) == removals[-1]:
+            np.testing.assert_array_equal(searched, previous)
+        previous = searched
