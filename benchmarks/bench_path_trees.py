@@ -111,10 +111,13 @@ def worker(scale: float, pairs_count: int, updates: int, queries: list[str]) -> 
 def _run(root: Path, args: argparse.Namespace, numba_cache: Path | None) -> list[dict]:
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--queries", args.queries]
     command += ["--scale", str(args.scale), "--pairs", str(args.pairs), "--updates", str(args.updates)]
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    # The tree first; what the caller's path had after it (e.g. packages installed with --target) stays.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     if numba_cache is not None:
         env["NUMBA_CACHE_DIR"] = str(numba_cache)
-    done = subprocess.run(command, cwd=root, env=env, check=True, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"the worker of {root} failed:\n{done.stderr[-4000:]}")
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
