@@ -14,6 +14,9 @@ import pytest
 from service.main import numba_cache_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# A file that the warm-up creates once a core is free, the build kernels being in numba's cache (make test waits
+# for it to start the CUDA-simulator suite).
+WARMED_VARIABLE = "GRAIL_TEST_WARMED"
 
 # The test servers keep numba's compiled kernels where grail-serve does; this process uses the same folder (set
 # before numba is first imported), so that a fresh clone compiles each kernel once, not once here and once there.
@@ -28,20 +31,32 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     build workers would otherwise all compile them at the same time, in whichever test comes first (minutes
     on two cores). Under pytest-xdist the workers share the compiling (``_warm_up_shared``)."""
     service_tests = REPO_ROOT / "tests" / "service"
-    if session.config.option.collectonly or not any(service_tests in item.path.parents for item in session.items):
+    if session.config.option.collectonly:
+        return
+    workers = getattr(session.config, "workerinput", None)
+    if not any(service_tests in item.path.parents for item in session.items):
+        _warmed()
         return
     from service.warmup import warm_up, warm_up_beyond
     from service.worker import warm_up_builds
 
-    workers = getattr(session.config, "workerinput", None)
     if workers is None:
         warm_up("cpu")
         warm_up_beyond()
         warm_up_builds("cpu")
+        _warmed()
         return
     # The workers' temporary folders are popen-gw0, popen-gw1, ... in this run's own folder.
     run_folder = session.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
     _warm_up_shared(run_folder / "warm-up", first=workers["workerid"] == "gw0")
+
+
+def _warmed() -> None:
+    """Tell make test (the file ``GRAIL_TEST_WARMED`` names) that a core is free and the build kernels, which the
+    CUDA-simulator suite uses too, are in the cache: it starts that suite, a process of its own."""
+    warmed = os.environ.get(WARMED_VARIABLE)
+    if warmed:
+        Path(warmed).touch()
 
 
 def _warm_up_shared(folder: Path, first: bool) -> None:
@@ -78,6 +93,7 @@ def _warm_up_shared(folder: Path, first: bool) -> None:
             part()
         finally:
             (folder / f"{name}.done").touch()
+    _warmed()  # this worker now waits for the others' parts: its core is free
     for name in parts:
         _wait_for(folder / f"{name}.done")
 

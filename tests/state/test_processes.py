@@ -117,6 +117,7 @@ def _killed_mid_group(url: str, data_dir: Path, graphs: list[str]) -> list[tuple
     code = (
         "import sys; from tests.state.test_processes import append_until_killed as a; a(*sys.argv[1:3], sys.argv[3:])"
     )
+    sessions_before = _sessions(url)
     child = subprocess.Popen(
         [sys.executable, "-c", code, url, str(data_dir), *graphs], stdout=subprocess.PIPE, cwd=REPO
     )
@@ -139,11 +140,29 @@ def _killed_mid_group(url: str, data_dir: Path, graphs: list[str]) -> list[tuple
         child.wait(30)
     received += child.stdout.read()  # what it reported before it died
     child.stdout.close()
+    # PostgreSQL finishes a COMMIT that the killed writer had sent: its sessions are gone once nothing more lands.
+    deadline = time.monotonic() + 60
+    while _sessions(url) - sessions_before:
+        assert time.monotonic() < deadline, "the killed writer's PostgreSQL sessions did not end"
+        time.sleep(0.05)
     acknowledged = []
     for line in received.decode().splitlines():
         graph_id, version, payload, _ = line.split()
         acknowledged.append((graph_id, int(version), payload))
     return acknowledged
+
+
+def _sessions(url: str) -> set[int]:
+    """The server processes of the database's other sessions (PostgreSQL); none for SQLite."""
+    if not url.startswith("postgresql"):
+        return set()
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return {int(pid) for (pid,) in rows}
 
 
 def test_kill_mid_group_loses_only_unanswered_appends(store: MetadataStore, store_url: str, tmp_path: Path) -> None:
