@@ -525,16 +525,20 @@ def shortest_path(fw, bw, p, h, s, t, buffers, mark):
     stamps, parents, depths and the two sides' queues, each over the nodes); returns its number of nodes, 0
     when there is none. The stamps take the marks ``mark`` (forward), ``mark + 1`` (backward) and
     ``mark + 2`` (ruled out by the tests)."""
-    stamp, parent, depth, qf, qb = buffers
     fw, bw, p, h = borrowed(fw), borrowed(bw), borrowed(p), borrowed(h)
+    # The buffers too: the visits and per-edge functions are calls that take them (``meet`` stays alive to
+    # the end, where it is read).
+    stamp, parent, depth = borrowed(buffers[0]), borrowed(buffers[1]), borrowed(buffers[2])
+    qf, qb = borrowed(buffers[3]), borrowed(buffers[4])
     if s == t:
         qf[0] = s
         return 1
     meet = np.array([np.int64(1) << 62, -1, -1], dtype=np.int64)
     forward, backward, ruled_out = mark, mark + 1, mark + 2
     cs, ct = _dag_of(fw, p, s), _dag_of(fw, p, t)
-    front = _path_side(fw, p, h, True, forward, backward, ruled_out, t, ct, stamp, parent, depth, meet)
-    back = _path_side(bw, p, h, False, backward, forward, ruled_out, s, cs, stamp, parent, depth, meet)
+    shared = borrowed(meet)
+    front = _path_side(fw, p, h, True, forward, backward, ruled_out, t, ct, stamp, parent, depth, shared)
+    back = _path_side(bw, p, h, False, backward, forward, ruled_out, s, cs, stamp, parent, depth, shared)
     _start(front.trail, s, qf)
     _start(back.trail, t, qb)
     fh, ft, bh, bt = 0, 1, 0, 1
