@@ -590,15 +590,9 @@ def test_pairs_far_across_the_order_are_decided_by_either_side_of_the_added_edge
     cross decide most pairs that the verdicts leave open (the side of the first edge a path takes across the
     order, or of the last one where that leaves the pair open), without a search on the updated graph;
     answers equal BFS."""
-    from grail_core.synthetic import layered_dag
-
     n = 60_000
-    indptr, indices = layered_dag(n, 6_000, 3.0, 4, seed=31)
-    src = np.repeat(np.arange(n), np.diff(indptr))
+    src, indices, index, comp, rank = _deep_dag_index(n, seed=31)
     rng = np.random.default_rng(32)
-    index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
-    comp = index.current().labels.views.forward().comp
-    rank = comp / (comp.max() + 1)
     up = np.column_stack([rng.choice(np.flatnonzero(rank >= 0.8), 16), rng.choice(np.flatnonzero(rank < 0.2), 16)])
     # short edges against the order in the middle first: they take the witness bits, and no pair of the
     # test crosses them
@@ -621,15 +615,9 @@ def test_pairs_across_the_order_through_chained_added_edges_are_decided_without_
     pair across the order; crossing goes on from that end (or, from the target's side, from the near end of
     the last edge) and decides such pairs without a search on the updated graph, NO ones included (targets
     just after the lowest edge's target); answers equal BFS."""
-    from grail_core.synthetic import layered_dag
-
     n = 60_000
-    indptr, indices = layered_dag(n, 6_000, 3.0, 4, seed=41)
-    src = np.repeat(np.arange(n), np.diff(indptr))
+    src, indices, index, comp, rank = _deep_dag_index(n, seed=41)
     rng = np.random.default_rng(42)
-    index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
-    comp = index.current().labels.views.forward().comp
-    rank = comp / (comp.max() + 1)
 
     def within(low: float, high: float, count: int = 1) -> np.ndarray:
         return rng.choice(np.flatnonzero((rank >= low) & (rank < high)), count)
@@ -648,6 +636,18 @@ def test_pairs_across_the_order_through_chained_added_edges_are_decided_without_
     targets = np.concatenate([within(0.1, 0.35, 300), within(lowest, lowest + 0.003, 100)])
     pairs = np.column_stack([rng.choice(within(0.8, 0.9, 60), 400), targets])
     _check_crossed_pairs(index, n, final, pairs, comp, searched=0)
+
+
+def _deep_dag_index(n: int, seed: int):
+    """A layered DAG of ``n`` nodes and n / 10 levels, its CPU index, and per node its DAG node and that node's
+    rank in the topological order (0 to 1): (src, dst, index, comp, rank)."""
+    from grail_core.synthetic import layered_dag
+
+    indptr, indices = layered_dag(n, n // 10, 3.0, 4, seed=seed)
+    src = np.repeat(np.arange(n), np.diff(indptr))
+    index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
+    comp = index.current().labels.views.forward().comp
+    return src, indices, index, comp, comp / (comp.max() + 1)
 
 
 def _update_in_turns(index: ReachabilityIndex, src: np.ndarray, dst: np.ndarray, added: np.ndarray, gone: np.ndarray):
