@@ -1,12 +1,14 @@
 """Where a batch's time goes with updates pending, through the library (CPU engine), one tree per process.
 
-Per graph (``bench_updates``'s generated shapes), ``--apply`` uniform updates of a stream of ``--stream``
-(the first updates of a longer stream are harder: their added edges jump farther), then for a random and a
+Per graph (``bench_updates``'s generated shapes, at ``--scale``), ``--apply`` updates of a stream of
+``--stream`` (``--updates``: ``uniform`` random pairs, whose first updates of a longer stream are harder, their
+added edges jumping farther; or ``shaped`` like the graph's own edges), then for a random and a
 positive-heavy batch of 20,000 pairs the median milliseconds of each step of ``dynamic.answer_pairs``: the
 verdicts of every pair, the crossing pass over the pairs they leave open, the searches on the updated graph
 of the pairs still open, and the whole ``query_ids``; with the number of pairs each step takes.
 
     python3 -m benchmarks.bench_update_steps --graphs rmat-8,dag-10k [--stream 1000] [--apply 1000]
+        [--updates uniform|shaped] [--scale 1.0]
 
 To compare two checkouts, run it from each one's own folder (``git archive <commit> | tar -x -C DIR``, then
 ``cd DIR``), one after the other, on one machine: the project's packages are imported from the folder it runs in.
@@ -71,6 +73,8 @@ def main() -> None:
     parser.add_argument("--graphs", default="rmat-8,dag-10k")
     parser.add_argument("--stream", type=int, default=1000)
     parser.add_argument("--apply", type=int, default=1000)
+    parser.add_argument("--updates", choices=("uniform", "shaped"), default="uniform")
+    parser.add_argument("--scale", type=float, default=1.0)
     args = parser.parse_args()
     from benchmarks.bench_updates import edge_arrays, graphs, pair_batches, updates
     from grail_core import ReachabilityIndex
@@ -78,12 +82,12 @@ def main() -> None:
     print("| graph | batch | verdicts ms | crossing: pairs | ms | search: pairs | ms | query_ids ms |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.graphs.split(","):
-        _, make = graphs(1.0)[name]
+        _, make = graphs(args.scale)[name]
         indptr, indices = make()
         src, dst = edge_arrays(indptr, indices)
         n = indptr.size - 1
         index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
-        for add, remove in updates(src, dst, n, args.stream, "uniform", seed=2)[: args.apply]:
+        for add, remove in updates(src, dst, n, args.stream, args.updates, seed=2)[: args.apply]:
             index.update(add=add, remove=remove)
         for label, batch in pair_batches(indptr, indices, 20000, seed=1).items():
             row = batch_row(index, np.ascontiguousarray(batch, dtype=np.int64))

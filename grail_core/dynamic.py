@@ -1,13 +1,13 @@
 """Pairs answered on one version of a graph with edge updates pending: tests first, searches for the rest.
 
 Every pair gets one verdict (``grail_core.pending.verdict``), from the labels and the version's masks, in
-parallel (then, for a pair they leave open whose source comes after its target in the topological order,
-``crossing``): YES or NO (decided), BASE (the updates cannot have changed it: the labels' graph's answer holds,
-which the index's own search engine finds, on the CPU or a GPU), BASE_FIRST (that engine's YES holds, its NO
-is searched again on the updated graph), or UNDECIDED. The undecided pairs are a
-list of (source, target) searches on the updated graph (``traversal.walk``, depth first, each key it meets
-tested by the same verdict), spread over the cores. Exact throughout: a verdict states only what a witness
-path or a test on the labels proves.
+parallel (then, for a pair they leave open, ``crossing`` where its source comes after its target in the
+topological order, else a path of the labels' graph that no removal cut, ``_live_path``): YES or NO
+(decided), BASE (the updates cannot have changed it: the labels' graph's answer holds, which the index's own
+search engine finds, on the CPU or a GPU), BASE_FIRST (that engine's YES holds, its NO is searched again on
+the updated graph), or UNDECIDED. The undecided pairs are a list of (source, target) searches on the updated
+graph (``traversal.walk``, depth first, each key it meets tested by the same verdict), spread over the cores.
+Exact throughout: a verdict states only what a witness path or a test on the labels proves.
 """
 
 from __future__ import annotations
@@ -29,12 +29,14 @@ from .pending import (
     INTO_COMP,
     OUT_OF_COMP,
     Pending,
+    comp_broken,
+    dag_edge_dead,
     entry_alive,
     first_entry,
     next_entry,
     verdict,
 )
-from .query import SERIAL_BATCH, HotArrays, SearchBuffers, _search_one, answer_pair, classify_nodes
+from .query import SERIAL_BATCH, HotArrays, SearchBuffers, _search_one, answer_pair, classify, classify_nodes
 from .records import NO, UNDECIDED, YES
 from .traversal import Side, reaches, walk_pairs
 
@@ -74,6 +76,8 @@ MEETING_PAIRS = 32
 # Marks ``crossing`` may take for one pair: a ``_settled`` search for either end of each edge it weighs on
 # either side, and one for each pair of ends it tries.
 CROSSING_MARKS = 2 * 2 * CHAINED_EDGES + MEETING_PAIRS
+# DAG nodes a ``_live_path`` search visits at most (a pair along the order: one mark of its CROSSING_MARKS).
+LIVE_PATH_NODES = 256
 # ``_cross_side``'s state: edges counted, whether some edge is still open, ends queued.
 _COUNTED, _OPEN, _ENDS = range(3)
 
@@ -260,24 +264,69 @@ def _meet(h, p, comp, ends, states, stamp, stack, marks):
     return UNDECIDED
 
 
+@njit(nogil=True)
+def _live_path(h, p, cs, ct, stamp, stack, marks):
+    """Whether a path of the labels' graph from DAG node cs to ct (cs < ct, neither broken) is whole in this
+    version: its DAG edges alive, the DAG nodes it passes through unbroken (each of their members still
+    reaches the others), so that every member of cs reaches every member of ct. A proof of YES for a pair
+    that the removal masks' coarse groups leave open, most of which keep their paths; depth first over at
+    most LIVE_PATH_NODES DAG nodes (one mark of ``marks[0]``), leaving out ids past ct and the DAG nodes the
+    labels say do not reach ct. False: no such path found (the pair stays open)."""
+    if classify(h.rec_dag, cs, h.rec_dag, ct, h.label_end) == NO:
+        return False
+    marks[0] += 1
+    mark = np.int32(marks[0])
+    stamp[cs] = mark
+    stack[0] = cs
+    top, visits = 1, 0
+    while top > 0 and visits < LIVE_PATH_NODES:
+        top -= 1
+        x = stack[top]
+        visits += 1
+        for e in range(h.out_indptr[x], h.out_indptr[x + 1]):
+            w = h.out_indices[e]
+            if w > ct or stamp[w] == mark or dag_edge_dead(p, e):
+                continue
+            if w == ct:
+                return True
+            stamp[w] = mark
+            if comp_broken(p, w) or classify(h.rec_dag, w, h.rec_dag, ct, h.label_end) == NO:
+                continue
+            stack[top] = w
+            top += 1
+    return False
+
+
+@njit(nogil=True)
+def _decided(h, p, comp, s, t, stamp, stack, marks):
+    """What the verdicts left open, for s and t of the labels' graph in different DAG nodes: ``crossing``
+    where s's DAG node comes after t's; YES where a ``_live_path`` joins them, else UNDECIDED."""
+    cs, ct = comp[s], comp[t]
+    if cs > ct:
+        return crossing(h, p, comp, s, t, stamp, stack, marks)
+    if not comp_broken(p, cs) and not comp_broken(p, ct) and _live_path(h, p, cs, ct, stamp, stack, marks):
+        return YES
+    return UNDECIDED
+
+
 @njit(nogil=True, cache=True)
 def _cross_pairs(h, p, comp, pairs, which, codes, stamp, stack, first_mark):
-    """``crossing`` for the pairs ``pairs[which]`` whose source's DAG node comes after its target's, into
+    """``_decided`` for the pairs ``pairs[which]`` of nodes of the labels' graph in different DAG nodes, into
     ``codes``; CROSSING_MARKS marks a pair from ``first_mark``."""
     h, p = borrowed(h), borrowed(p)
     marks = np.array([first_mark - 1], dtype=np.int64)
     for j in range(which.size):
         i = which[j]
         s, t = pairs[i, 0], pairs[i, 1]
-        if s < p.n_base and t < p.n_base and comp[s] > comp[t]:
-            codes[i] = crossing(h, p, comp, s, t, stamp, stack, marks)
+        if s < p.n_base and t < p.n_base and comp[s] != comp[t]:
+            codes[i] = _decided(h, p, comp, s, t, stamp, stack, marks)
 
 
 @njit(nogil=True, cache=True)
 def _cross_one(h, p, comp, s, t, stamp, stack, first_mark):
     h, p = borrowed(h), borrowed(p)
     marks = np.array([first_mark - 1], dtype=np.int64)
-    return crossing(h, p, comp, s, t, stamp, stack, marks)
+    return _decided(h, p, comp, s, t, stamp, stack, marks)
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -401,7 +450,7 @@ def answer_one(
         if found or code == BASE:
             return found, searched
     comp = sides[0].comp
-    if code == UNDECIDED and u < pending.n_base and v < pending.n_base and comp[u] > comp[v]:
+    if code == UNDECIDED and u < pending.n_base and v < pending.n_base and comp[u] != comp[v]:
         with pool.take(marks=CROSSING_MARKS + 1) as (stamp, stack, mark):
             code = _cross_one(hot, pending, comp, u, v, stamp, stack, mark)
     if code == YES or code == NO:

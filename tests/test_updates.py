@@ -638,6 +638,48 @@ def test_pairs_across_the_order_through_chained_added_edges_are_decided_without_
     _check_crossed_pairs(index, n, final, pairs, comp, searched=0)
 
 
+def test_pairs_along_the_order_that_no_removal_cut_are_decided_by_a_live_path() -> None:
+    """A deep DAG of 60,000 DAG nodes, 600 edges removed and 200 short ones added against the order: pairs a
+    few levels apart that the removal masks' groups put in doubt (a removal near the source and another near
+    the target share a group) but that keep a path of the labels' graph whose DAG edges all live are decided
+    YES without a search on the updated graph; pairs across a removed edge (its own ends, a parent of its
+    source and a child of its target) and random pairs near each other stay exact; answers equal BFS."""
+    from grail_core.dynamic import verdicts
+    from grail_core.records import UNDECIDED
+    from grail_core.synthetic import downward_walk_pairs
+
+    n = 60_000
+    src, indices, index, comp, _ = _deep_dag_index(n, seed=61)
+    rng = np.random.default_rng(62)
+    order = np.argsort(comp)
+    back = order[rng.integers(60, n, size=200)]
+    added = np.column_stack([back, order[comp[back] - rng.integers(5, 60, size=200)]])
+    gone = rng.choice(src.size, size=600, replace=False)
+    final = _update_in_turns(index, src, indices, added, gone)
+    indptr = np.searchsorted(src, np.arange(n + 1))
+    walks = np.stack(downward_walk_pairs(indptr, indices, 6_000, positive_share=1.0, seed=63), axis=1)
+    version = index.current()
+    open_walks = np.count_nonzero(verdicts(version.search.hot, version._updates(), comp, walks) == UNDECIDED)
+    answers, stats = index.query_ids(walks)
+    np.testing.assert_array_equal(answers, reachable_pairs(n, final, walks))
+    assert open_walks >= 150
+    assert stats.searched_updated <= open_walks // 4
+    near = order[rng.integers(0, n - 200, size=3_000)]
+    near = np.column_stack([near, order[comp[near] + rng.integers(1, 200, size=near.size)]])
+    cut = np.column_stack([src[gone], indices[gone]])
+    by_target = np.argsort(indices, kind="stable")
+    into = np.minimum(np.searchsorted(indices[by_target], cut[:, 0]), src.size - 1)
+    parent = np.where(indices[by_target[into]] == cut[:, 0], src[by_target[into]], cut[:, 0])
+    has_child = np.diff(indptr)[cut[:, 1]] > 0
+    child = np.where(has_child, indices[np.minimum(indptr[cut[:, 1]], src.size - 1)], cut[:, 1])
+    pairs = np.concatenate([near, cut, np.column_stack([parent, child])])
+    truth = reachable_pairs(n, final, pairs)
+    np.testing.assert_array_equal(index.query_ids(pairs)[0], truth)
+    assert not truth[near.shape[0] :].all() and truth[near.shape[0] :].any()
+    some = rng.choice(pairs.shape[0], 400, replace=False)
+    assert [index.reachable(int(u), int(v)) for u, v in pairs[some]] == truth[some].tolist()
+
+
 def _deep_dag_index(n: int, seed: int):
     """A layered DAG of ``n`` nodes and n / 10 levels, its CPU index, and per node its DAG node and that node's
     rank in the topological order (0 to 1): (src, dst, index, comp, rank)."""
