@@ -168,7 +168,7 @@ def main() -> None:
         finally:
             for server in servers.values():
                 server.stop()
-    rows = [
+    rows: list[list[object]] = [
         [
             name,
             f"{statistics.median(r):,.0f} ({min(r):,.0f}-{max(r):,.0f})",

@@ -10,14 +10,18 @@ goes on to the app, which keeps the same routes for that, for ``Allow`` and for 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.routing import Match, Route
-from starlette.types import ASGIApp, ExceptionHandler, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = ["PlainRoutes"]
+
+# An exception handler as FastAPI keeps them, by exception class or status; the service's are all async.
+Handler = Callable[[Request, Any], Any]
 
 
 class PlainRoutes:
@@ -25,7 +29,7 @@ class PlainRoutes:
     (``FastAPI.exception_handlers``; its handler of ``Exception``, if any, is left to the outer layers, as the
     framework does)."""
 
-    def __init__(self, app: ASGIApp, routes: Sequence[Route], handlers: dict[object, ExceptionHandler]) -> None:
+    def __init__(self, app: ASGIApp, routes: Sequence[Route], handlers: Mapping[Any, Handler]) -> None:
         self.app = app
         self.routes = tuple(routes)
         self.handlers = {key: handler for key, handler in handlers.items() if key is not Exception}
@@ -49,11 +53,11 @@ class PlainRoutes:
             handler = self._handler(exc)
             if handler is None:
                 raise
-            response = await handler(request, exc)  # type: ignore[misc]  # the service's handlers are async
+            response = await handler(request, exc)
             exc.__traceback__ = None  # as the framework does: a reused exception would pile up tracebacks
         await response(scope, receive, send)
 
-    def _handler(self, exc: Exception) -> ExceptionHandler | None:
+    def _handler(self, exc: Exception) -> Handler | None:
         if isinstance(exc, HTTPException) and exc.status_code in self.handlers:
             return self.handlers[exc.status_code]
         for cls in type(exc).__mro__:

@@ -428,6 +428,7 @@ def test_plain_routes_answer_their_routes_and_pass_on_the_rest() -> None:
     from starlette.requests import Request
     from starlette.responses import PlainTextResponse, Response
     from starlette.routing import Route
+    from starlette.types import Receive, Scope, Send
 
     from service.errors import INVALID_PARAMETER, response_for
     from service.plain_routes import PlainRoutes
@@ -445,7 +446,7 @@ def test_plain_routes_answer_their_routes_and_pass_on_the_rest() -> None:
 
     passed_on: list[tuple[str, str]] = []
 
-    async def app(scope: dict, receive: object, send: object) -> None:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
         passed_on.append((scope["method"], scope["path"]))
 
     route = Route("/graphs/{graph_id}/edges", endpoint, methods=["POST"])
