@@ -4,7 +4,9 @@
 updated at once), each update toggling one edge of a small graph (added, then removed: the graph stays small,
 every update makes a new version). After a warm-up (not timed: the update kernels compile at their first use),
 each run lasts ``--seconds``; the stores take turns, run after run; the table gives the median updates/s (min-max)
-and the load average, since other work on the machine moves the figures. ``--baseline TREE`` runs another
+and the load average, since other work on the machine moves the figures, and the CPU time each acknowledged update
+cost the server process (its own threads, from /proc; its build workers apart) and the PostgreSQL server (all its
+processes), which depends little on that load. ``--baseline TREE`` runs another
 checkout's server (its own ``.venv``) beside this one's, store by store, taking turns with it run after run: a
 before/after comparison under the same load.
 
@@ -79,6 +81,26 @@ def _run(url: str, graph_ids: list[str], seconds: float) -> int:
     return sum(asyncio.run(clients()))
 
 
+def _cpu_seconds(pid: int, children: bool = False) -> float:
+    """utime + stime of a process (all its threads) from /proc, with its waited-for children's (``children``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(value) for value in fields[11 : 15 if children else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _postgres_cpu(postgres: PostgresServer) -> float:
+    """CPU seconds of the PostgreSQL server: the postmaster with its ended children, and every live child."""
+    postmaster = int((postgres.data / "postmaster.pid").read_text().split()[0])
+    total = _cpu_seconds(postmaster, children=True)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                total += _cpu_seconds(int(stat.parent.name))
+        except (OSError, ValueError):  # ended meanwhile
+            continue
+    return total
+
+
 def _servers(root: Path, stores: list[str], database: str, tree: Path, label: str) -> dict[str, Server]:
     """A server of ``tree`` per store, named ``store`` (``store @ label`` for a baseline)."""
     servers = {}
@@ -114,6 +136,8 @@ def main() -> None:
         # Turns: the baseline's server of a store, then this tree's, store after store.
         order = sorted(servers, key=lambda name: (stores.index(name.split(" @ ")[0]), " @ " not in name))
         rates: dict[str, list[float]] = {name: [] for name in order}
+        server_ms: dict[str, list[float]] = {name: [] for name in order}
+        postgres_ms: dict[str, list[float]] = {name: [] for name in order}
         graphs: dict[str, list[str]] = {}
         try:
             for name in order:
@@ -127,15 +151,32 @@ def main() -> None:
                 _run(server.url, graphs[name], WARM_UP_S)
             for _ in range(args.runs):
                 for name in order:
+                    pid = servers[name].proc.pid  # type: ignore[union-attr]
+                    uses_postgres = name.startswith("postgresql")
+                    cpu_before = _cpu_seconds(pid), _postgres_cpu(postgres) if uses_postgres else 0.0
                     count = _run(servers[name].url, graphs[name], args.seconds)
+                    cpu_after = _cpu_seconds(pid), _postgres_cpu(postgres) if uses_postgres else 0.0
                     rates[name].append(count / args.seconds)
+                    server_ms[name].append(1000 * (cpu_after[0] - cpu_before[0]) / max(count, 1))
+                    postgres_ms[name].append(1000 * (cpu_after[1] - cpu_before[1]) / max(count, 1))
                     loads.append(os.getloadavg())
-                    print(f"{name}: {count / args.seconds:,.0f} updates/s", flush=True)
+                    print(
+                        f"{name}: {count / args.seconds:,.0f} updates/s, CPU ms per update: server "
+                        f"{server_ms[name][-1]:.3f}, PostgreSQL {postgres_ms[name][-1]:.3f}",
+                        flush=True,
+                    )
         finally:
             for server in servers.values():
                 server.stop()
-    rows = [
-        [name, f"{statistics.median(r):,.0f} ({min(r):,.0f}-{max(r):,.0f})", str(len(r))] for name, r in rates.items()
+    rows: list[list[object]] = [
+        [
+            name,
+            f"{statistics.median(r):,.0f} ({min(r):,.0f}-{max(r):,.0f})",
+            _median_range(server_ms[name]),
+            _median_range(postgres_ms[name]) if name.startswith("postgresql") else "",
+            str(len(r)),
+        ]
+        for name, r in rates.items()
     ]
     load_text = "; ".join(", ".join(f"{x:.1f}" for x in load) for load in loads)
     baseline = f" --baseline {args.baseline}" if args.baseline is not None else ""
@@ -145,11 +186,25 @@ def main() -> None:
         f"--stores {','.join(stores)}{baseline}` on {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; load average (1, 5, 15 min) at the start and after each run: {load_text}. "
         f"{args.clients} clients, each updating its own graph; one grail-serve process per row, the rows taking "
-        "turns.\n\n" + markdown_table(["server", "updates/s: median (min-max)", "runs"], rows)
+        "turns.\n\n"
+        + markdown_table(
+            [
+                "server",
+                "updates/s: median (min-max)",
+                "server CPU ms per update",
+                "PostgreSQL CPU ms per update",
+                "runs",
+            ],
+            rows,
+        )
     )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / args.output).write_text(text + "\n")
     print(text)
+
+
+def _median_range(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from .jobs import BuildRunner
 from .loader import GraphLoader
 from .logs import RequestIdMiddleware
 from .metrics import Metrics, RequestMetrics
+from .plain_routes import PlainRoutes
 from .registry import GraphRegistry
 from .routers import graphs, health, problems, queries, reach, updates
 from .settings import Settings
@@ -151,14 +152,18 @@ def create_app(settings: Settings | None = None, stores: Stores | None = None) -
         app.include_router(graphs.router)
         app.include_router(queries.router)
         app.include_router(reach.router)
-        # First in the list: the router tries routes in order, and each FastAPI router it passes costs time.
-        app.router.routes[:0] = [
+        # Answered by PlainRoutes, innermost; in the router too, first (each FastAPI router it passes costs time),
+        # for the methods they do not serve (405 with Allow) and the OpenAPI description.
+        plain_routes = [
             Route(queries.REACHABLE_PATH, queries.reachable, methods=["GET"], include_in_schema=False),
             Route(updates.EDGES_PATH, updates.update_edges, methods=["POST"], include_in_schema=False),
         ]
+        app.router.routes[:0] = plain_routes
     app.include_router(health.router)
     app.include_router(problems.router)
     # Innermost first: each add_middleware wraps the ones before it.
+    if role.serves:
+        app.add_middleware(PlainRoutes, routes=plain_routes, handlers=app.exception_handlers)
     if role.loads_on_use:
         app.add_middleware(LoadOnUseMiddleware)
     if role.serves:

@@ -867,16 +867,17 @@ class GraphRegistry:
         if version is None:
             if self.serving or entry.graph.pending_updates == 0:
                 return False
-            # A builder holds no version: the row it published says what is left to fold in.
-            edges = int((entry.graph.stats or {}).get("edges", 0)) + entry.graph.pending_updates
         elif version.number == version.labels.version:
             return False
-        else:
-            edges = version.stats.edges + version.pending.added_edges
         now = time.monotonic()
         if entry.rebuild_asked_at and now - entry.rebuild_asked_at < _REBUILD_RECHECK_S:
-            return False
+            return False  # the common case under a stream of updates: asked already, nothing more to work out
         entry.rebuild_asked_at = now
+        if version is None:
+            # A builder holds no version: the row it published says what is left to fold in.
+            edges = int((entry.graph.stats or {}).get("edges", 0)) + entry.graph.pending_updates
+        else:
+            edges = version.stats.edges + version.pending.added_edges
         num_nodes = version.num_nodes if version is not None else int((entry.graph.stats or {}).get("nodes", 0))
         memory = sizing.build_bytes(entry.options.format or "edgelist", 0, num_nodes, edges)
         try:

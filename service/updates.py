@@ -19,6 +19,8 @@ from typing import Any
 
 from grail_core.version import Version
 
+from .wire import compact_json
+
 __all__ = [
     "encode",
     "decode",
@@ -43,7 +45,7 @@ class JournalGap(Exception):
 
 
 def encode(add: list[Any], remove: list[Any]) -> str:
-    return json.dumps({"add": add, "remove": remove}, separators=(",", ":"))
+    return compact_json({"add": add, "remove": remove})
 
 
 def decode(payload: str) -> tuple[list[Any], list[Any]]:

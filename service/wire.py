@@ -37,7 +37,18 @@ __all__ = [
     "json_answers",
     "MIN_VERSION_HEADER",
     "MIN_VERSION_PARAMETER",
+    "compact_json",
 ]
+
+# One encoder for every compact JSON text: json.dumps with separators makes a new one per call, which costs as
+# much as encoding an edge update's answer.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def compact_json(value: object) -> str:
+    """``json.dumps(value, separators=(",", ":"))``, without an encoder made per call."""
+    return _COMPACT.encode(value)
+
 
 BINARY = "application/octet-stream"
 MIN_VERSION_HEADER = "Grail-Min-Version"
@@ -128,4 +139,4 @@ def json_answers(answers: np.ndarray, stats: dict[str, object], missing: np.ndar
     if missing is not None:
         words[missing] = _JSON_NULL
     listed = words.tobytes().rstrip(b", ")
-    return b"".join((b'{"reachable":[', listed, b'],"stats":', json.dumps(stats, separators=(",", ":")).encode(), b"}"))
+    return b"".join((b'{"reachable":[', listed, b'],"stats":', compact_json(stats).encode(), b"}"))

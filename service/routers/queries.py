@@ -5,7 +5,6 @@ Every route takes the graph's current version once, when it starts, and answers 
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import anyio
@@ -31,7 +30,7 @@ from ..models import (
     PairsOut,
     UnknownPolicy,
 )
-from ..wire import json_answers, media_type
+from ..wire import compact_json, json_answers, media_type
 
 __all__ = [
     "router",
@@ -54,7 +53,7 @@ router = APIRouter(prefix="/graphs/{graph_id}", tags=["queries"], dependencies=[
 def versioned_json(body: Any, version: int) -> Response:
     # Hand-serialised: a pydantic round trip would cost more than the query on this hot path.
     headers = {VERSION_HEADER: str(version)}
-    return Response(json.dumps(body, separators=(",", ":")), media_type="application/json", headers=headers)
+    return Response(compact_json(body), media_type="application/json", headers=headers)
 
 
 def _error_ref(description: str) -> dict[str, Any]:

@@ -405,3 +405,73 @@ def test_the_update_threads_lines_name_the_requests_of_their_batch() -> None:
     assert batch_request_id(["a", NO_REQUEST, "b", "a"]) == "a+b"
     assert batch_request_id([NO_REQUEST]) == NO_REQUEST
     assert batch_request_id([f"r{i}" for i in range(7)]) == "r0+r1+r2+r3+3 more"
+
+
+def test_new_request_ids_are_uuid4s() -> None:
+    """A request without an id gets a new one in uuid4's hex form (version and variant bits set), never the
+    same twice."""
+    import uuid
+
+    from service.logs import new_request_id
+
+    made = [new_request_id() for _ in range(2000)]
+    assert len(set(made)) == len(made)
+    for made_id in made:
+        parsed = uuid.UUID(made_id)
+        assert parsed.hex == made_id and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def test_plain_routes_answer_their_routes_and_pass_on_the_rest() -> None:
+    """PlainRoutes answers a full match (path and method) itself, with the route in the scope as the router
+    puts it and the endpoint's refusal answered by the app's handlers; another method, another path, and an
+    exception no handler takes go on as they would without it."""
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse, Response
+    from starlette.routing import Route
+    from starlette.types import Receive, Scope, Send
+
+    from service.errors import INVALID_PARAMETER, response_for
+    from service.plain_routes import PlainRoutes
+
+    async def endpoint(request: Request) -> Response:
+        graph_id = request.path_params["graph_id"]
+        if graph_id == "refused":
+            raise ServiceError(INVALID_PARAMETER, "refused")
+        if graph_id == "broken":
+            raise KeyError(graph_id)
+        return PlainTextResponse(f"plain {graph_id}")
+
+    async def handle(request: Request, exc: Exception) -> Response:
+        return response_for(exc)
+
+    passed_on: list[tuple[str, str]] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        passed_on.append((scope["method"], scope["path"]))
+
+    route = Route("/graphs/{graph_id}/edges", endpoint, methods=["POST"])
+    plain = PlainRoutes(app, [route], {ServiceError: handle, Exception: handle})
+
+    def call(method: str, path: str) -> tuple[dict, list[dict]]:
+        scope = {"type": "http", "method": method, "path": path, "headers": [], "query_string": b""}
+        sent: list[dict] = []
+
+        async def receive() -> dict:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        asyncio.run(plain(scope, receive, send))  # type: ignore[arg-type]
+        return scope, sent
+
+    scope, sent = call("POST", "/graphs/g1/edges")
+    assert sent[0]["status"] == 200 and sent[1]["body"] == b"plain g1"
+    assert scope["route"] is route and scope["endpoint"] is endpoint and scope["path_params"] == {"graph_id": "g1"}
+    _, sent = call("POST", "/graphs/refused/edges")
+    assert sent[0]["status"] == 422 and json.loads(sent[1]["body"])["error"] == "InvalidParameter"
+    with pytest.raises(KeyError):  # the handler of Exception is the outermost layers' (a 500 with the id)
+        call("POST", "/graphs/broken/edges")
+    assert passed_on == []
+    assert call("GET", "/graphs/g1/edges")[1] == [] and call("POST", "/graphs/g1")[1] == []
+    assert passed_on == [("GET", "/graphs/g1/edges"), ("POST", "/graphs/g1")]
