@@ -15,6 +15,11 @@ Sections:
 * ``apply``: 100,000 updates each adding a node (an edge between a new node and an existing one, or
   between two new ones) applied one by one (the rate over the last 10,000), then the same journal folded at
   once into a fresh copy (``update_many``), with its answers checked against the one-by-one index.
+* ``apply-mixed``: per graph, the ``queries`` section's shaped and uniform streams (half removals, half
+  additions) applied one by one from nothing pending to ``--mixed`` updates, each timed: per kind of update
+  (an added or removed edge, between DAG nodes or inside a component) the count, median, p99 and total, and
+  the rate and CPU seconds. To compare checkouts, copy this file into the other one's ``benchmarks/`` (it
+  imports the project from the folder above its own) and run it there too.
 * ``restart`` (not in ``all``): a real ``grail-serve`` (SQLite in its data directory, or ``--database-url``
   PostgreSQL) builds a DAG of 500,000 nodes (x scale), is killed (SIGKILL to its process group), finds
   ``--journal`` updates (a quarter removing edges, half adding edges between existing nodes, a quarter adding
@@ -25,7 +30,7 @@ Sections:
 
     .venv/bin/python -m benchmarks.bench_updates [--section all|issue|queries|apply|restart] [--scale 1.0]
         [--pairs 20000] [--pending 0,10,100,1000,10000] [--before DIR] [--stem updates-vm]
-        [--journal 100000] [--runs 3] [--database-url postgresql://... | --postgres]
+        [--journal 100000] [--runs 3] [--database-url postgresql://... | --postgres] [--mixed 1000]
 
 ``--scale`` multiplies the node counts (10 for graphs of 10^7 nodes on a large machine). Writes
 benchmarks/results/<stem>.{md,csv} and a plot (.png, with matplotlib).
@@ -353,6 +358,83 @@ def apply_section(scale: float, total: int = 100_000) -> tuple[str, list[list[ob
     return text, rows
 
 
+# ---- a mixed stream applied one by one, per kind of update -----------------------------------------------
+
+
+def mixed_rows(scale: float, only: list[str], count: int) -> list[dict[str, object]]:
+    """Per graph and stream, each update's seconds by kind (``apply-mixed``), on this process's grail_core;
+    the first update (it makes the writer's state, and may compile) apart, and out of the rate."""
+    rows: list[dict[str, object]] = []
+    for name, (_, make) in graphs(scale).items():
+        if only and name not in only:
+            continue
+        indptr, indices = make()
+        src, dst = edge_arrays(indptr, indices)
+        n = indptr.size - 1
+        for kind in ("shaped", "uniform"):
+            index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+            comp = np.asarray(index.current().labels.views.forward().comp)
+            times: dict[str, list[float]] = {}
+            cpu_start, wall_start = time.process_time(), time.perf_counter()
+            for i, (add, remove) in enumerate(updates(src, dst, n, count, kind, seed=2)):
+                u, v = (add or remove)[0]
+                label = ("added" if add else "removed") + (" inner" if comp[u] == comp[v] else " DAG")
+                start = time.perf_counter()
+                index.update(add=add, remove=remove)
+                times.setdefault("first" if i == 0 else label, []).append(time.perf_counter() - start)
+            wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
+            wall -= times["first"][0]  # it may compile, and makes the writer's state
+            for label, seconds in sorted(times.items()):
+                values = np.array(seconds) * 1e3
+                rows.append(
+                    {
+                        "graph": name,
+                        "stream": kind,
+                        "kind": label,
+                        "count": values.size,
+                        "median_ms": float(np.median(values)),
+                        "p99_ms": float(np.percentile(values, 99)),
+                        "total_ms": float(values.sum()),
+                    }
+                )
+            rows.append(
+                {
+                    "graph": name,
+                    "stream": kind,
+                    "kind": "all",
+                    "count": count - 1,
+                    "median_ms": float("nan"),
+                    "p99_ms": float("nan"),
+                    "total_ms": wall * 1e3,
+                    "rate": (count - 1) / wall,
+                    "cpu_s": cpu,
+                }
+            )
+            print(f"{name} {kind}: {(count - 1) / wall:,.0f} updates/s after the first", flush=True)
+    return rows
+
+
+def mixed_section(scale: float, only: list[str], count: int) -> tuple[str, list[list[object]]]:
+    runs = {"this tree": mixed_rows(scale, only, count)}
+    header = ["tree", "graph", "stream", "update", "count", "median ms", "p99 ms", "total ms", "updates/s"]
+    table = [
+        [
+            tree,
+            r["graph"],
+            r["stream"],
+            r["kind"],
+            r["count"],
+            r["median_ms"],
+            r["p99_ms"],
+            r["total_ms"],
+            f"{r['rate']:,.0f} (CPU {r['cpu_s']:.2f} s with the first)" if "rate" in r else "",
+        ]
+        for tree, measured in runs.items()
+        for r in measured
+    ]
+    return _markdown(header, table), [["apply-mixed", *row] for row in table]
+
+
 # ---- a restart that replays a journal, through a real server -------------------------------------------
 
 
@@ -660,6 +742,8 @@ def _plot(rows: list[list[object]], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
+    if not any(row[0] == "queries" for row in rows):
+        return
     figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for axis, column, title in ((axes[0], 5, "random pairs"), (axes[1], 7, "positive-heavy pairs")):
         series: dict[str, list[tuple[int, float]]] = {}
@@ -681,12 +765,15 @@ def _plot(rows: list[list[object]], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=("all", "issue", "queries", "apply", "restart"), default="all")
+    parser.add_argument(
+        "--section", choices=("all", "issue", "queries", "apply", "apply-mixed", "restart"), default="all"
+    )
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--pairs", type=int, default=20_000)
     parser.add_argument("--pending", default=",".join(map(str, PENDING)))
     parser.add_argument("--graphs", default="", help="comma-separated names (default: all)")
     parser.add_argument("--before", default=None, help="another checkout to run the issue's table with")
+    parser.add_argument("--mixed", type=int, default=1_000, help="apply-mixed: updates per stream")
     parser.add_argument("--stem", default="updates-vm")
     parser.add_argument("--journal", type=int, default=100_000, help="restart: journaled updates")
     parser.add_argument("--runs", type=int, default=3, help="restart: restarts from the same data")
@@ -714,6 +801,8 @@ def main() -> None:
                 text, found = restart_section(args.scale, args.journal, args.runs, database_url, args.pairs)
         elif section == "queries":
             text, found = queries_section(args.scale, args.pairs, pending, [g for g in args.graphs.split(",") if g])
+        elif section == "apply-mixed":
+            text, found = mixed_section(args.scale, [g for g in args.graphs.split(",") if g], args.mixed)
         else:
             text, found = apply_section(args.scale)
         print(f"\n## {section}\n{text}", flush=True)
