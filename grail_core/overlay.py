@@ -32,6 +32,7 @@ from .pending import (
     HAS_ADDED,
     HAS_NEW_TARGET,
     HAS_REMOVED,
+    HAS_ROOTS,
     HAS_UPWARD,
     MASK_COLUMNS,
     ORDER_BANDS,
@@ -48,12 +49,14 @@ from .pending import (
 from .probing import EMPTY, grown, needs_room, new_table
 from .query import HotArrays
 from .staging import (
+    COUNTERS,
     ENTRIES,
     FOLD_SPLIT_BUDGET,
     LIVE,
     LIVE_USED,
     REMOVED_BACK,
     REMOVED_EVER,
+    ROOT_BITS,
     SPLIT_BUDGET,
     TABLE_USED,
     Log,
@@ -62,6 +65,7 @@ from .staging import (
     fold_additions,
     fold_closure,
     fold_removals,
+    fold_roots,
     stage_edges,
     stamps_in_effect,
 )
@@ -191,6 +195,7 @@ def no_pending(n_base: int) -> Pending:
         from_root=bits,
         source_words=bits,
         target_words=bits,
+        roots=frozen(np.zeros((0, 2), dtype=np.uint64)),
     )
 
 
@@ -260,7 +265,7 @@ class Overlay:
             witness_src=np.zeros(GROUPS, dtype=np.int64),
             witness_dst=np.zeros(GROUPS, dtype=np.int64),
             witness_entry=np.zeros(GROUPS, dtype=np.int64),
-            counters=np.zeros(8, dtype=np.int64),
+            counters=np.zeros(COUNTERS, dtype=np.int64),
             marks=np.zeros(2, dtype=np.int64),
             queued=np.zeros(n_dag, dtype=np.int32),
             queue=np.empty(max(n_dag, 1), dtype=np.int64),
@@ -269,6 +274,7 @@ class Overlay:
             node_marked=np.zeros((nodes + 63) // 64, dtype=np.uint64),
             to_root=np.zeros((nodes + 63) // 64, dtype=np.uint64),
             from_root=np.zeros((nodes + 63) // 64, dtype=np.uint64),
+            roots=np.zeros((n_dag, 2), dtype=np.uint64),
         )
         self.log = _log(_INITIAL_LOG)
         self.table = new_table()
@@ -441,6 +447,7 @@ class Overlay:
             forward, self.hot, shared, self.table, self.live, self.log, self.new_masks, count, stamp, self.n_dag
         )
         self._sweep(shared)
+        fold_roots(forward, backward, shared)
         if later.size:
             shared.masks[:, RM_DOWN] |= later[:, 0]
             shared.masks[:, RM_UP] |= later[:, 1]
@@ -501,6 +508,7 @@ class Overlay:
         flags = (HAS_ADDED if counters[ENTRIES] else 0) | (HAS_REMOVED if counters[REMOVED_EVER] else 0)
         flags |= HAS_UPWARD if self._upward else 0
         flags |= HAS_NEW_TARGET if self._new_target else 0
+        flags |= HAS_ROOTS if counters[ROOT_BITS] else 0
         state = Pending(
             seq=self.seq,
             n_base=self.n_base,
@@ -527,6 +535,7 @@ class Overlay:
             from_root=view("from_root", shared.from_root),
             source_words=view("source_words", shared.source_words),
             target_words=view("target_words", shared.target_words),
+            roots=view("roots", shared.roots),
         )
         back = int(counters[REMOVED_BACK])
         added, removed = int(counters[LIVE]) - back, int(counters[REMOVED_EVER]) - back

@@ -42,7 +42,12 @@ NO masks and the removal masks only ever grow and over-approximate: a bit they l
 A broken component keeps one member, its *root*, for witnesses: ``to_root`` has the members that reach it,
 ``from_root`` those it reaches, inside the component, in the base graph less every edge ever removed (so
 bits only clear, as the YES masks' do). Two members s and t with s in the first and t in the second reach
-each other in every version, whatever the removal masks say.
+each other in every version, whatever the removal masks say. The first GROUPS broken components own a root
+bit each, and ``roots`` lays their witnesses across their boundary (``grail_core.roots``): per DAG node,
+ROOT_UP has the roots every member reaches and ROOT_DOWN those that reach every member, in the same graph; a
+broken DAG node holds its own bit alone, for its members in ``to_root`` (``from_root``). A pair whose source's
+ROOT_UP meets its target's ROOT_DOWN (``root_side``) is YES: s above a broken component (or in it), t below it
+(or in it).
 
 A pair whose ends are nodes that updates added reads ``new_masks`` (the groups of its own added edges).
 
@@ -97,6 +102,10 @@ __all__ = [
     "INTO_NODE",
     "NODE_RM_UP",
     "NODE_RM_DOWN",
+    "ROOT_UP",
+    "ROOT_DOWN",
+    "HAS_ROOTS",
+    "root_side",
     "table_key",
     "removal_bit",
     "bit_set",
@@ -141,6 +150,9 @@ HAS_ADDED, HAS_REMOVED = 1, 2  # ``Pending.flags``
 HAS_UPWARD = 4
 # Some added edge enters a node that updates added (``crossing`` then reads the lists out of DAG nodes only).
 HAS_NEW_TARGET = 8
+HAS_ROOTS = 16  # some broken component owns a root bit (``roots``)
+# Columns of ``Pending.roots``: the roots a DAG node reaches, and those that reach it.
+ROOT_UP, ROOT_DOWN = 0, 1
 
 # Kinds of keys in ``Pending.table`` (kind << 48 | id): stamps of removals, then the heads of the four lists
 # of added edges (the list's column in ``links`` is its kind less OUT_OF_COMP).
@@ -178,6 +190,7 @@ class Pending(NamedTuple):
     from_root: np.ndarray  # and that it reaches (see the module docstring)
     source_words: np.ndarray  # uint64 bit sets of the words of source_bits and target_bits that have a bit
     target_words: np.ndarray
+    roots: np.ndarray  # (DAG nodes, 2) uint64: ROOT_UP, ROOT_DOWN (see the module docstring)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -217,6 +230,7 @@ PENDING_TYPE = typeof(
         from_root=_WORDS,
         source_words=_WORDS,
         target_words=_WORDS,
+        roots=_read_only(np.zeros((0, 2), dtype=np.uint64)),
     )
 )
 _BITS = types.Array(types.uint64, 1, "C")
@@ -227,6 +241,11 @@ _I64 = types.int64
 def _tested(*signatures: object) -> Any:
     """Compiled eagerly for ``signatures`` alone (kept in numba's disk cache)."""
     return njit(list(signatures), nogil=True, cache=True)
+
+
+# The tests ``verdict`` runs on every pair, inlined into it (numba's IR): a call to one compiled apart passes
+# the whole ``Pending`` by value, which cost more than the test itself (~0.2 us a call).
+_inlined = njit(nogil=True, inline="always")
 
 
 @_tested(_I64(_I64, _I64))
@@ -286,7 +305,7 @@ def comp_broken(p, c):
     return marked(p.broken_bits, p.table, p.seq, BROKEN_COMP, c)
 
 
-@_tested(types.uint64(PENDING_TYPE, _I64, _I64, _I64))
+@_inlined
 def removal_mask(p, node, c, column):
     """RM_UP or RM_DOWN (``column``) of node ``node`` of DAG node c: the DAG node's, and in a component ever
     broken the node's own (node -1: the DAG node's alone)."""
@@ -295,6 +314,20 @@ def removal_mask(p, node, c, column):
         own = lookup(p.table, table_key(NODE_RM_UP if column == RM_UP else NODE_RM_DOWN, node))
         if own != EMPTY:
             mask |= np.uint64(own)
+    return mask
+
+
+@_inlined
+def root_side(p, node, c, column):
+    """ROOT_UP or ROOT_DOWN (``column``) of node ``node`` of DAG node c (-1 for a node updates added, or for
+    the DAG node itself: node -1): the DAG node's, of a component ever broken only for a member in
+    ``to_root`` (``from_root``)."""
+    if not p.flags & HAS_ROOTS or c < 0:
+        return np.uint64(0)
+    mask = p.roots[c, column]
+    if mask != 0 and bit_set(p.broken_bits, c):
+        if node < 0 or not bit_set(p.to_root if column == ROOT_UP else p.from_root, node):
+            return np.uint64(0)
     return mask
 
 
@@ -374,12 +407,12 @@ def _through(closure, up, down):
     return False
 
 
-@_tested(types.uint64(PENDING_TYPE, _I64, _I64))
+@_inlined
 def _up_no(p, node, c):
     return p.masks[c, UP_NO] if c >= 0 else p.new_masks[node - p.n_base, NEW_UP_NO]
 
 
-@_tested(types.uint64(PENDING_TYPE, _I64, _I64))
+@_inlined
 def _down_no(p, node, c):
     return p.masks[c, DOWN_NO] if c >= 0 else p.new_masks[node - p.n_base, NEW_DOWN_NO]
 
@@ -412,4 +445,6 @@ def verdict(p, s, cs, t, ct, base):
         return YES
     if base == UNDECIDED and not relevant:
         return BASE_FIRST if route else BASE
+    if root_side(p, s, cs, ROOT_UP) & root_side(p, t, ct, ROOT_DOWN):
+        return YES
     return UNDECIDED

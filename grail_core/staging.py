@@ -75,6 +75,8 @@ from .pending import (
     REMOVED_EDGE,
     RM_DOWN,
     RM_UP,
+    ROOT_DOWN,
+    ROOT_UP,
     UP_NO,
     UP_YES,
     WIDE_UP,
@@ -85,6 +87,7 @@ from .pending import (
 from .probing import EMPTY, lookup, store
 from .query import classify
 from .records import NO
+from .roots import mark_root, neighbours_of, recheck, sweep_roots
 from .traversal import find_edge
 
 __all__ = [
@@ -99,6 +102,8 @@ __all__ = [
     "TABLE_USED",
     "LIVE_USED",
     "SPLIT_KEYS",
+    "ROOT_BITS",
+    "COUNTERS",
     "SPLIT_BUDGET",
     "FOLD_SPLIT_BUDGET",
     "stage_edges",
@@ -107,6 +112,7 @@ __all__ = [
     "fold_removals",
     "fold_additions",
     "fold_closure",
+    "fold_roots",
     "stamps_in_effect",
 ]
 
@@ -125,9 +131,10 @@ SPLIT_BUDGET = 1 << 12
 SPLIT_SEARCH_BUDGET = 1 << 22
 
 # Counters (``Shared.counters``): witnesses taken, base edges ever removed, those of them added back and in
-# the graph, log entries in the graph, log entries, keys in the table and in the live table, and the table
-# keys of members that splits marked in the update being staged.
-WITNESSES, REMOVED_EVER, REMOVED_BACK, LIVE, ENTRIES, TABLE_USED, LIVE_USED, SPLIT_KEYS = range(8)
+# the graph, log entries in the graph, log entries, keys in the table and in the live table, the table
+# keys of members that splits marked in the update being staged, and root bits taken (``grail_core.roots``).
+WITNESSES, REMOVED_EVER, REMOVED_BACK, LIVE, ENTRIES, TABLE_USED, LIVE_USED, SPLIT_KEYS, ROOT_BITS = range(9)
+COUNTERS = 9
 _SCRATCH_MARK, _NODE_MARK = 0, 1
 
 
@@ -157,6 +164,7 @@ class Shared(NamedTuple):
     node_marked: np.ndarray  # per node: it has removal marks of its own (``pending.removal_mask``)
     to_root: np.ndarray  # per node: it reaches (is reached from) its broken component's root (``_root_reach``)
     from_root: np.ndarray
+    roots: np.ndarray  # (DAG nodes, 2) uint64: ROOT_UP, ROOT_DOWN (``grail_core.roots``)
 
 
 class Log(NamedTuple):
@@ -466,10 +474,14 @@ def _mark_split(fw, bw, sh, table, x, y, c, n_dag, later, budget):
 
 
 @njit(nogil=True)
-def _root_reach(fw, bw, sh, table, c):
+def _root_reach(fw, bw, sh, table, c, later):
     """``to_root`` and ``from_root`` of component c's members after a removal inside it split it (or made it
     broken): the first time from a root chosen now (a member with the most edges), later by clearing the
-    members that no longer reach it (it no longer reaches), so that a bit a version reads stays a witness."""
+    members that no longer reach it (it no longer reaches), so that a bit a version reads stays a witness.
+    With them the root bits (``grail_core.roots``): the first time c takes one while any is left, in place of
+    the bits it held whole, and lays it outside c (``_first_root_bits``); later the DAG nodes next to members
+    that left ``to_root`` (``from_root``) are rechecked. In a fold (``later`` not empty) ``fold_roots`` lays
+    them at the end."""
     root = lookup(table, table_key(ROOT, c))
     first = root == EMPTY
     if first:
@@ -480,7 +492,9 @@ def _root_reach(fw, bw, sh, table, c):
             if edges > most:
                 most, root = edges, m
         sh.counters[TABLE_USED] += store(table, table_key(ROOT, c), root)
-    for bits, side in ((sh.from_root, fw), (sh.to_root, bw)):
+    at_once = later.shape[0] == 0
+    for column in (ROOT_DOWN, ROOT_UP):
+        bits, side = (sh.from_root, fw) if column == ROOT_DOWN else (sh.to_root, bw)
         seen = _fresh_marks(sh, _NODE_MARK, 1)
         queue = sh.node_queues[0]
         count = reached_inside(
@@ -490,10 +504,77 @@ def _root_reach(fw, bw, sh, table, c):
             for i in range(count):
                 _set(bits, queue[i])
             continue
+        track = at_once and sh.roots[c, column] != 0
+        starts = np.empty(sh.queued.size if track else 0, dtype=np.int64)
+        near = _fresh_marks(sh, _SCRATCH_MARK, 1)
+        found = 0
         for i in range(fw.mem_indptr[c], fw.mem_indptr[c + 1]):
             m = fw.mem[i]
-            if sh.node_stamp[m] != seen:
+            if sh.node_stamp[m] != seen and bit_set(bits, m):
                 bits[m >> 6] &= ~(np.uint64(1) << np.uint64(m & 63))
+                if track:
+                    found = neighbours_of(side, c, m, starts, found, sh.queued, near)
+        if found:
+            _recheck(fw, bw, sh, column, starts[:found])
+    if first:
+        _first_root_bits(fw, bw, sh, c, at_once)
+
+
+@njit(nogil=True)
+def _recheck(fw, bw, sh, column, starts):
+    """``roots.recheck`` of ``column`` from DAG nodes ``starts``."""
+    reach = sh.to_root if column == ROOT_UP else sh.from_root
+    first = _fresh_marks(sh, _SCRATCH_MARK, 2)
+    recheck(
+        fw,
+        bw,
+        sh.roots,
+        column,
+        sh.dead_bits,
+        sh.broken_bits,
+        sh.removed_bits,
+        reach,
+        starts,
+        starts.size,
+        sh.queued,
+        first,
+        sh.queue,
+    )
+
+
+@njit(nogil=True)
+def _first_root_bits(fw, bw, sh, c, at_once):
+    """Component c, broken now, holds its own root bit alone (none when all are taken); ``at_once``: what its
+    parents (children) held through it is rechecked, and the bit laid on what reaches its root (it reaches)."""
+    bit = np.uint64(0)
+    if sh.counters[ROOT_BITS] < GROUPS:
+        bit = np.uint64(1) << np.uint64(sh.counters[ROOT_BITS])
+        sh.counters[ROOT_BITS] += 1
+    held = sh.roots[c, ROOT_UP] | sh.roots[c, ROOT_DOWN]
+    sh.roots[c, ROOT_UP] = sh.roots[c, ROOT_DOWN] = bit
+    if not at_once:
+        return
+    for column in (ROOT_UP, ROOT_DOWN):
+        onward, reach = (bw, sh.to_root) if column == ROOT_UP else (fw, sh.from_root)
+        if held != 0:
+            _recheck(fw, bw, sh, column, onward.dag_indices[onward.dag_indptr[c] : onward.dag_indptr[c + 1]])
+        if bit != 0:
+            seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
+            mark_root(
+                fw,
+                bw,
+                sh.roots,
+                column,
+                bit,
+                c,
+                sh.dead_bits,
+                sh.broken_bits,
+                sh.removed_bits,
+                reach,
+                sh.queued,
+                seen,
+                sh.queue,
+            )
 
 
 @njit(nogil=True)
@@ -537,12 +618,12 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag, later, budget):
     if cx == cy:
         if _joined(fw, bw, sh, x, y):
             return 1
-        _root_reach(fw, bw, sh, table, cx)
         if not bit_set(sh.broken_bits, cx):
             _set(sh.broken_bits, cx)
             sh.counters[TABLE_USED] += store(table, table_key(BROKEN_COMP, cx), stamp)
             if later.shape[0] == 0:
                 _cut(fw, bw, sh, cx, cx)
+        _root_reach(fw, bw, sh, table, cx, later)
         if not _closed(table, cx):
             _mark_split(fw, bw, sh, table, x, y, cx, n_dag, later, budget)
         return 1
@@ -562,6 +643,14 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag, later, budget):
     elif bit_set(sh.broken_bits, cx) or bit_set(sh.broken_bits, cy):
         if not (_closed(table, cx) or _closed(table, cy) or _joined(fw, bw, sh, x, y)):
             _mark_dead_edge(fw, bw, sh, cx, cy, n_dag, later)
+    # The root bits that reached a broken end through this edge, or through the DAG edge now dead.
+    if (
+        later.shape[0] == 0
+        and sh.counters[ROOT_BITS]
+        and (left == 0 or bit_set(sh.broken_bits, cx) or bit_set(sh.broken_bits, cy))
+    ):
+        _recheck(fw, bw, sh, ROOT_UP, np.array([cx], dtype=np.int64))
+        _recheck(fw, bw, sh, ROOT_DOWN, np.array([cy], dtype=np.int64))
     return 1
 
 
@@ -768,6 +857,13 @@ def fold_closure(fw, sh, log, new_masks, count):
             if (reached_by >> np.uint64(k)) & np.uint64(1):
                 sh.closure_no[k] |= bit
         sh.closure_no[log.group[i]] |= bit
+
+
+@njit(nogil=True, cache=True)
+def fold_roots(fw, bw, sh):
+    """The root bits of every whole DAG node once a fold's removals are in (``roots.sweep_roots``)."""
+    if sh.counters[ROOT_BITS]:
+        sweep_roots(fw, bw, sh.roots, sh.dead_bits, sh.broken_bits, sh.removed_bits, sh.to_root, sh.from_root)
 
 
 @njit(nogil=True, cache=True)

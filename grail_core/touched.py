@@ -31,12 +31,15 @@ from .pending import (
     NEW_UP_NO,
     RM_DOWN,
     RM_UP,
+    ROOT_DOWN,
+    ROOT_UP,
     UP_NO,
     UP_YES,
     Pending,
     band_of,
     comp_broken,
     removal_mask,
+    root_side,
 )
 from .query import HotArrays
 from .traversal import Side, _expand, _walk
@@ -55,13 +58,15 @@ class TouchedSearches(NamedTuple):
     down_no: np.ndarray  # uint64: DOWN_NO of t's DAG node, or NEW_DOWN_NO of an added t
     fwd_yes: np.ndarray  # uint64
     down_yes: np.ndarray  # uint64
+    root_down: np.ndarray  # uint64: root_side(t, ROOT_DOWN)
 
 
 @dataclass(frozen=True, eq=False)
 class TouchedGraph:
     """One version's graph over keys (module docstring). ``key_*`` arrays hold the source side of
     ``pending.verdict`` per key: its DAG node (-1 for an added node), whether that component may have split,
-    the lowest DAG node it may reach against the topological order (``key_floor``), and its masks."""
+    the lowest DAG node it may reach against the topological order (``key_floor``), and its masks
+    (``root_up``: ``root_side`` of ROOT_UP)."""
 
     n_dag: int
     comp: np.ndarray  # node -> DAG node, of the labels' graph
@@ -75,6 +80,7 @@ class TouchedGraph:
     up_no: np.ndarray  # uint64
     bwd_yes: np.ndarray  # uint64
     up_yes: np.ndarray  # uint64
+    root_up: np.ndarray  # uint64
     closure_no: np.ndarray  # (64,) uint64
     closure_yes: np.ndarray  # (64,) uint64
     has_added: bool  # some update ever added an edge (the routes through added edges count)
@@ -92,7 +98,7 @@ class TouchedGraph:
     @property
     def nbytes(self) -> int:
         arrays = (self.indptr, self.indices, self.key_dag, self.key_broken, self.key_floor)
-        return sum(a.nbytes for a in arrays) + 4 * 8 * self.num_keys
+        return sum(a.nbytes for a in arrays) + 5 * 8 * self.num_keys
 
     def keys(self, nodes: np.ndarray) -> np.ndarray:
         """The key (int32) of each node id."""
@@ -107,7 +113,7 @@ class TouchedGraph:
         """The searches 'node sources[i] reaches node targets[i]' on this graph."""
         targets = np.ascontiguousarray(targets, dtype=np.int64)
         dags = np.empty(targets.size, dtype=np.int32)
-        masks = np.zeros((4, targets.size), dtype=np.uint64)
+        masks = np.zeros((5, targets.size), dtype=np.uint64)
         _target_sides(self.pending, self.comp, targets, dags, masks)
         return TouchedSearches(self.keys(sources), self.keys(targets), dags, *masks)
 
@@ -157,7 +163,8 @@ def _rows(side, p, h, n_dag, node_keys, stamp, queue, indptr, indices, fill):
 
 @njit(nogil=True, cache=True)
 def _key_sides(p, comp, n_dag, node_keys, key_dag, key_broken, key_floor, masks):
-    """The source side of ``verdict`` per key (see ``TouchedGraph``); ``masks``: rm_up, up_no, bwd_yes, up_yes."""
+    """The source side of ``verdict`` per key (see ``TouchedGraph``); ``masks``: rm_up, up_no, bwd_yes, up_yes,
+    root_up."""
     has_masks = p.masks.shape[0] > 0
     upward = (p.flags & HAS_UPWARD) != 0
     for i in range(key_dag.size):
@@ -176,11 +183,13 @@ def _key_sides(p, comp, n_dag, node_keys, key_dag, key_broken, key_floor, masks)
             masks[1, i] = p.masks[c, UP_NO]
             masks[2, i] = p.masks[c, BWD_YES]
             masks[3, i] = p.masks[c, UP_YES]
+        masks[4, i] = root_side(p, node, c, ROOT_UP)
 
 
 @njit(nogil=True, cache=True)
 def _target_sides(p, comp, targets, dags, masks):
-    """The target side of ``verdict`` per target node; ``masks``: rm_down, down_no, fwd_yes, down_yes."""
+    """The target side of ``verdict`` per target node; ``masks``: rm_down, down_no, fwd_yes, down_yes,
+    root_down."""
     has_masks = p.masks.shape[0] > 0
     for i in range(targets.size):
         t = targets[i]
@@ -193,6 +202,7 @@ def _target_sides(p, comp, targets, dags, masks):
             masks[1, i] = p.masks[c, DOWN_NO]
             masks[2, i] = p.masks[c, FWD_YES]
             masks[3, i] = p.masks[c, DOWN_YES]
+        masks[4, i] = root_side(p, t, c, ROOT_DOWN)
 
 
 def write_touched_graph(forward: Side, pending: Pending, hot: HotArrays, num_nodes: int) -> TouchedGraph:
@@ -209,7 +219,7 @@ def write_touched_graph(forward: Side, pending: Pending, hot: HotArrays, num_nod
     key_dag = np.empty(keys, dtype=np.int32)
     key_broken = np.zeros(keys, dtype=np.uint8)
     key_floor = np.empty(keys, dtype=np.int32)
-    masks = np.zeros((4, keys), dtype=np.uint64)
+    masks = np.zeros((5, keys), dtype=np.uint64)
     _key_sides(pending, forward.comp, n_dag, node_keys, key_dag, key_broken, key_floor, masks)
     return TouchedGraph(
         n_dag=n_dag,
@@ -224,6 +234,7 @@ def write_touched_graph(forward: Side, pending: Pending, hot: HotArrays, num_nod
         up_no=masks[1],
         bwd_yes=masks[2],
         up_yes=masks[3],
+        root_up=masks[4],
         closure_no=np.ascontiguousarray(pending.closure_no),
         closure_yes=np.ascontiguousarray(pending.closure_yes),
         has_added=bool(pending.flags & HAS_ADDED),

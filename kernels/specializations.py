@@ -64,9 +64,9 @@ trim = _named(_Trim, I32, I32, I32, I64, I64, levels, split)
 index = _named(IndexArrays, I64, I32, U32_2, U32_2, I32, I64, INT)
 batch = _named(Batch, I32, I32, INT, U32_2, U64_2, I64_2, I64_2, I32, I64)
 touched = _tuple(
-    _named(TouchedArrays, I64, I32, I32, U8, I32, U64, U64, U64, U64, U64, U64, INT, INT),
+    _named(TouchedArrays, I64, I32, I32, U8, I32, U64, U64, U64, U64, U64, U64, U64, INT, INT),
     index,
-    _named(TouchedSearchArrays, I32, I32, I32, U64, U64, U64, U64, U32_2, INT, U64),
+    _named(TouchedSearchArrays, I32, I32, I32, U64, U64, U64, U64, U64, U32_2, INT, U64),
     _named(TouchedStatus, U64_2, U64_3, I64_2, I64, INT),
 )
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -808,3 +808,119 @@ def test_several_removals_in_one_component_search_only_pairs_they_may_have_cut()
         if (x, y) == removals[-1]:
             np.testing.assert_array_equal(searched, previous)
         previous = searched
+
+
+def _check_root_bits(index: ReachabilityIndex, reach: np.ndarray) -> None:
+    """Every root bit a version's whole DAG nodes hold is a witness in the graph as it is (``reach``: its
+    reachability matrix): each member reaches the root (ROOT_UP) or is reached from it (ROOT_DOWN); and the
+    bits kept up update by update are those laid at once from the same state (``roots.sweep_roots``)."""
+    from grail_core.pending import ROOT_DOWN, ROOT_UP, bit_set, table_key
+    from grail_core.probing import lookup
+    from grail_core.roots import sweep_roots
+    from grail_core.staging import ROOT
+
+    version = index.current()
+    p = version._updates()
+    fw, bw = version.labels.views.forward(), version.labels.views.backward()
+    if p.roots.shape[0] == 0:
+        return
+    n_dag = p.roots.shape[0]
+    broken = {c for c in range(n_dag) if bit_set(p.broken_bits, c)}
+    root_of = {int(p.roots[c, ROOT_UP]).bit_length() - 1: lookup(p.table, table_key(ROOT, c)) for c in broken}
+    for d in set(range(n_dag)) - broken:
+        members = fw.mem[fw.mem_indptr[d] : fw.mem_indptr[d + 1]]
+        for column in (ROOT_UP, ROOT_DOWN):
+            bits = int(p.roots[d, column])
+            for k in (k for k in range(64) if bits >> k & 1):
+                root = root_of[k]
+                assert (reach[members, root] if column == ROOT_UP else reach[root, members]).all()
+    laid = np.array(p.roots)
+    sweep_roots(fw, bw, laid, p.dead_bits, p.broken_bits, p.removed_bits, p.to_root, p.from_root)
+    np.testing.assert_array_equal(laid, p.roots)
+
+
+def test_pairs_through_a_broken_component_are_witnessed_by_its_root() -> None:
+    """A cycle of 6,000 members that a removal opens into a chain (both sides too large to mark one by one:
+    the component takes its closed marks), with nodes entering and leaving it. The pairs from outside it (or
+    inside) whose path passes its root (member 100, the one with the most edges) are YES without a search,
+    a node two steps out too; those entering after the root or leaving before it are not witnessed; removing
+    the edge into the chain, or cutting the chain before the root, clears the bits of what no longer reaches
+    it. Answers equal BFS throughout."""
+    from grail_core.dynamic import verdicts
+    from grail_core.records import UNDECIDED, YES
+
+    n = 6000
+    a, aa, b, w, ww, v, c1, c2, c3 = range(n, n + 9)
+    edges = [(i, (i + 1) % n) for i in range(n)]
+    edges += [(a, 5), (aa, a), (b, 200), (3000, w), (w, ww), (50, v), (c1, 100), (100, c2), (c3, 20)]
+    nodes = n + 9
+    outside = [a, aa, b, w, ww, v, c1, c2, c3]
+    ends = [*outside, 5, 20, 100, 3000]
+    pairs = np.array([(s, t) for s in ends for t in ends if s != t], dtype=np.int64)
+    index = ReachabilityIndex.from_edges(*np.array(edges, dtype=np.int64).T, num_nodes=nodes, backend="cpu")
+    witnessed = [(a, w), (aa, ww), (5, w), (a, 3000), (c1, c2), (c3, w), (c3, c2)]
+    unwitnessed = [(b, w), (a, v)]
+    at = {tuple(pair): i for i, pair in enumerate(pairs.tolist())}
+
+    def check(removed: tuple[int, int]) -> np.ndarray:
+        edges.remove(removed)
+        index.remove_edges([list(removed)])
+        truth = reachable_pairs(nodes, np.array(edges, dtype=np.int64), pairs)
+        answers, _ = index.query_ids(pairs)
+        np.testing.assert_array_equal(answers, truth)
+        version = index.current()
+        return verdicts(version.search.hot, version._updates(), version.labels.views.forward().comp, pairs)
+
+    codes = check((n - 1, 0))
+    assert all(codes[at[pair]] == YES for pair in witnessed)
+    assert all(codes[at[pair]] == UNDECIDED for pair in unwitnessed)
+    codes = check((a, 5))  # a and aa no longer reach the chain
+    assert codes[at[(c3, w)]] == YES
+    codes = check((50, 51))  # 0..50 no longer reach the root: c3 neither
+    assert codes[at[(c1, c2)]] == YES and codes[at[(5, 3000)]] != YES
+
+
+@st.composite
+def _removals_and_additions(draw: st.DrawFn) -> tuple[int, list[tuple[int, int]], list[tuple[bool, int, int]]]:
+    """A graph of cycles joined in a chain (``cycle_chains``) and steps: remove the i-th edge present (mostly
+    inside components: they split), or add an edge between two nodes."""
+    n, edges = draw(cycle_chains(max_cycles=5))
+    steps = draw(st.lists(st.tuples(st.booleans(), st.integers(0, 10**6), st.integers(0, 10**6)), max_size=12))
+    return n, edges, [(remove or k % 4 != 0, i, k) for remove, i, k in steps]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_removals_and_additions())
+def test_root_bits_are_witnesses_kept_as_laid_at_once(case) -> None:
+    """Removals that split components and additions between them: after each update every pair's answer
+    equals BFS's, and the root bits hold (``_check_root_bits``); a journal folded at once lays the same."""
+    n, edges = case[0], sorted({(u, w) for u, w in case[1] if u != w})
+    index = ReachabilityIndex.from_edges(
+        *np.array(edges or [(0, 0)], dtype=np.int64).T, num_nodes=n, backend="cpu", hubs=2
+    )
+    pairs = np.argwhere(np.ones((n, n), dtype=bool)).astype(np.int64)
+    current = list(edges)
+    journal = []
+    for remove, i, k in case[2]:
+        if remove and current:
+            edge = current.pop(i % len(current))
+            update = ([], [list(edge)])
+        else:
+            edge = (i % n, k % n)
+            if edge[0] == edge[1] or edge in current:
+                continue
+            current.append(edge)
+            update = ([list(edge)], [])
+        index.update(*update)
+        journal.append(update)
+        reach = reachability_matrix(n, current)
+        answers, _ = index.query_ids(pairs)
+        np.testing.assert_array_equal(answers, reach[pairs[:, 0], pairs[:, 1]])
+        _check_root_bits(index, reach)
+    if journal:
+        folded = ReachabilityIndex.from_edges(
+            *np.array(edges or [(0, 0)], dtype=np.int64).T, num_nodes=n, backend="cpu", hubs=2
+        )
+        folded.update_many(journal)
+        np.testing.assert_array_equal(folded.query_ids(pairs)[0], index.query_ids(pairs)[0])
+        _check_root_bits(folded, reachability_matrix(n, current))

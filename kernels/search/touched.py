@@ -47,6 +47,7 @@ class TouchedArrays(NamedTuple):
     up_no: Any
     bwd_yes: Any
     up_yes: Any
+    root_up: Any
     closure_no: Any
     closure_yes: Any
     has_added: int
@@ -64,6 +65,7 @@ class TouchedSearchArrays(NamedTuple):
     down_no: Any
     fwd_yes: Any
     down_yes: Any
+    root_down: Any
     records: Any  # (64 W, record words) uint32: the pass's target records
     offset: int  # the pass's first search
     found: Any  # (W,) uint64
@@ -106,6 +108,8 @@ def test_key(graph, index, searches, x, j):
     if cs >= 0 and cs == ct:
         if graph.key_broken[x] == 0 or (graph.rm_up[x] & searches.rm_down[pair]) == 0:
             return YES
+        if graph.root_up[x] & searches.root_down[pair]:
+            return YES
         return UNDECIDED
     if cs > ct and ct >= 0 and ct < graph.key_floor[x]:
         return NO
@@ -121,6 +125,8 @@ def test_key(graph, index, searches, x, j):
     if base == NO and not route:
         return NO
     if route and cs >= 0 and ct >= 0 and _through(graph.closure_yes, graph.up_yes[x], searches.down_yes[pair]):
+        return YES
+    if graph.root_up[x] & searches.root_down[pair]:
         return YES
     return UNDECIDED
 
@@ -215,6 +221,7 @@ def _upload(graph: Any) -> TouchedArrays:
         put(graph.up_no),
         put(graph.bwd_yes),
         put(graph.up_yes),
+        put(graph.root_up),
         put(graph.closure_no),
         put(graph.closure_yes),
         int(graph.has_added),
