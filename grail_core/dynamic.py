@@ -33,6 +33,7 @@ from .pending import (
     dag_edge_dead,
     entry_alive,
     first_entry,
+    inlined_verdict,
     next_entry,
     verdict,
 )
@@ -82,14 +83,15 @@ LIVE_PATH_NODES = 256
 _COUNTED, _OPEN, _ENDS = range(3)
 
 
-@njit(nogil=True)
+# Inlined into the verdict loops with ``inlined_verdict``: a call per pair cost more than its tests.
+@njit(nogil=True, inline="always")
 def _verdict_of(h, p, comp, u, v):
     if u == v:
         return YES
     cu = comp[u] if u < p.n_base else -1
     cv = comp[v] if v < p.n_base else -1
     base = classify_nodes(h, u, v) if cu >= 0 and cv >= 0 else NO
-    return verdict(p, u, cu, v, cv, base)
+    return inlined_verdict(p, u, cu, v, cv, base)
 
 
 @njit(nogil=True)

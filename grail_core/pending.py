@@ -118,6 +118,7 @@ __all__ = [
     "first_entry",
     "next_entry",
     "verdict",
+    "inlined_verdict",
     "BASE_FIRST",
     "ORDER_BANDS",
     "band_of",
@@ -417,16 +418,16 @@ def _down_no(p, node, c):
     return p.masks[c, DOWN_NO] if c >= 0 else p.new_masks[node - p.n_base, NEW_DOWN_NO]
 
 
-@_tested(types.int8(PENDING_TYPE, _I64, _I64, _I64, _I64, types.int8))
-def verdict(p, s, cs, t, ct, base):
-    """'Node s reaches node t' (s != t) in this version: NO, YES, UNDECIDED (a search on the updated graph
-    decides), BASE (the labels' graph's answer holds) or BASE_FIRST (its YES holds, its NO needs the search).
-    ``cs``/``ct``: their DAG nodes, -1 for a node that
-    updates added; ``base``: the labels' code for (cs, ct), NO when an end was added."""
+@_inlined
+def inlined_verdict(p, s, cs, t, ct, base):
+    """``verdict``, compiled into its caller (numba's IR): the verdict loops run it on every pair of a batch,
+    where a call passing the whole ``Pending`` by value cost more than the tests."""
     if p.flags == 0:
         return BASE if base == UNDECIDED else base
     if cs >= 0 and cs == ct:
-        if not comp_broken(p, cs) or (bit_set(p.to_root, s) and bit_set(p.from_root, t)):
+        if not marked(p.broken_bits, p.table, p.seq, BROKEN_COMP, cs) or (
+            bit_set(p.to_root, s) and bit_set(p.from_root, t)
+        ):
             return YES
         return UNDECIDED if removal_mask(p, s, cs, RM_UP) & removal_mask(p, t, ct, RM_DOWN) else YES
     if cs > ct >= 0 and (not p.flags & HAS_UPWARD or ct < p.floor[band_of(cs, p.band_shift)]):
@@ -448,3 +449,12 @@ def verdict(p, s, cs, t, ct, base):
     if root_side(p, s, cs, ROOT_UP) & root_side(p, t, ct, ROOT_DOWN):
         return YES
     return UNDECIDED
+
+
+@_tested(types.int8(PENDING_TYPE, _I64, _I64, _I64, _I64, types.int8))
+def verdict(p, s, cs, t, ct, base):
+    """'Node s reaches node t' (s != t) in this version: NO, YES, UNDECIDED (a search on the updated graph
+    decides), BASE (the labels' graph's answer holds) or BASE_FIRST (its YES holds, its NO needs the search).
+    ``cs``/``ct``: their DAG nodes, -1 for a node that
+    updates added; ``base``: the labels' code for (cs, ct), NO when an end was added."""
+    return inlined_verdict(p, s, cs, t, ct, base)
