@@ -423,8 +423,8 @@ def test_pairs_only_added_edges_may_join_take_the_labels_yes_first() -> None:
     added = added[comp[added[:, 0]] < comp[added[:, 1]]][:300]
     index.add_edges(added.tolist())
     version = index.current()
-    # read-only contiguous pairs, as the index passes them: writable or Fortran-ordered ones are other numba
-    # types, each one more compile of the verdict kernels in this test
+    # read-only contiguous pairs, a type the index's own queries use: Fortran-ordered ones are another numba
+    # type, one more compile of the verdict kernels in this test
     codes = verdicts(version.search.hot, version._updates(), comp, frozen(pairs))
     assert (codes[comp[pairs[:, 0]] > comp[pairs[:, 1]]] == NO).all()
     first = np.flatnonzero(codes == BASE_FIRST)
