@@ -12,12 +12,16 @@ from tests.strategies import digraphs
 
 
 @settings(max_examples=150, deadline=None)
-@given(digraphs(max_nodes=150), st.integers(0, 2**32 - 1))
-def test_reachable_pairs_agrees_with_the_matrix(graph: tuple[int, list[tuple[int, int]]], seed: int) -> None:
+@given(digraphs(max_nodes=150), st.integers(0, 2**32 - 1), st.sampled_from([64, 4096]))
+def test_reachable_pairs_agrees_with_the_matrix(
+    graph: tuple[int, list[tuple[int, int]]], seed: int, round_size: int
+) -> None:
     n, edges = graph
-    pairs = np.random.default_rng(seed).integers(0, n, size=(400, 2))  # > 64 sources: several words
+    # > 64 sources: several words of bits a round, or several rounds of 64
+    pairs = np.random.default_rng(seed).integers(0, n, size=(400, 2))
     matrix = reachability_matrix(n, edges)
-    assert np.array_equal(reachable_pairs(n, np.array(edges).reshape(-1, 2), pairs), matrix[pairs[:, 0], pairs[:, 1]])
+    answers = reachable_pairs(n, np.array(edges).reshape(-1, 2), pairs, round_size=round_size)
+    assert np.array_equal(answers, matrix[pairs[:, 0], pairs[:, 1]])
 
 
 @settings(max_examples=100, deadline=None)

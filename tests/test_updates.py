@@ -404,6 +404,7 @@ def test_pairs_only_added_edges_may_join_take_the_labels_yes_first() -> None:
     added edge leads against the topological order, a pair whose source comes after its target is NO."""
     from grail_core.dynamic import verdicts
     from grail_core.pending import BASE_FIRST
+    from grail_core.query import frozen
     from grail_core.records import NO, UNDECIDED
     from grail_core.synthetic import downward_walk_pairs, layered_dag
 
@@ -422,7 +423,9 @@ def test_pairs_only_added_edges_may_join_take_the_labels_yes_first() -> None:
     added = added[comp[added[:, 0]] < comp[added[:, 1]]][:300]
     index.add_edges(added.tolist())
     version = index.current()
-    codes = verdicts(version.search.hot, version._updates(), comp, pairs)
+    # read-only contiguous pairs, a type the index's own queries use: Fortran-ordered ones are another numba
+    # type, one more compile of the verdict kernels in this test
+    codes = verdicts(version.search.hot, version._updates(), comp, frozen(pairs))
     assert (codes[comp[pairs[:, 0]] > comp[pairs[:, 1]]] == NO).all()
     first = np.flatnonzero(codes == BASE_FIRST)
     base_edges = np.column_stack([src, indices])
@@ -497,6 +500,7 @@ def test_a_pair_whose_source_comes_farther_after_its_target_than_added_edges_cli
     its rank group leave what its source reaches and enter what reaches its target; answers equal BFS."""
     from grail_core.dynamic import verdicts
     from grail_core.pending import ORDER_BANDS
+    from grail_core.query import frozen
     from grail_core.records import NO
     from grail_core.synthetic import downward_walk_pairs, layered_dag
 
@@ -519,7 +523,7 @@ def test_a_pair_whose_source_comes_farther_after_its_target_than_added_edges_cli
     added = np.concatenate([down, up])
     index.add_edges(added.tolist())
     version = index.current()
-    codes = verdicts(version.search.hot, version._updates(), comp, pairs)
+    codes = verdicts(version.search.hot, version._updates(), comp, frozen(pairs))
     far = comp[pairs[:, 0]] - comp[pairs[:, 1]] > 100
     assert far.sum() > 1000 and (codes[far] == NO).all()
     checked = pairs[::6]  # BFS over 5,000 levels is slow
@@ -645,6 +649,7 @@ def test_pairs_along_the_order_that_no_removal_cut_are_decided_by_a_live_path() 
     YES without a search on the updated graph; pairs across a removed edge (its own ends, a parent of its
     source and a child of its target) and random pairs near each other stay exact; answers equal BFS."""
     from grail_core.dynamic import verdicts
+    from grail_core.query import frozen
     from grail_core.records import UNDECIDED
     from grail_core.synthetic import downward_walk_pairs
 
@@ -659,7 +664,7 @@ def test_pairs_along_the_order_that_no_removal_cut_are_decided_by_a_live_path() 
     indptr = np.searchsorted(src, np.arange(n + 1))
     walks = np.stack(downward_walk_pairs(indptr, indices, 6_000, positive_share=1.0, seed=63), axis=1)
     version = index.current()
-    open_walks = np.count_nonzero(verdicts(version.search.hot, version._updates(), comp, walks) == UNDECIDED)
+    open_walks = np.count_nonzero(verdicts(version.search.hot, version._updates(), comp, frozen(walks)) == UNDECIDED)
     answers, stats = index.query_ids(walks)
     np.testing.assert_array_equal(answers, reachable_pairs(n, final, walks))
     assert open_walks >= 150
@@ -712,13 +717,14 @@ def _check_crossed_pairs(
     the verdicts leave open (over a tenth of all) reach a search on the updated graph (``searched`` of them,
     where given)."""
     from grail_core.dynamic import verdicts
+    from grail_core.query import frozen
     from grail_core.records import UNDECIDED
 
     answers, stats = index.query_ids(pairs)
     np.testing.assert_array_equal(answers, reachable_pairs(n, final, pairs))
     assert answers.any() and not answers.all()
     version = index.current()
-    open_pairs = np.count_nonzero(verdicts(version.search.hot, version._updates(), comp, pairs) == UNDECIDED)
+    open_pairs = np.count_nonzero(verdicts(version.search.hot, version._updates(), comp, frozen(pairs)) == UNDECIDED)
     assert open_pairs > pairs.shape[0] // 10 and stats.searched_updated <= open_pairs // 5
     assert searched is None or stats.searched_updated == searched
     single = [index.query_pair(int(u), int(v)) for u, v in pairs[:50].tolist()]
@@ -767,6 +773,7 @@ def test_several_removals_in_one_component_search_only_pairs_they_may_have_cut()
     and the component's root does not witness it: the members flagged as reaching the root reach every member
     flagged as reached from it."""
     from grail_core.dynamic import verdicts
+    from grail_core.query import frozen
     from grail_core.records import UNDECIDED
 
     size, nodes = 30, 128
@@ -794,7 +801,7 @@ def test_several_removals_in_one_component_search_only_pairs_they_may_have_cut()
         np.testing.assert_array_equal(answers, now[pairs[:, 0], pairs[:, 1]])
         version = index.current()
         pending = version._updates()
-        codes = verdicts(version.search.hot, pending, version.labels.views.forward().comp, pairs)
+        codes = verdicts(version.search.hot, pending, version.labels.views.forward().comp, frozen(pairs))
         to_root = np.unpackbits(pending.to_root.view(np.uint8), bitorder="little")[:nodes].astype(bool)
         from_root = np.unpackbits(pending.from_root.view(np.uint8), bitorder="little")[:nodes].astype(bool)
         assert (to_root & from_root).any() and now[np.ix_(to_root, from_root)].all()
@@ -847,6 +854,7 @@ def test_pairs_through_a_broken_component_are_witnessed_by_its_root() -> None:
     the edge into the chain, or cutting the chain before the root, clears the bits of what no longer reaches
     it. Answers equal BFS throughout."""
     from grail_core.dynamic import verdicts
+    from grail_core.query import frozen
     from grail_core.records import UNDECIDED, YES
 
     n = 6000
@@ -869,7 +877,7 @@ def test_pairs_through_a_broken_component_are_witnessed_by_its_root() -> None:
         answers, _ = index.query_ids(pairs)
         np.testing.assert_array_equal(answers, truth)
         version = index.current()
-        return verdicts(version.search.hot, version._updates(), version.labels.views.forward().comp, pairs)
+        return verdicts(version.search.hot, version._updates(), version.labels.views.forward().comp, frozen(pairs))
 
     codes = check((n - 1, 0))
     assert all(codes[at[pair]] == YES for pair in witnessed)
