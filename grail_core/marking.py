@@ -41,11 +41,12 @@ def _edge_at(edge, f):
 
 
 # A mark enters nodes one by one (breadth first) until it has entered ``SWEEP_AFTER`` nodes that are at least
-# 1 / ``SWEEP_DENSITY`` of the ids it has passed (from its nearest start to the farthest node entered); then it
-# sweeps the rest in id order, each node testing its neighbours behind it. A node entered costs the walk a few
-# scattered reads and a branch it cannot predict; an id passed costs the sweep a read in sequence (measured on
-# a DAG of 10,000 levels: ~50 ns a node entered, ~11 ns an id swept), so a dense mark (the whole of a deep
-# DAG below a node) is swept ~4x cheaper, and a sparse one (R-MAT's) is never swept.
+# 1 / ``SWEEP_DENSITY`` of the ids it has passed (from its nearest start to the farthest node entered) and of the
+# ids a sweep may pass past the last node it enters (the longest edge's span); then it sweeps the rest in id
+# order, each node testing its neighbours behind it. A node entered costs the walk a few scattered reads and a
+# branch it cannot predict; an id passed costs the sweep a read in sequence (measured on a DAG of 10,000 levels:
+# ~50 ns a node entered, ~12 ns an id swept), so a dense mark (the whole of a deep DAG below a node) is swept
+# ~3x cheaper, and a sparse one, or one on a DAG with an edge across most ids (R-MAT's), is not swept.
 SWEEP_AFTER = 1 << 10
 SWEEP_DENSITY = 4
 
@@ -75,7 +76,7 @@ def _spread(walk, masks, column, bits, cut, dead_bits, broken_bits, seen, mark_v
     node was entered when stamped, else when it holds ``bits``) and append it to ``queue``; returns the count.
     ``cut``: dead edges and broken nodes are not passed. Breadth first, then, once dense, a sweep in id order
     (``SWEEP_AFTER``): the nodes entered are the same either way."""
-    ahead, _, order, _ = walk
+    ahead, _, order, span = walk
     indptr, indices, edge = ahead
     near = far = order * queue[0]
     for i in range(tail):
@@ -83,7 +84,7 @@ def _spread(walk, masks, column, bits, cut, dead_bits, broken_bits, seen, mark_v
         far = max(far, order * queue[i])
     head = 0
     while head < tail:
-        if tail >= SWEEP_AFTER and tail * SWEEP_DENSITY >= far - near:
+        if tail >= SWEEP_AFTER and tail * SWEEP_DENSITY >= far - near + span:
             return _sweep_rest(
                 walk, masks, column, bits, cut, dead_bits, broken_bits, seen, mark_value, queue, head, tail
             )
