@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import InvalidParameterError, UnknownNodeError, UpdateConflictError
 from .folding import LOW, MAX_NODES, SHIFT, distinct_edges, edge_codes, edge_pairs, edge_positions, fold
-from .marking import sweep
+from .marking import longest_edge, sweep
 from .names import MAX_NAME_BYTES, NodeNames
 from .pending import (
     BWD_YES,
@@ -275,6 +275,7 @@ class Overlay:
             to_root=np.zeros((nodes + 63) // 64, dtype=np.uint64),
             from_root=np.zeros((nodes + 63) // 64, dtype=np.uint64),
             roots=np.zeros((n_dag, 2), dtype=np.uint64),
+            longest_edge=int(longest_edge(arrays.out_indptr, arrays.out_indices)),
         )
         self.log = _log(_INITIAL_LOG)
         self.table = new_table()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .marking import mark
+from .marking import mark, walk_sides
 from .pending import ROOT_DOWN, ROOT_UP, bit_set
 
 __all__ = ["mark_root", "recheck", "sweep_roots", "neighbours_of"]
@@ -119,11 +119,12 @@ def neighbours_of(side, c, m, out, count, seen, first):
 
 
 @njit(nogil=True, cache=True)
-def mark_root(fw, bw, roots, column, bit, c, dead_bits, broken_bits, removed_bits, reach, seen, first, queue):
+def mark_root(fw, bw, roots, column, bit, c, dead_bits, broken_bits, removed_bits, reach, seen, first, queue, span):
     """``bit``, component c's own root bit, in ``column`` of every whole DAG node that reaches c's root
     (ROOT_UP) or that it reaches (ROOT_DOWN): from the DAG nodes that base edges never removed join to c's
     members in ``reach``, along DAG edges not dead and through whole nodes (``marking.mark``). ``seen``: an
-    int32 stamp per DAG node, ``first`` fresh; ``queue``: room for every DAG node."""
+    int32 stamp per DAG node, ``first`` fresh; ``queue``: room for every DAG node; ``span``: as
+    ``marking.walk_sides`` takes it."""
     side = bw if column == ROOT_UP else fw
     starts = np.empty(side.dag_indptr.size - 1, dtype=np.int64)
     count = 0
@@ -138,19 +139,8 @@ def mark_root(fw, bw, roots, column, bit, c, dead_bits, broken_bits, removed_bit
             seen[d] = first
             starts[count] = d
             count += 1
-    mark(
-        side.dag_indptr,
-        side.dag_indices,
-        side.dag_edge,
-        roots,
-        column,
-        bit,
-        starts[:count],
-        True,
-        dead_bits,
-        broken_bits,
-        queue,
-    )
+    walk = walk_sides(fw, bw, column == ROOT_DOWN, span)
+    mark(walk, roots, column, bit, starts[:count], True, dead_bits, broken_bits, queue)
 
 
 @njit(nogil=True, cache=True)

@@ -53,6 +53,7 @@ from .marking import (
     members_between,
     reached_inside,
     still_joined,
+    walk_sides,
 )
 from .pending import (
     BROKEN_COMP,
@@ -165,6 +166,7 @@ class Shared(NamedTuple):
     to_root: np.ndarray  # per node: it reaches (is reached from) its broken component's root (``_root_reach``)
     from_root: np.ndarray
     roots: np.ndarray  # (DAG nodes, 2) uint64: ROOT_UP, ROOT_DOWN (``grail_core.roots``)
+    longest_edge: int  # the most ids a DAG edge spans (``marking.walk_sides``)
 
 
 class Log(NamedTuple):
@@ -276,34 +278,9 @@ def _cut(fw, bw, sh, below, above):
 def _mark_from(fw, bw, sh, column, bits, start, cut):
     """``marking.mark`` of ``bits`` from DAG node ``start``, downwards for the columns of what reaches a node
     (even ones), upwards for the others."""
+    walk = walk_sides(fw, bw, column % 2 == 0, sh.longest_edge)
     starts = np.array([start], dtype=np.int64)
-    if column % 2 == 0:
-        return mark(
-            fw.dag_indptr,
-            fw.dag_indices,
-            fw.dag_edge[:0],
-            sh.masks,
-            column,
-            bits,
-            starts,
-            cut,
-            sh.dead_bits,
-            sh.broken_bits,
-            sh.queue,
-        )
-    return mark(
-        bw.dag_indptr,
-        bw.dag_indices,
-        bw.dag_edge,
-        sh.masks,
-        column,
-        bits,
-        starts,
-        cut,
-        sh.dead_bits,
-        sh.broken_bits,
-        sh.queue,
-    )
+    return mark(walk, sh.masks, column, bits, starts, cut, sh.dead_bits, sh.broken_bits, sh.queue)
 
 
 @njit(nogil=True)
@@ -331,14 +308,16 @@ def _mark_reach(fw, bw, sh, cx, cy, n_dag, later):
 
 
 @njit(nogil=True)
-def _mark_all_reached(sh, side, column, bit, start, later):
-    """``bit`` in ``column`` of everything DAG node ``start`` reaches along ``side`` (itself included): at
-    once, or in a fold (``later`` not empty) on ``start`` alone, which the fold's sweep spreads."""
+def _mark_all_reached(fw, bw, sh, column, bit, start, later):
+    """``bit`` in ``column`` of everything DAG node ``start`` reaches (itself included; downwards for the
+    columns of what reaches a node, upwards for the others): at once, or in a fold (``later`` not empty) on
+    ``start`` alone, which the fold's sweep spreads."""
     if later.shape[0]:
         sh.masks[start, column] |= bit
         return
+    walk = walk_sides(fw, bw, column % 2 == 0, sh.longest_edge)
     seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
-    mark_reached(side.dag_indptr, side.dag_indices, sh.masks, column, bit, start, sh.queued, seen, sh.queue)
+    mark_reached(walk, sh.masks, column, bit, start, sh.queued, seen, sh.queue)
 
 
 @njit(nogil=True)
@@ -390,9 +369,9 @@ def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag, later):
     for i in range(up):
         marks[above[i], up_column] |= bit
     if down < 0:
-        _mark_all_reached(sh, fw, RM_DOWN, bit, cy, later)
+        _mark_all_reached(fw, bw, sh, RM_DOWN, bit, cy, later)
     elif up < 0:
-        _mark_all_reached(sh, bw, RM_UP, bit, cx, later)
+        _mark_all_reached(fw, bw, sh, RM_UP, bit, cx, later)
 
 
 @njit(nogil=True)
@@ -423,6 +402,7 @@ def _mark_members(fw, bw, sh, table, c, bit, below, found, count, later):
     what reaches their edges into it (above)."""
     side = fw if below else bw
     kind, column = (NODE_RM_DOWN, RM_DOWN) if below else (NODE_RM_UP, RM_UP)
+    walk = walk_sides(fw, bw, below, sh.longest_edge)
     seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
     for i in range(count):
         z = found[i]
@@ -441,7 +421,7 @@ def _mark_members(fw, bw, sh, table, c, bit, below, found, count, later):
             if later.shape[0]:
                 sh.masks[w, column] |= bit
             elif sh.queued[w] != seen:
-                mark_reached(side.dag_indptr, side.dag_indices, sh.masks, column, bit, w, sh.queued, seen, sh.queue)
+                mark_reached(walk, sh.masks, column, bit, w, sh.queued, seen, sh.queue)
 
 
 @njit(nogil=True)
@@ -466,8 +446,7 @@ def _mark_split(fw, bw, sh, table, x, y, c, n_dag, later, budget):
             if 0 <= second <= room - first:
                 _mark_members(fw, bw, sh, table, c, bit, narrow_up, below if narrow_up else above, second, later)
             else:  # the wide side: everything that c reaches (Z above), or that reaches c
-                across, column = (fw, RM_DOWN) if narrow_up else (bw, RM_UP)
-                _mark_all_reached(sh, across, column, bit, c, later)
+                _mark_all_reached(fw, bw, sh, RM_DOWN if narrow_up else RM_UP, bit, c, later)
             return
     sh.counters[TABLE_USED] += store(table, table_key(CLOSED, c), 1)
     _mark_reach(fw, bw, sh, c, c, n_dag, later)
@@ -574,6 +553,7 @@ def _first_root_bits(fw, bw, sh, c, at_once):
                 sh.queued,
                 seen,
                 sh.queue,
+                sh.longest_edge,
             )
 
 

@@ -975,3 +975,100 @@ def test_root_bits_are_witnesses_kept_as_laid_at_once(case) -> None:
         folded.update_many(journal)
         np.testing.assert_array_equal(folded.query_ids(pairs)[0], index.query_ids(pairs)[0])
         _check_root_bits(folded, reachability_matrix(n, current))
+
+
+def _layered_dag_with_long_edges(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A DAG (edges to higher ids, rows sorted): levels of random widths with edges a few levels down on the
+    first two thirds of the ids, a rare edge that jumps far inside them, and the longest edges, from the last
+    level of them to the last id (a sweep's end is the longest edge past the last node it entered)."""
+    width = int(rng.integers(4, 40))
+    dense = 2 * n // 3
+    src = np.repeat(np.arange(dense), rng.integers(1, 5, size=dense))
+    dst = src + rng.integers(1, 3 * width, size=src.size)
+    far = rng.random(src.size) < 0.0005
+    dst[far] = src[far] + rng.integers(1, dense // 4, size=int(far.sum()))
+    keep = dst < dense
+    last = np.arange(dense - width, dense)
+    pairs = np.unique(np.column_stack([np.append(src[keep], last), np.append(dst[keep], [n - 1] * width)]), axis=0)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(pairs[:, 0], minlength=n), out=indptr[1:])
+    return indptr, pairs[:, 1].astype(np.int32)
+
+
+def _walked(indptr, indices, edge, start, held, dead, broken) -> list[int]:
+    """Breadth first from ``start`` along a CSR, entering the nodes not ``held`` (and holding them now); with
+    ``dead`` and ``broken`` bits, not along a dead edge nor into a broken node."""
+    from grail_core.pending import bit_set
+
+    order: list[int] = []
+    queue = [] if held[start] else [start]
+    held[start] = True
+    while queue:
+        x = queue.pop(0)
+        order.append(x)
+        for f in range(indptr[x], indptr[x + 1]):
+            w = int(indices[f])
+            if held[w] or bit_set(dead, f if edge.size == 0 else int(edge[f])) or bit_set(broken, w):
+                continue
+            held[w] = True
+            queue.append(w)
+    return order
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_mark_enters_what_a_walk_enters_also_where_it_sweeps(seed: int) -> None:
+    """``marking.mark`` (and ``mark_reached``) once dense sweep the rest in id order, up to the longest edge
+    past the last node entered, each node testing its neighbours behind it: the nodes entered, the bits set
+    and the count equal a walk's, both ways, with dead edges and broken nodes cut or not, over bits an earlier
+    mark laid (closed, so they stop a mark); the sweep took over (the tail of the queue is in id order)."""
+    from grail_core.marking import SWEEP_AFTER, longest_edge, mark, mark_reached, walk_sides
+    from grail_core.pending import bit_set
+    from grail_core.traversal import Side, transpose_with_edges
+
+    rng = np.random.default_rng(seed)
+    n = 6_000
+    indptr, indices = _layered_dag_with_long_edges(rng, n)
+    back_indices = np.empty_like(indices)
+    back_edge = np.empty(indices.size, dtype=np.int64)
+    back_indptr = transpose_with_edges(indptr, indices, back_indices, back_edge)
+    none = np.zeros(0, dtype=np.int64)
+    fw = Side(none, none, none, indptr, indices, back_edge[:0], none, none, none)
+    bw = Side(none, none, none, back_indptr, back_indices, back_edge, none, none, none)
+    dead = np.zeros(indices.size // 64 + 1, dtype=np.uint64)
+    broken = np.zeros(n // 64 + 1, dtype=np.uint64)
+    for bits, count in ((dead, indices.size), (broken, n)):  # 2% of the edges dead, of the nodes broken
+        for i in rng.choice(count, size=count // 50, replace=False):
+            bits[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+    span = longest_edge(indptr, indices)
+    swept = reached_end = 0
+    for downwards in (True, False):
+        walk = walk_sides(fw, bw, downwards, span)
+        ahead = walk[0]
+        for cut in (False, True):
+            masks = np.zeros((n, 2), dtype=np.uint64)
+            held = np.zeros(n, dtype=bool)
+            cuts = (dead, broken) if cut else (dead[:0], broken[:0])
+            first, start = (int(v) for v in rng.choice(n // 4, size=2, replace=False) + (0 if downwards else n // 2))
+            queue = np.empty(n, dtype=np.int64)
+            for s in (first, start):  # an earlier mark's bits, then this one's, which stop where they are
+                if cut and bit_set(broken, s):
+                    continue
+                walked = _walked(*ahead, s, held, *cuts)
+                count = mark(walk, masks, 1, np.uint64(1), np.array([s]), cut, dead, broken, queue)
+                assert count == len(walked) and set(queue[:count].tolist()) == set(walked)
+                np.testing.assert_array_equal(masks[:, 1] == 1, held)
+                reached_end += downwards and bool(masks[n - 1, 1])
+                steps = np.diff(queue[:count] * (1 if downwards else -1)) > 0
+                sorted_tail = int(np.argmin(steps[::-1])) if not steps.all() else steps.size
+                swept += count > SWEEP_AFTER and sorted_tail > count // 2
+        # mark_reached: every edge, dead ones too, through what holds the bit
+        masks = np.zeros((n, 2), dtype=np.uint64)
+        masks[rng.choice(n, size=n // 3, replace=False), 0] = 1
+        seen = np.zeros(n, dtype=np.int32)
+        start = int(rng.integers(0, n // 4) + (0 if downwards else n // 2))
+        walked = _walked(*ahead, start, np.zeros(n, dtype=bool), dead[:0], broken[:0])
+        count = mark_reached(walk, masks, 0, np.uint64(2), start, seen, 7, queue)
+        assert count == len(walked) and set(queue[:count].tolist()) == set(walked)
+        assert set(np.flatnonzero(masks[:, 0] & 2).tolist()) == set(walked)
+        assert set(np.flatnonzero(seen == 7).tolist()) == set(walked)
+    assert swept >= 2 and reached_end
