@@ -31,6 +31,7 @@ Sections:
     .venv/bin/python -m benchmarks.bench_updates [--section all|issue|queries|apply|restart] [--scale 1.0]
         [--pairs 20000] [--pending 0,10,100,1000,10000] [--before DIR] [--stem updates-vm]
         [--journal 100000] [--runs 3] [--database-url postgresql://... | --postgres] [--mixed 1000]
+        [--streams shaped,uniform]
 
 ``--scale`` multiplies the node counts (10 for graphs of 10^7 nodes on a large machine). Writes
 benchmarks/results/<stem>.{md,csv} and a plot (.png, with matplotlib).
@@ -60,6 +61,8 @@ from grail_core.synthetic import downward_walk_pairs, layered_dag
 
 PENDING = (0, 10, 100, 1_000, 10_000)
 CHECKED_AT = 1_000
+# The update streams (``updates``): additions like the graph's own edges, or between uniform random nodes.
+STREAMS = ("shaped", "uniform")
 
 
 # ---- graphs and updates ----------------------------------------------------------------------------------
@@ -211,7 +214,7 @@ def issue_section(before_tree: str | None) -> tuple[str, list[list[object]]]:
 
 
 def queries_section(
-    scale: float, pair_count: int, pending: tuple[int, ...], only: list[str]
+    scale: float, pair_count: int, pending: tuple[int, ...], only: list[str], streams: tuple[str, ...] = STREAMS
 ) -> tuple[str, list[list[object]]]:
     header = [
         "graph",
@@ -237,7 +240,7 @@ def queries_section(
         n = indptr.size - 1
         batches = pair_batches(indptr, indices, pair_count, seed=1)
         singles = np.concatenate([batches["random"][:1000], batches["positive"][:1000]])
-        for kind in ("shaped", "uniform"):
+        for kind in streams:
             start = time.perf_counter()
             index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
             build = time.perf_counter() - start
@@ -361,7 +364,9 @@ def apply_section(scale: float, total: int = 100_000) -> tuple[str, list[list[ob
 # ---- a mixed stream applied one by one, per kind of update -----------------------------------------------
 
 
-def mixed_rows(scale: float, only: list[str], count: int) -> list[dict[str, object]]:
+def mixed_rows(
+    scale: float, only: list[str], count: int, streams: tuple[str, ...] = STREAMS
+) -> list[dict[str, object]]:
     """Per graph and stream, each update's seconds by kind (``apply-mixed``), on this process's grail_core;
     the first update (it makes the writer's state, and may compile) apart, and out of the rate and the CPU
     seconds."""
@@ -372,7 +377,7 @@ def mixed_rows(scale: float, only: list[str], count: int) -> list[dict[str, obje
         indptr, indices = make()
         src, dst = edge_arrays(indptr, indices)
         n = indptr.size - 1
-        for kind in ("shaped", "uniform"):
+        for kind in streams:
             index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
             comp = np.asarray(index.current().labels.views.forward().comp)
             times: dict[str, list[float]] = {}
@@ -418,8 +423,10 @@ def mixed_rows(scale: float, only: list[str], count: int) -> list[dict[str, obje
     return rows
 
 
-def mixed_section(scale: float, only: list[str], count: int) -> tuple[str, list[list[object]]]:
-    runs = {"this tree": mixed_rows(scale, only, count)}
+def mixed_section(
+    scale: float, only: list[str], count: int, streams: tuple[str, ...] = STREAMS
+) -> tuple[str, list[list[object]]]:
+    runs = {"this tree": mixed_rows(scale, only, count, streams)}
     header = ["tree", "graph", "stream", "update", "count", "median ms", "p99 ms", "total ms", "updates/s"]
     table = [
         [
@@ -778,6 +785,9 @@ def main() -> None:
     parser.add_argument("--graphs", default="", help="comma-separated names (default: all)")
     parser.add_argument("--before", default=None, help="another checkout to run the issue's table with")
     parser.add_argument("--mixed", type=int, default=1_000, help="apply-mixed: updates per stream")
+    parser.add_argument(
+        "--streams", default=",".join(STREAMS), help="queries, apply-mixed: the update streams (shaped, uniform)"
+    )
     parser.add_argument("--stem", default="updates-vm")
     parser.add_argument("--journal", type=int, default=100_000, help="restart: journaled updates")
     parser.add_argument("--runs", type=int, default=3, help="restart: restarts from the same data")
@@ -785,6 +795,10 @@ def main() -> None:
     parser.add_argument("--postgres", action="store_true", help="restart: on a throwaway PostgreSQL server")
     args = parser.parse_args()
     pending = tuple(int(x) for x in args.pending.split(","))
+    streams = tuple(x for x in args.streams.split(",") if x)
+    unknown = set(streams) - set(STREAMS)
+    if unknown:
+        parser.error(f"unknown streams: {', '.join(sorted(unknown))} (known: {', '.join(STREAMS)})")
     load = os.getloadavg()
     parts = [
         f"# Edge updates at scale ({os.cpu_count()} cores, load average {load[0]:.1f} at the start; "
@@ -804,9 +818,11 @@ def main() -> None:
                     database_url = stack.enter_context(PostgresServer()).create_database("bench_restart")
                 text, found = restart_section(args.scale, args.journal, args.runs, database_url, args.pairs)
         elif section == "queries":
-            text, found = queries_section(args.scale, args.pairs, pending, [g for g in args.graphs.split(",") if g])
+            text, found = queries_section(
+                args.scale, args.pairs, pending, [g for g in args.graphs.split(",") if g], streams
+            )
         elif section == "apply-mixed":
-            text, found = mixed_section(args.scale, [g for g in args.graphs.split(",") if g], args.mixed)
+            text, found = mixed_section(args.scale, [g for g in args.graphs.split(",") if g], args.mixed, streams)
         else:
             text, found = apply_section(args.scale)
         print(f"\n## {section}\n{text}", flush=True)
