@@ -33,7 +33,7 @@ Sections:
         [--journal 100000] [--runs 3] [--database-url postgresql://... | --postgres] [--mixed 1000]
         [--streams shaped,uniform]
 
-``--scale`` multiplies the node counts (10 for graphs of 10^7 nodes on a large machine). Writes
+``--scale`` multiplies the node counts (20 for DAGs of 10^7 nodes on a large machine). Writes
 benchmarks/results/<stem>.{md,csv} and a plot (.png, with matplotlib).
 """
 
