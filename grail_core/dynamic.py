@@ -95,16 +95,6 @@ LIVE_PATH_NODES = 256
 # costs a fraction of that).
 PROBE_SEARCHES = 4
 SPREAD_SECONDS = 5e-4
-# ``_labels_reach``'s set of the DAG nodes a search met (``_seen_table``): its slots, and the most it holds
-# (at most half full, so that a probe ends soon) before the search goes on to the stamps.
-_SEEN_BITS = 12
-SEEN_SLOTS = 1 << _SEEN_BITS
-SEEN_NODES = SEEN_SLOTS // 2
-_SEEN_MARKS, _SEEN_KEYS, _SEEN_STACK = range(3)
-_FIBONACCI = np.uint64(0x9E3779B97F4A7C15)  # multiplicative hashing's constant (2^64 over the golden ratio)
-# Below this many pairs ``_cross`` runs on the calling thread: a pair of it costs tens of microseconds on a
-# large graph (a verdict, a fraction of one: SERIAL_BATCH), so a few hundred are worth the threads' start.
-SERIAL_CROSSING = 128
 # ``_cross_side``'s state: edges counted, whether some edge is still open, ends queued.
 _COUNTED, _OPEN, _ENDS = range(3)
 
@@ -134,93 +124,16 @@ def _verdict_of(h, p, u, v):
 
 
 @njit(nogil=True)
-def _settled(h, p, comp, u, v, stamp, stack, marks, seen):
-    """``_verdict_of``, with the labels' graph searched where the labels leave the pair open (``_searched``):
-    NO, YES or UNDECIDED."""
-    return _searched(h, p, comp, u, v, _verdict_of(h, p, u, v), stamp, stack, marks, seen)
-
-
-@njit(nogil=True)
-def _searched(h, p, comp, u, v, code, stamp, stack, marks, seen):
-    """The verdict ``code`` of (u, v), settled where it is BASE or BASE_FIRST by a search of the labels' graph
-    (``_labels_reach``): NO, YES or UNDECIDED."""
+def _settled(h, p, comp, u, v, stamp, stack, marks):
+    """``_verdict_of``, with the labels' graph searched (pruned DFS, a fresh mark of ``marks[0]``) where the
+    labels leave the pair open: NO, YES or UNDECIDED."""
+    code = _verdict_of(h, p, u, v)
     if code == BASE or code == BASE_FIRST:
         cu, cv = comp[u], comp[v]
-        base = YES if _labels_reach(h, cu, cv, stamp, stack, marks, seen) else NO
+        marks[0] += 1
+        base = YES if _search_one(h, cu, cv, stamp, np.int32(marks[0]), stack) else NO
         code = verdict(p, u, cu, v, cv, base)
     return code
-
-
-@njit(nogil=True)
-def _labels_reach(h, cs, ct, stamp, stack, marks, seen):
-    """'DAG node cs reaches ct' on the labels' graph (``query._search_one``'s pruned DFS): first with the
-    DAG nodes it meets held in ``seen`` (``_seen_table``), and only where more than SEEN_NODES of them are
-    met again on ``stamp`` (a fresh mark of ``marks[0]``). Most of crossing's searches meet a few dozen DAG
-    nodes; on a large graph their stamps, spread over an array of every DAG node, cost a cache miss (and on
-    a fresh buffer a page fault) each."""
-    code = classify(h.rec_dag, cs, h.rec_dag, ct, h.label_end)
-    if code != UNDECIDED:
-        return code == YES
-    found = _reach_within(h, cs, ct, seen)
-    if found != UNDECIDED:
-        return found == YES
-    marks[0] += 1
-    return _search_one(h, cs, ct, stamp, np.int32(marks[0]), stack)
-
-
-@njit(nogil=True)
-def _reach_within(h, cs, ct, seen):
-    """``_labels_reach``'s pruned DFS from cs (which the labels leave open) on ``seen``: YES, NO, or UNDECIDED
-    where it meets more than SEEN_NODES DAG nodes."""
-    generation = _next_generation(seen)
-    keys, stack = seen[_SEEN_KEYS], seen[_SEEN_STACK]
-    _enter_seen(seen, keys, generation, cs)
-    stack[0] = cs
-    top, met = 1, 1
-    while top > 0:
-        top -= 1
-        x = stack[top]
-        for e in range(h.out_indptr[x], h.out_indptr[x + 1]):
-            w = h.out_indices[e]
-            if not _enter_seen(seen, keys, generation, w):
-                continue
-            met += 1
-            if met > SEEN_NODES:
-                return UNDECIDED
-            code = classify(h.rec_dag, w, h.rec_dag, ct, h.label_end)
-            if code == YES:
-                return YES
-            if code == UNDECIDED:
-                stack[top] = w
-                top += 1
-    return NO
-
-
-@njit(nogil=True)
-def _seen_table():
-    """``_reach_within``'s room: per slot of an open-addressing set of DAG node ids, the generation that
-    filled it and its id, and a stack (rows _SEEN_MARKS, _SEEN_KEYS, _SEEN_STACK); a search takes a new
-    generation (kept in the last slot of the first row), so nothing is cleared between searches."""
-    return np.zeros((3, SEEN_SLOTS + 1), dtype=np.int64)
-
-
-@njit(nogil=True)
-def _next_generation(seen):
-    seen[_SEEN_MARKS, SEEN_SLOTS] += 1
-    return seen[_SEEN_MARKS, SEEN_SLOTS]
-
-
-@njit(nogil=True)
-def _enter_seen(seen, keys, generation, x):
-    """Adds DAG node x to this generation's set: False where it was already in it."""
-    slot = np.int64((np.uint64(x) * _FIBONACCI) >> np.uint64(64 - _SEEN_BITS))
-    while seen[_SEEN_MARKS, slot] == generation:
-        if keys[slot] == x:
-            return False
-        slot = (slot + 1) & (SEEN_SLOTS - 1)
-    seen[_SEEN_MARKS, slot] = generation
-    keys[slot] = x
-    return True
 
 
 @njit(nogil=True)
@@ -244,7 +157,7 @@ def _queue_end(state, ends, node):
 
 
 @njit(nogil=True)
-def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, seen, state, ends):
+def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, state, ends):
     """Weighs added edge x -> y for ``crossing`` if a path from s to t may take it first (or last, ``below``)
     across the order: YES when it passes both, else NO. Where the end of the edge away from the pair's own
     end (y, or x ``below``) is reached (reaches t) but is still open itself, and lies across the order from
@@ -252,15 +165,10 @@ def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, seen, state, ends
     other edges still open set ``state[_OPEN]``."""
     if not _far(p, comp, comp[s], comp[t], below, x, y):
         return NO
-    # Both ends' verdicts before either's search: a NO of one spares the other's search.
-    into = _verdict_of(h, p, y, t)
-    out = _verdict_of(h, p, s, x)
-    if into == NO or out == NO:
-        return NO
-    into = _searched(h, p, comp, y, t, into, stamp, stack, marks, seen)
+    into = _settled(h, p, comp, y, t, stamp, stack, marks)
     if into == NO:
         return NO
-    out = _searched(h, p, comp, s, x, out, stamp, stack, marks, seen)
+    out = _settled(h, p, comp, s, x, stamp, stack, marks)
     if out == NO:
         return NO
     if into == YES and out == YES:
@@ -275,7 +183,7 @@ def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, seen, state, ends
 
 
 @njit(nogil=True)
-def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, seen, counting, state, ends):
+def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, counting, state, ends):
     """``crossing`` from the added edges a path from s to t takes first across the order (or last,
     ``below``): YES, or NO with the edges still open noted in ``state`` and ``ends`` (``_weigh``).
     ``counting``: only counts the edges it would weigh in ``state[_COUNTED]``, UNDECIDED past
@@ -308,9 +216,7 @@ def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, seen, counting, st
                                 if state[_COUNTED] > CROSSING_EDGES:
                                     return UNDECIDED
                         else:
-                            code = _weigh(
-                                h, p, comp, s, t, below, p.src[i], p.dst[i], stamp, stack, marks, seen, state, ends
-                            )
+                            code = _weigh(h, p, comp, s, t, below, p.src[i], p.dst[i], stamp, stack, marks, state, ends)
                             if code != NO:
                                 return code
                     i = next_entry(p, kind, i)
@@ -318,7 +224,7 @@ def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, seen, counting, st
 
 
 @njit(nogil=True)
-def crossing(h, p, comp, s, t, stamp, stack, marks, seen):
+def crossing(h, p, comp, s, t, stamp, stack, marks):
     """NO, YES or UNDECIDED for 's reaches t' where s's DAG node cs comes after t's, ct (both nodes of the
     labels' graph), from the added edges a path must take across the order.
 
@@ -338,17 +244,17 @@ def crossing(h, p, comp, s, t, stamp, stack, marks, seen):
     ends[0, 0], ends[1, 0] = s, t
     states[0, _ENDS] = states[1, _ENDS] = 1
     below = (p.flags & HAS_NEW_TARGET) == 0 and ct < p.source_bits.size * 64 - cs
-    code = _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, seen, states[int(below)], ends[int(below)])
+    code = _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, states[int(below)], ends[int(below)])
     if code == UNDECIDED and (p.flags & HAS_NEW_TARGET) == 0:
         other = int(not below)
-        code = _weighed_side(h, p, comp, s, t, not below, stamp, stack, marks, seen, states[other], ends[other])
+        code = _weighed_side(h, p, comp, s, t, not below, stamp, stack, marks, states[other], ends[other])
     if code == UNDECIDED:
-        code = _meet(h, p, comp, ends, states, stamp, stack, marks, seen)
+        code = _meet(h, p, comp, ends, states, stamp, stack, marks)
     return code
 
 
 @njit(nogil=True)
-def _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, seen, state, ends):
+def _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, state, ends):
     """One side of ``crossing`` (its edges counted before any is weighed: weighing one may search the labels'
     graph), from the pair's own end (s, or t ``below``: ``ends[0]``) and on from the ends it queues: an edge
     that s reaches (``below``: that reaches t) whose far end y (x) is itself a pair across the order with t
@@ -362,20 +268,20 @@ def _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, seen, state, end
         k += 1
         u, v = (s, end) if below else (end, t)
         state[_COUNTED] = 0
-        if _cross_side(h, p, comp, u, v, below, stamp, stack, marks, seen, True, state, ends) == UNDECIDED:
+        if _cross_side(h, p, comp, u, v, below, stamp, stack, marks, True, state, ends) == UNDECIDED:
             state[_OPEN] = 1
             continue
         if state[_COUNTED] > budget:
             state[_OPEN] = 1
             continue
         budget -= state[_COUNTED]
-        if _cross_side(h, p, comp, u, v, below, stamp, stack, marks, seen, False, state, ends) == YES:
+        if _cross_side(h, p, comp, u, v, below, stamp, stack, marks, False, state, ends) == YES:
             return YES
     return UNDECIDED if state[_OPEN] else NO
 
 
 @njit(nogil=True)
-def _meet(h, p, comp, ends, states, stamp, stack, marks, seen):
+def _meet(h, p, comp, ends, states, stamp, stack, marks):
     """YES where a queued end that s reaches (``ends[0]``) reaches one that reaches t (``ends[1]``), else
     UNDECIDED; up to MEETING_PAIRS pairs of ends, the pair's own ends left out (``_weigh`` tried those)."""
     tried = 0
@@ -384,7 +290,7 @@ def _meet(h, p, comp, ends, states, stamp, stack, marks, seen):
             if tried == MEETING_PAIRS:
                 return UNDECIDED
             tried += 1
-            if _settled(h, p, comp, ends[0, i], ends[1, j], stamp, stack, marks, seen) == YES:
+            if _settled(h, p, comp, ends[0, i], ends[1, j], stamp, stack, marks) == YES:
                 return YES
     return UNDECIDED
 
@@ -423,12 +329,12 @@ def _live_path(h, p, cs, ct, stamp, stack, marks):
 
 
 @njit(nogil=True)
-def _decided(h, p, comp, s, t, stamp, stack, marks, seen):
+def _decided(h, p, comp, s, t, stamp, stack, marks):
     """What the verdicts left open, for s and t of the labels' graph in different DAG nodes: ``crossing``
     where s's DAG node comes after t's; YES where a ``_live_path`` joins them, else UNDECIDED."""
     cs, ct = comp[s], comp[t]
     if cs > ct:
-        return crossing(h, p, comp, s, t, stamp, stack, marks, seen)
+        return crossing(h, p, comp, s, t, stamp, stack, marks)
     if not comp_broken(p, cs) and not comp_broken(p, ct) and _live_path(h, p, cs, ct, stamp, stack, marks):
         return YES
     return UNDECIDED
@@ -440,19 +346,18 @@ def _cross_pairs(h, p, comp, pairs, which, codes, stamp, stack, first_mark):
     ``codes``; CROSSING_MARKS marks a pair from ``first_mark``."""
     h, p = borrowed(h), borrowed(p)
     marks = np.array([first_mark - 1], dtype=np.int64)
-    seen = _seen_table()
     for j in range(which.size):
         i = which[j]
         s, t = pairs[i, 0], pairs[i, 1]
         if s < p.n_base and t < p.n_base and comp[s] != comp[t]:
-            codes[i] = _decided(h, p, comp, s, t, stamp, stack, marks, seen)
+            codes[i] = _decided(h, p, comp, s, t, stamp, stack, marks)
 
 
 @njit(nogil=True, cache=True)
 def _cross_one(h, p, comp, s, t, stamp, stack, first_mark):
     h, p = borrowed(h), borrowed(p)
     marks = np.array([first_mark - 1], dtype=np.int64)
-    return _decided(h, p, comp, s, t, stamp, stack, marks, _seen_table())
+    return _decided(h, p, comp, s, t, stamp, stack, marks)
 
 
 @njit(nogil=True, inline="always")
@@ -543,16 +448,16 @@ def answer_pairs(
     return UpdatedAnswers(np.flatnonzero(codes == BASE), np.flatnonzero(codes == BASE_FIRST), int(undecided.size))
 
 
-def _in_slices(which: np.ndarray, run: Callable[[np.ndarray], None], serial: int = SERIAL_BATCH) -> None:
-    """``run`` over slices of ``which``, on the cores. Fewer than ``serial`` pairs stay on the calling thread
-    unless their first PROBE_SEARCHES say the rest would take SPREAD_SECONDS there: a search on the updated
-    graph costs microseconds on one graph and a millisecond on a deep DAG, and a few of the latter left on one
-    thread were most of a batch's time."""
+def _in_slices(which: np.ndarray, run: Callable[[np.ndarray], None]) -> None:
+    """``run`` over slices of ``which``, on the cores. Fewer than SERIAL_BATCH pairs stay on the calling
+    thread unless their first PROBE_SEARCHES say the rest would take SPREAD_SECONDS there: a search on the
+    updated graph costs microseconds on one graph and a millisecond on a deep DAG, and a few of the latter
+    left on one thread were most of a batch's time."""
     threads = numba.get_num_threads()
     if threads == 1 or which.size <= PROBE_SEARCHES:
         run(which)
         return
-    if which.size < serial:
+    if which.size < SERIAL_BATCH:
         start = time.perf_counter()
         run(which[:PROBE_SEARCHES])
         which = which[PROBE_SEARCHES:]
@@ -579,7 +484,7 @@ def _cross(
         with pool.take(marks=CROSSING_MARKS * part.size + 1) as (stamp, stack, mark):
             _cross_pairs(hot, pending, comp, pairs, part, codes, stamp, stack, mark)
 
-    _in_slices(which, run, SERIAL_CROSSING)
+    _in_slices(which, run)
 
 
 def search_pairs(

@@ -728,40 +728,6 @@ def test_a_few_costly_searches_are_spread_over_the_threads(monkeypatch: pytest.M
     assert len(threads) > 1
 
 
-def test_crossing_searches_of_the_labels_graph_go_on_past_their_small_table() -> None:
-    """Crossing's searches of the labels' graph (``dynamic._labels_reach``) hold the DAG nodes they meet in a
-    small table (``_reach_within``) and go on with the stamps past SEEN_NODES of them: on a wide DAG (3,000
-    nodes a level), of the pairs the labels leave open, the table alone answers those that meet few nodes and
-    leaves open those that meet more (YES and NO ones both), and every answer equals BFS."""
-    from grail_core.dynamic import _labels_reach, _reach_within, _seen_table
-    from grail_core.query import classify
-    from grail_core.records import UNDECIDED, YES
-    from grail_core.synthetic import layered_dag
-
-    n = 60_000
-    indptr, indices = layered_dag(n, 20, 3.0, 4, seed=71)
-    src = np.repeat(np.arange(n), np.diff(indptr))
-    index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
-    version = index.current()
-    hot, comp = version.search.hot, version.labels.views.forward().comp
-    rng = np.random.default_rng(72)
-    pairs = rng.integers(0, n, size=(4_000, 2))
-    dag = comp[pairs]
-    open_pairs = np.array([classify(hot.rec_dag, a, hot.rec_dag, b, hot.label_end) == UNDECIDED for a, b in dag])
-    pairs, dag = pairs[open_pairs], dag[open_pairs]
-    truth = reachable_pairs(n, np.column_stack([src, indices]), pairs)
-    seen = _seen_table()
-    within = np.array([_reach_within(hot, a, b, seen) for a, b in dag])
-    stamp = np.zeros(hot.rec_dag.shape[0], dtype=np.int32)
-    stack = np.empty_like(stamp)
-    marks = np.zeros(1, dtype=np.int64)
-    found = np.array([_labels_reach(hot, a, b, stamp, stack, marks, seen) for a, b in dag])
-    np.testing.assert_array_equal(found, truth)
-    decided = within != UNDECIDED
-    np.testing.assert_array_equal(within[decided] == YES, truth[decided])
-    assert decided.sum() >= 50 and truth[~decided].any() and not truth[~decided].all()
-
-
 def _deep_dag_index(n: int, seed: int):
     """A layered DAG of ``n`` nodes and n / 10 levels, its CPU index, and per node its DAG node and that node's
     rank in the topological order (0 to 1): (src, dst, index, comp, rank)."""
