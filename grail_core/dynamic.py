@@ -12,7 +12,6 @@ Exact throughout: a verdict states only what a witness path or a test on the lab
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -38,18 +37,8 @@ from .pending import (
     next_entry,
     verdict,
 )
-from .query import (
-    _AHEAD,
-    SERIAL_BATCH,
-    HotArrays,
-    SearchBuffers,
-    _prefetch_row,
-    _search_one,
-    answer_pair,
-    classify,
-    classify_nodes,
-)
-from .records import ID, NO, UNDECIDED, YES
+from .query import SERIAL_BATCH, HotArrays, SearchBuffers, _search_one, answer_pair, classify, classify_nodes
+from .records import NO, UNDECIDED, YES
 from .traversal import Side, reaches, walk_pairs
 
 __all__ = [
@@ -90,35 +79,17 @@ MEETING_PAIRS = 32
 CROSSING_MARKS = 2 * 2 * CHAINED_EDGES + MEETING_PAIRS
 # DAG nodes a ``_live_path`` search visits at most (a pair along the order: one mark of its CROSSING_MARKS).
 LIVE_PATH_NODES = 256
-# A small batch of searches (or of crossing tests) is spread over the cores where the first PROBE_SEARCHES
-# of it say that the rest would take longer than SPREAD_SECONDS on the calling thread (starting threads
-# costs a fraction of that).
-PROBE_SEARCHES = 4
-SPREAD_SECONDS = 5e-4
 # ``_cross_side``'s state: edges counted, whether some edge is still open, ends queued.
 _COUNTED, _OPEN, _ENDS = range(3)
 
 
-# Pairs a thread of the verdict pass takes at a time: each slice is one call that borrows the version's
-# arrays (a parallel loop's own body counted references to them at every pair, an atomic operation that
-# the threads contend for).
-VERDICT_SLICE = 512
-
-
-@njit(nogil=True, inline="always")
-def _dag_node(h, p, u):
-    """Node u's DAG node, read off its record (the cache line the labels' test reads anyway), -1 for a
-    node that updates added."""
-    return np.int64(h.rec_node[u, ID]) if u < p.n_base else np.int64(-1)
-
-
 # Inlined into the verdict loops with ``inlined_verdict``: a call per pair cost more than its tests.
 @njit(nogil=True, inline="always")
-def _verdict_of(h, p, u, v):
+def _verdict_of(h, p, comp, u, v):
     if u == v:
         return YES
-    cu = _dag_node(h, p, u)
-    cv = _dag_node(h, p, v)
+    cu = comp[u] if u < p.n_base else -1
+    cv = comp[v] if v < p.n_base else -1
     base = classify_nodes(h, u, v) if cu >= 0 and cv >= 0 else NO
     return inlined_verdict(p, u, cu, v, cv, base)
 
@@ -127,7 +98,7 @@ def _verdict_of(h, p, u, v):
 def _settled(h, p, comp, u, v, stamp, stack, marks):
     """``_verdict_of``, with the labels' graph searched (pruned DFS, a fresh mark of ``marks[0]``) where the
     labels leave the pair open: NO, YES or UNDECIDED."""
-    code = _verdict_of(h, p, u, v)
+    code = _verdict_of(h, p, comp, u, v)
     if code == BASE or code == BASE_FIRST:
         cu, cv = comp[u], comp[v]
         marks[0] += 1
@@ -360,63 +331,33 @@ def _cross_one(h, p, comp, s, t, stamp, stack, first_mark):
     return _decided(h, p, comp, s, t, stamp, stack, marks)
 
 
-@njit(nogil=True, inline="always")
-def _prefetch_node(h, p, u):
-    if u < p.n_base:
-        _prefetch_row(h.rec_node, u)
-
-
-@njit(nogil=True, inline="always")
-def _prefetch_masks(h, p, u):
-    if u < p.n_base:
-        _prefetch_row(p.masks, h.rec_node[u, ID])
-
-
-@njit(nogil=True)
-def _verdicts_slice(h, p, pairs, codes, first, end):
-    """``_verdict_of`` of ``pairs[first:end]`` into ``codes``. As the labels' batch loops do, it asks for the
-    records of the pairs ahead early (the node records twice as far, since the rows of the version's masks
-    are found from them): random pairs miss the cache on every one of them."""
-    h, p = borrowed(h), borrowed(p)
-    masked = p.masks.shape[0] > 0
-    for i in range(first, end):
-        far = i + 2 * _AHEAD
-        if far < end:
-            _prefetch_node(h, p, pairs[far, 0])
-            _prefetch_node(h, p, pairs[far, 1])
-        near = i + _AHEAD
-        if near < end and masked:
-            _prefetch_masks(h, p, pairs[near, 0])
-            _prefetch_masks(h, p, pairs[near, 1])
-        codes[i] = _verdict_of(h, p, pairs[i, 0], pairs[i, 1])
-
-
 @njit(nogil=True, parallel=True, cache=True)
-def _verdicts_parallel(h, p, pairs, codes):
-    count = pairs.shape[0]
-    for k in prange((count + VERDICT_SLICE - 1) // VERDICT_SLICE):
-        _verdicts_slice(h, p, pairs, codes, k * VERDICT_SLICE, min(count, (k + 1) * VERDICT_SLICE))
+def _verdicts_parallel(h, p, comp, pairs, codes):
+    for i in prange(pairs.shape[0]):
+        codes[i] = _verdict_of(h, p, comp, pairs[i, 0], pairs[i, 1])
 
 
 @njit(nogil=True, cache=True)
-def _verdicts_serial(h, p, pairs, codes):
-    _verdicts_slice(h, p, pairs, codes, 0, pairs.shape[0])
+def _verdicts_serial(h, p, comp, pairs, codes):
+    h, p = borrowed(h), borrowed(p)
+    for i in range(pairs.shape[0]):
+        codes[i] = _verdict_of(h, p, comp, pairs[i, 0], pairs[i, 1])
 
 
 @njit(nogil=True, cache=True)
-def pair_verdict(h, p, u, v):
+def pair_verdict(h, p, comp, u, v):
     """``verdicts`` of one pair, on the calling thread."""
     h, p = borrowed(h), borrowed(p)
-    return _verdict_of(h, p, u, v)
+    return _verdict_of(h, p, comp, u, v)
 
 
-def verdicts(hot: HotArrays, pending: Pending, pairs: np.ndarray) -> np.ndarray:
+def verdicts(hot: HotArrays, pending: Pending, comp: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """NO, YES, UNDECIDED or BASE (int8) for each pair of node ids (an (M, 2) int64 array)."""
     codes = np.empty(pairs.shape[0], dtype=np.int8)
     if pairs.shape[0] < SERIAL_BATCH:
-        _verdicts_serial(hot, pending, pairs, codes)
+        _verdicts_serial(hot, pending, comp, pairs, codes)
     else:
-        _verdicts_parallel(hot, pending, pairs, codes)
+        _verdicts_parallel(hot, pending, comp, pairs, codes)
     return codes
 
 
@@ -435,7 +376,7 @@ def answer_pairs(
     ``search(pairs, which, answers)``: what searches the undecided pairs on the updated graph (the CPU's
     ``search_pairs`` when None)."""
     pairs = np.ascontiguousarray(pairs, dtype=np.int64)
-    codes = verdicts(hot, pending, pairs)
+    codes = verdicts(hot, pending, sides[0].comp, pairs)
     undecided = np.flatnonzero(codes == UNDECIDED)
     if undecided.size:
         _cross(sides[0].comp, pending, hot, pool, pairs, undecided, codes)
@@ -449,24 +390,13 @@ def answer_pairs(
 
 
 def _in_slices(which: np.ndarray, run: Callable[[np.ndarray], None]) -> None:
-    """``run`` over slices of ``which``, on the cores. Fewer than SERIAL_BATCH pairs stay on the calling
-    thread unless their first PROBE_SEARCHES say the rest would take SPREAD_SECONDS there: a search on the
-    updated graph costs microseconds on one graph and a millisecond on a deep DAG, and a few of the latter
-    left on one thread were most of a batch's time."""
-    threads = numba.get_num_threads()
-    if threads == 1 or which.size <= PROBE_SEARCHES:
+    """``run`` over slices of ``which``, on the cores (on the calling thread for a small batch)."""
+    threads = 1 if which.size < SERIAL_BATCH else numba.get_num_threads()
+    if threads == 1:
         run(which)
         return
-    if which.size < SERIAL_BATCH:
-        start = time.perf_counter()
-        run(which[:PROBE_SEARCHES])
-        which = which[PROBE_SEARCHES:]
-        if (time.perf_counter() - start) * which.size / PROBE_SEARCHES < SPREAD_SECONDS:
-            run(which)
-            return
-    slices = min(4 * threads, which.size)
-    with ThreadPoolExecutor(min(threads, slices)) as executor:
-        list(executor.map(run, np.array_split(which, slices)))
+    with ThreadPoolExecutor(threads) as executor:
+        list(executor.map(run, np.array_split(which, 4 * threads)))
 
 
 def _cross(
@@ -516,7 +446,7 @@ def answer_one(
 ) -> tuple[bool, bool]:
     """(reachable, needed a search) for one pair of node ids on the version ``pending``, on the calling
     thread: its verdict, then the labels' graph's search (BASE, BASE_FIRST) or one on the updated graph."""
-    code = pair_verdict(hot, pending, u, v)
+    code = pair_verdict(hot, pending, sides[0].comp, u, v)
     if code == BASE or code == BASE_FIRST:
         found, searched = answer_pair(hot, base_buffers, u, v)
         if found or code == BASE:

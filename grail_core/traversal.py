@@ -37,9 +37,9 @@ from .pending import (
     comp_broken,
     entry_alive,
     first_entry,
-    inlined_verdict,
     marked,
     next_entry,
+    verdict,
 )
 from .query import HotArrays, classify
 from .records import NO, YES
@@ -238,8 +238,7 @@ def _walk_added(v, z, w):
 @njit(nogil=True)
 def _tested(p, w, queue, start, tail):
     """The keys ``queue[start:tail]`` a visit appended, each by its verdict (forward: 'it reaches t';
-    backward: 's reaches it'): 'yes' ends the search, 'no' leaves the key out; returns (tail, found). The
-    verdict is compiled in (``inlined_verdict``): a call per key passed the whole ``Pending`` by value."""
+    backward: 's reaches it'): 'yes' ends the search, 'no' leaves the key out; returns (tail, found)."""
     h, a, kept = w.h, w.ends, start
     for i in range(start, tail):
         key = np.int64(queue[i])
@@ -247,10 +246,10 @@ def _tested(p, w, queue, start, tail):
         c = key if key < a.n_dag else (np.int64(a.comp[node]) if node < p.n_base else _NO_NODE)
         if w.forward:
             base = classify(h.rec_dag, c, h.rec_dag, w.ct, h.label_end) if c >= 0 and w.ct >= 0 else NO
-            code = inlined_verdict(p, node, c, w.t, w.ct, base)
+            code = verdict(p, node, c, w.t, w.ct, base)
         else:
             base = classify(h.rec_dag, w.cs, h.rec_dag, c, h.label_end) if c >= 0 and w.cs >= 0 else NO
-            code = inlined_verdict(p, w.s, w.cs, node, c, base)
+            code = verdict(p, w.s, w.cs, node, c, base)
         if code == YES:
             return kept, True
         if code != NO:
@@ -435,7 +434,7 @@ def _ruled_out(h, p, s, cs, t, ct):
     base = NO
     if cs >= 0 and ct >= 0:
         base = classify(h.rec_dag, cs, h.rec_dag, ct, h.label_end)
-    return inlined_verdict(p, s, cs, t, ct, base) == NO
+    return verdict(p, s, cs, t, ct, base) == NO
 
 
 @njit(nogil=True)

@@ -425,7 +425,7 @@ def test_pairs_only_added_edges_may_join_take_the_labels_yes_first() -> None:
     version = index.current()
     # read-only contiguous pairs, a type the index's own queries use: Fortran-ordered ones are another numba
     # type, one more compile of the verdict kernels in this test
-    codes = verdicts(version.search.hot, version._updates(), frozen(pairs))
+    codes = verdicts(version.search.hot, version._updates(), comp, frozen(pairs))
     assert (codes[comp[pairs[:, 0]] > comp[pairs[:, 1]]] == NO).all()
     first = np.flatnonzero(codes == BASE_FIRST)
     base_edges = np.column_stack([src, indices])
@@ -523,7 +523,7 @@ def test_a_pair_whose_source_comes_farther_after_its_target_than_added_edges_cli
     added = np.concatenate([down, up])
     index.add_edges(added.tolist())
     version = index.current()
-    codes = verdicts(version.search.hot, version._updates(), frozen(pairs))
+    codes = verdicts(version.search.hot, version._updates(), comp, frozen(pairs))
     far = comp[pairs[:, 0]] - comp[pairs[:, 1]] > 100
     assert far.sum() > 1000 and (codes[far] == NO).all()
     checked = pairs[::6]  # BFS over 5,000 levels is slow
@@ -664,7 +664,7 @@ def test_pairs_along_the_order_that_no_removal_cut_are_decided_by_a_live_path() 
     indptr = np.searchsorted(src, np.arange(n + 1))
     walks = np.stack(downward_walk_pairs(indptr, indices, 6_000, positive_share=1.0, seed=63), axis=1)
     version = index.current()
-    open_walks = np.count_nonzero(verdicts(version.search.hot, version._updates(), frozen(walks)) == UNDECIDED)
+    open_walks = np.count_nonzero(verdicts(version.search.hot, version._updates(), comp, frozen(walks)) == UNDECIDED)
     answers, stats = index.query_ids(walks)
     np.testing.assert_array_equal(answers, reachable_pairs(n, final, walks))
     assert open_walks >= 150
@@ -683,49 +683,6 @@ def test_pairs_along_the_order_that_no_removal_cut_are_decided_by_a_live_path() 
     assert not truth[near.shape[0] :].all() and truth[near.shape[0] :].any()
     some = rng.choice(pairs.shape[0], 400, replace=False)
     assert [index.reachable(int(u), int(v)) for u, v in pairs[some]] == truth[some].tolist()
-
-
-def test_a_few_costly_searches_are_spread_over_the_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fewer pairs than SERIAL_BATCH left to searches on the updated graph go to several threads where their
-    first ones say the rest would take long on one (here always: SPREAD_SECONDS 0), and every pair, the
-    probed ones too, gets its answer: they equal BFS on a deep DAG with edges removed and added."""
-    import threading
-
-    import numba
-
-    from grail_core import dynamic
-
-    if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("needs two numba threads")
-    n = 6_000
-    src, indices, index, comp, _ = _deep_dag_index(n, seed=71)
-    rng = np.random.default_rng(72)
-    order = np.argsort(comp)
-    back = order[rng.integers(60, n, size=40)]
-    added = np.column_stack([back, order[comp[back] - rng.integers(5, 60, size=40)]])
-    final = _update_in_turns(index, src, indices, added, rng.choice(src.size, size=120, replace=False))
-    pairs = np.ascontiguousarray(rng.integers(0, n, size=(60, 2)), dtype=np.int64)
-    threads, search = set(), dynamic.walk_pairs
-
-    def counted(*args):
-        threads.add(threading.get_ident())
-        return search(*args)
-
-    monkeypatch.setattr(dynamic, "walk_pairs", counted)
-    monkeypatch.setattr(dynamic, "SPREAD_SECONDS", 0.0)
-    version = index.current()
-    views = version.labels.views
-    answers = np.zeros(pairs.shape[0], dtype=np.bool_)
-    pool = version.search.walk_buffers(version._walk_size())
-    sides = (views.forward(), views.backward())
-    before = numba.get_num_threads()
-    numba.set_num_threads(2)
-    try:
-        dynamic.search_pairs(sides, version._updates(), version.search.hot, pool, pairs, np.arange(60), answers)
-    finally:
-        numba.set_num_threads(before)
-    np.testing.assert_array_equal(answers, reachable_pairs(n, final, pairs))
-    assert len(threads) > 1
 
 
 def _deep_dag_index(n: int, seed: int):
@@ -767,7 +724,7 @@ def _check_crossed_pairs(
     np.testing.assert_array_equal(answers, reachable_pairs(n, final, pairs))
     assert answers.any() and not answers.all()
     version = index.current()
-    open_pairs = np.count_nonzero(verdicts(version.search.hot, version._updates(), frozen(pairs)) == UNDECIDED)
+    open_pairs = np.count_nonzero(verdicts(version.search.hot, version._updates(), comp, frozen(pairs)) == UNDECIDED)
     assert open_pairs > pairs.shape[0] // 10 and stats.searched_updated <= open_pairs // 5
     assert searched is None or stats.searched_updated == searched
     single = [index.query_pair(int(u), int(v)) for u, v in pairs[:50].tolist()]
@@ -844,7 +801,7 @@ def test_several_removals_in_one_component_search_only_pairs_they_may_have_cut()
         np.testing.assert_array_equal(answers, now[pairs[:, 0], pairs[:, 1]])
         version = index.current()
         pending = version._updates()
-        codes = verdicts(version.search.hot, pending, frozen(pairs))
+        codes = verdicts(version.search.hot, pending, version.labels.views.forward().comp, frozen(pairs))
         to_root = np.unpackbits(pending.to_root.view(np.uint8), bitorder="little")[:nodes].astype(bool)
         from_root = np.unpackbits(pending.from_root.view(np.uint8), bitorder="little")[:nodes].astype(bool)
         assert (to_root & from_root).any() and now[np.ix_(to_root, from_root)].all()
@@ -920,7 +877,7 @@ def test_pairs_through_a_broken_component_are_witnessed_by_its_root() -> None:
         answers, _ = index.query_ids(pairs)
         np.testing.assert_array_equal(answers, truth)
         version = index.current()
-        return verdicts(version.search.hot, version._updates(), frozen(pairs))
+        return verdicts(version.search.hot, version._updates(), version.labels.views.forward().comp, frozen(pairs))
 
     codes = check((n - 1, 0))
     assert all(codes[at[pair]] == YES for pair in witnessed)
