@@ -105,9 +105,9 @@ def _spread(walk, masks, column, bits, cut, dead_bits, broken_bits, seen, mark_v
 def _sweep_rest(walk, masks, column, bits, cut, dead_bits, broken_bits, seen, mark_value, queue, head, tail):
     """``_spread`` on from ``queue[head:tail]`` (entered, their neighbours ahead not yet tested) by a sweep in
     the walk's order: a node is entered when a neighbour behind it was (and passes to it). No DAG edge spans
-    more than the walk's ``span`` ids, so the sweep ends that far past the last node entered. A node that holds ``bits``
-    without being entered (an earlier mark's) passes them on as an entered one does: the masks a mark keeps
-    are closed along the edges it passes, so its neighbours hold them already."""
+    more than the walk's ``span`` ids, so the sweep ends that far past the last node entered. A node that
+    holds ``bits`` without being entered (an earlier mark's) passes them on as an entered one does: the masks
+    a mark keeps are closed along the edges it passes, so its neighbours hold them already."""
     _, behind, order, span = walk
     back_indptr, back_indices, back_edge = behind
     n = back_indptr.size - 1
@@ -159,10 +159,9 @@ def longest_edge(indptr, indices):
 @njit(nogil=True, cache=True)
 def mark(walk, masks, column, bits, starts, cut, dead_bits, broken_bits, queue):
     """Set ``bits`` in ``masks[:, column]`` on every DAG node reachable from ``starts`` along ``walk``
-    (``walk_sides``), entering only
-    nodes that lack one of them: over any number of calls each node is entered once per bit. With ``cut``,
-    dead edges and broken nodes are not passed (the YES masks). Returns how many nodes were entered; they are
-    ``queue[:count]``."""
+    (``walk_sides``), entering only nodes that lack one of them: over any number of calls each node is entered
+    once per bit. With ``cut``, dead edges and broken nodes are not passed (the YES masks). Returns how many
+    nodes were entered; they are ``queue[:count]``."""
     tail = 0
     for s in starts:
         if (masks[s, column] & bits) == bits or (cut and bit_set(broken_bits, s)):
