@@ -12,8 +12,8 @@ Exact throughout: a verdict states only what a witness path or a test on the lab
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import numba
@@ -39,7 +39,7 @@ from .pending import (
 )
 from .query import SERIAL_BATCH, HotArrays, SearchBuffers, _search_one, answer_pair, classify, classify_nodes
 from .records import NO, UNDECIDED, YES
-from .traversal import Side, reaches, walk_pairs
+from .traversal import Side, reaches, walk_pairs_parallel
 
 __all__ = [
     "UpdatedAnswers",
@@ -79,6 +79,20 @@ MEETING_PAIRS = 32
 CROSSING_MARKS = 2 * 2 * CHAINED_EDGES + MEETING_PAIRS
 # DAG nodes a ``_live_path`` search visits at most (a pair along the order: one mark of its CROSSING_MARKS).
 LIVE_PATH_NODES = 256
+# ``_labels_reach``'s set of the DAG nodes a search met (``_seen_tables``): its slots, and the most it holds
+# (at most half full, so that a probe ends soon) before the search goes on to the stamps.
+_SEEN_BITS = 12
+SEEN_SLOTS = 1 << _SEEN_BITS
+SEEN_NODES = SEEN_SLOTS // 2
+_SEEN_MARKS, _SEEN_KEYS, _SEEN_STACK = range(3)
+_SEEN_SHAPE = (3, SEEN_SLOTS + 1)
+_FIBONACCI = np.uint64(0x9E3779B97F4A7C15)  # multiplicative hashing's constant (2^64 over the golden ratio)
+# From this many pairs ``_cross`` runs on numba's threads (the verdicts' own, so none wait on the other): a pair
+# costs 5-40 microseconds (searches of the labels' graph), a parallel pass's start about 10.
+PARALLEL_CROSSING = 4
+# Pairs ``_cross`` passes at once: their marks fit an int32 stamp array (half of it, so that a pool's
+# buffers are cleared at most every other part).
+_CROSSING_PART = np.iinfo(np.int32).max // (2 * CROSSING_MARKS)
 # ``_cross_side``'s state: edges counted, whether some edge is still open, ends queued.
 _COUNTED, _OPEN, _ENDS = range(3)
 
@@ -95,16 +109,107 @@ def _verdict_of(h, p, comp, u, v):
 
 
 @njit(nogil=True)
-def _settled(h, p, comp, u, v, stamp, stack, marks):
-    """``_verdict_of``, with the labels' graph searched (pruned DFS, a fresh mark of ``marks[0]``) where the
-    labels leave the pair open: NO, YES or UNDECIDED."""
-    code = _verdict_of(h, p, comp, u, v)
+def _settled(h, p, comp, u, v, stamp, stack, marks, seen):
+    """``_verdict_of``, with the labels' graph searched where the labels leave the pair open (``_searched``):
+    NO, YES or UNDECIDED."""
+    return _searched(h, p, comp, u, v, _verdict_of(h, p, comp, u, v), stamp, stack, marks, seen)
+
+
+@njit(nogil=True)
+def _searched(h, p, comp, u, v, code, stamp, stack, marks, seen):
+    """The verdict ``code`` of (u, v), settled where it is BASE or BASE_FIRST by a search of the labels' graph
+    (``_labels_reach``): NO, YES or UNDECIDED."""
     if code == BASE or code == BASE_FIRST:
         cu, cv = comp[u], comp[v]
-        marks[0] += 1
-        base = YES if _search_one(h, cu, cv, stamp, np.int32(marks[0]), stack) else NO
+        base = YES if _labels_reach(h, cu, cv, stamp, stack, marks, seen) else NO
         code = verdict(p, u, cu, v, cv, base)
     return code
+
+
+@njit(nogil=True)
+def _labels_reach(h, cs, ct, stamp, stack, marks, seen):
+    """'DAG node cs reaches ct' on the labels' graph (``query._search_one``'s pruned DFS): first with the
+    DAG nodes it meets held in ``seen`` (``_seen_tables``), and only where more than SEEN_NODES of them are
+    met again on ``stamp`` (a fresh mark of ``marks[0]``). Most of crossing's searches meet a few dozen DAG
+    nodes; on a large graph their stamps, spread over an array of every DAG node, cost a cache miss (and on
+    a fresh buffer a page fault) each."""
+    code = classify(h.rec_dag, cs, h.rec_dag, ct, h.label_end)
+    if code != UNDECIDED:
+        return code == YES
+    found = _reach_within(h, cs, ct, seen)
+    if found != UNDECIDED:
+        return found == YES
+    marks[0] += 1
+    return _search_one(h, cs, ct, stamp, np.int32(marks[0]), stack)
+
+
+@njit(nogil=True)
+def _reach_within(h, cs, ct, seen):
+    """``_labels_reach``'s pruned DFS from cs (which the labels leave open) on ``seen``: YES, NO, or UNDECIDED
+    where it meets more than SEEN_NODES DAG nodes."""
+    generation = _next_generation(seen)
+    keys, stack = seen[_SEEN_KEYS], seen[_SEEN_STACK]
+    _enter_seen(seen, keys, generation, cs)
+    stack[0] = cs
+    top, met = 1, 1
+    while top > 0:
+        top -= 1
+        x = stack[top]
+        for e in range(h.out_indptr[x], h.out_indptr[x + 1]):
+            w = h.out_indices[e]
+            if not _enter_seen(seen, keys, generation, w):
+                continue
+            met += 1
+            if met > SEEN_NODES:
+                return UNDECIDED
+            code = classify(h.rec_dag, w, h.rec_dag, ct, h.label_end)
+            if code == YES:
+                return YES
+            if code == UNDECIDED:
+                stack[top] = w
+                top += 1
+    return NO
+
+
+# Blocks of ``_seen_tables`` free for the next call.
+_free_seen_tables: list[np.ndarray] = []
+
+
+@contextmanager
+def _seen_tables(rows: int) -> Iterator[np.ndarray]:
+    """``rows`` tables (a (rows, *_SEEN_SHAPE) int64 array) for ``_reach_within``, one per thread, reused
+    across calls: per slot of an open-addressing set of DAG node ids, the generation that filled it and its
+    id, and a stack (rows _SEEN_MARKS, _SEEN_KEYS, _SEEN_STACK); a search takes a new generation (kept in the
+    last slot of the first row), so a table is never cleared."""
+    try:
+        block = _free_seen_tables.pop()
+    except IndexError:
+        block = np.zeros((rows, *_SEEN_SHAPE), dtype=np.int64)
+    if block.shape[0] < rows:
+        block = np.zeros((rows, *_SEEN_SHAPE), dtype=np.int64)
+    try:
+        yield block[:rows]
+    finally:
+        _free_seen_tables.append(block)
+
+
+@njit(nogil=True)
+def _next_generation(seen):
+    seen[_SEEN_MARKS, SEEN_SLOTS] += 1
+    return seen[_SEEN_MARKS, SEEN_SLOTS]
+
+
+@njit(nogil=True)
+def _enter_seen(seen, keys, generation, x):
+    """Adds DAG node x to this generation's set: False where it was already in it."""
+    slot = np.int64((np.uint64(x) * _FIBONACCI) >> np.uint64(64 - _SEEN_BITS))
+    while seen[_SEEN_MARKS, slot] == generation:
+        if keys[slot] == x:
+            return False
+        slot = (slot + 1) & (SEEN_SLOTS - 1)
+    seen[_SEEN_MARKS, slot] = generation
+    keys[slot] = x
+    return True
 
 
 @njit(nogil=True)
@@ -128,7 +233,7 @@ def _queue_end(state, ends, node):
 
 
 @njit(nogil=True)
-def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, state, ends):
+def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, seen, state, ends):
     """Weighs added edge x -> y for ``crossing`` if a path from s to t may take it first (or last, ``below``)
     across the order: YES when it passes both, else NO. Where the end of the edge away from the pair's own
     end (y, or x ``below``) is reached (reaches t) but is still open itself, and lies across the order from
@@ -136,10 +241,15 @@ def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, state, ends):
     other edges still open set ``state[_OPEN]``."""
     if not _far(p, comp, comp[s], comp[t], below, x, y):
         return NO
-    into = _settled(h, p, comp, y, t, stamp, stack, marks)
+    # Both ends' verdicts before either's search: a NO of one spares the other's search.
+    into = _verdict_of(h, p, comp, y, t)
+    out = _verdict_of(h, p, comp, s, x)
+    if into == NO or out == NO:
+        return NO
+    into = _searched(h, p, comp, y, t, into, stamp, stack, marks, seen)
     if into == NO:
         return NO
-    out = _settled(h, p, comp, s, x, stamp, stack, marks)
+    out = _searched(h, p, comp, s, x, out, stamp, stack, marks, seen)
     if out == NO:
         return NO
     if into == YES and out == YES:
@@ -154,7 +264,7 @@ def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, state, ends):
 
 
 @njit(nogil=True)
-def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, counting, state, ends):
+def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, seen, counting, state, ends):
     """``crossing`` from the added edges a path from s to t takes first across the order (or last,
     ``below``): YES, or NO with the edges still open noted in ``state`` and ``ends`` (``_weigh``).
     ``counting``: only counts the edges it would weigh in ``state[_COUNTED]``, UNDECIDED past
@@ -187,7 +297,9 @@ def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, counting, state, e
                                 if state[_COUNTED] > CROSSING_EDGES:
                                     return UNDECIDED
                         else:
-                            code = _weigh(h, p, comp, s, t, below, p.src[i], p.dst[i], stamp, stack, marks, state, ends)
+                            code = _weigh(
+                                h, p, comp, s, t, below, p.src[i], p.dst[i], stamp, stack, marks, seen, state, ends
+                            )
                             if code != NO:
                                 return code
                     i = next_entry(p, kind, i)
@@ -195,7 +307,7 @@ def _cross_side(h, p, comp, s, t, below, stamp, stack, marks, counting, state, e
 
 
 @njit(nogil=True)
-def crossing(h, p, comp, s, t, stamp, stack, marks):
+def crossing(h, p, comp, s, t, stamp, stack, marks, seen):
     """NO, YES or UNDECIDED for 's reaches t' where s's DAG node cs comes after t's, ct (both nodes of the
     labels' graph), from the added edges a path must take across the order.
 
@@ -215,17 +327,17 @@ def crossing(h, p, comp, s, t, stamp, stack, marks):
     ends[0, 0], ends[1, 0] = s, t
     states[0, _ENDS] = states[1, _ENDS] = 1
     below = (p.flags & HAS_NEW_TARGET) == 0 and ct < p.source_bits.size * 64 - cs
-    code = _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, states[int(below)], ends[int(below)])
+    code = _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, seen, states[int(below)], ends[int(below)])
     if code == UNDECIDED and (p.flags & HAS_NEW_TARGET) == 0:
         other = int(not below)
-        code = _weighed_side(h, p, comp, s, t, not below, stamp, stack, marks, states[other], ends[other])
+        code = _weighed_side(h, p, comp, s, t, not below, stamp, stack, marks, seen, states[other], ends[other])
     if code == UNDECIDED:
-        code = _meet(h, p, comp, ends, states, stamp, stack, marks)
+        code = _meet(h, p, comp, ends, states, stamp, stack, marks, seen)
     return code
 
 
 @njit(nogil=True)
-def _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, state, ends):
+def _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, seen, state, ends):
     """One side of ``crossing`` (its edges counted before any is weighed: weighing one may search the labels'
     graph), from the pair's own end (s, or t ``below``: ``ends[0]``) and on from the ends it queues: an edge
     that s reaches (``below``: that reaches t) whose far end y (x) is itself a pair across the order with t
@@ -239,20 +351,20 @@ def _weighed_side(h, p, comp, s, t, below, stamp, stack, marks, state, ends):
         k += 1
         u, v = (s, end) if below else (end, t)
         state[_COUNTED] = 0
-        if _cross_side(h, p, comp, u, v, below, stamp, stack, marks, True, state, ends) == UNDECIDED:
+        if _cross_side(h, p, comp, u, v, below, stamp, stack, marks, seen, True, state, ends) == UNDECIDED:
             state[_OPEN] = 1
             continue
         if state[_COUNTED] > budget:
             state[_OPEN] = 1
             continue
         budget -= state[_COUNTED]
-        if _cross_side(h, p, comp, u, v, below, stamp, stack, marks, False, state, ends) == YES:
+        if _cross_side(h, p, comp, u, v, below, stamp, stack, marks, seen, False, state, ends) == YES:
             return YES
     return UNDECIDED if state[_OPEN] else NO
 
 
 @njit(nogil=True)
-def _meet(h, p, comp, ends, states, stamp, stack, marks):
+def _meet(h, p, comp, ends, states, stamp, stack, marks, seen):
     """YES where a queued end that s reaches (``ends[0]``) reaches one that reaches t (``ends[1]``), else
     UNDECIDED; up to MEETING_PAIRS pairs of ends, the pair's own ends left out (``_weigh`` tried those)."""
     tried = 0
@@ -261,7 +373,7 @@ def _meet(h, p, comp, ends, states, stamp, stack, marks):
             if tried == MEETING_PAIRS:
                 return UNDECIDED
             tried += 1
-            if _settled(h, p, comp, ends[0, i], ends[1, j], stamp, stack, marks) == YES:
+            if _settled(h, p, comp, ends[0, i], ends[1, j], stamp, stack, marks, seen) == YES:
                 return YES
     return UNDECIDED
 
@@ -300,35 +412,37 @@ def _live_path(h, p, cs, ct, stamp, stack, marks):
 
 
 @njit(nogil=True)
-def _decided(h, p, comp, s, t, stamp, stack, marks):
+def _decided(h, p, comp, s, t, stamp, stack, marks, seen):
     """What the verdicts left open, for s and t of the labels' graph in different DAG nodes: ``crossing``
     where s's DAG node comes after t's; YES where a ``_live_path`` joins them, else UNDECIDED."""
     cs, ct = comp[s], comp[t]
     if cs > ct:
-        return crossing(h, p, comp, s, t, stamp, stack, marks)
+        return crossing(h, p, comp, s, t, stamp, stack, marks, seen)
     if not comp_broken(p, cs) and not comp_broken(p, ct) and _live_path(h, p, cs, ct, stamp, stack, marks):
         return YES
     return UNDECIDED
 
 
-@njit(nogil=True, cache=True)
-def _cross_pairs(h, p, comp, pairs, which, codes, stamp, stack, first_mark):
+@njit(nogil=True, parallel=True, cache=True)
+def _cross_parallel(h, p, comp, pairs, which, codes, stamps, stacks, first_mark, seen, marks):
     """``_decided`` for the pairs ``pairs[which]`` of nodes of the labels' graph in different DAG nodes, into
-    ``codes``; CROSSING_MARKS marks a pair from ``first_mark``."""
-    h, p = borrowed(h), borrowed(p)
-    marks = np.array([first_mark - 1], dtype=np.int64)
-    for j in range(which.size):
+    ``codes``, over numba's threads: a pair on the stamps, stack, table and marks counter (``marks[thread]``)
+    of the thread that takes it, with its own CROSSING_MARKS marks from ``first_mark``."""
+    for j in prange(which.size):
+        thread = numba.get_thread_id()
         i = which[j]
         s, t = pairs[i, 0], pairs[i, 1]
-        if s < p.n_base and t < p.n_base and comp[s] != comp[t]:
-            codes[i] = _decided(h, p, comp, s, t, stamp, stack, marks)
+        hb, pb = borrowed(h), borrowed(p)
+        if s < pb.n_base and t < pb.n_base and comp[s] != comp[t]:
+            marks[thread, 0] = first_mark - 1 + CROSSING_MARKS * j
+            codes[i] = _decided(hb, pb, comp, s, t, stamps[thread], stacks[thread], marks[thread], seen[thread])
 
 
 @njit(nogil=True, cache=True)
-def _cross_one(h, p, comp, s, t, stamp, stack, first_mark):
+def _cross_one(h, p, comp, s, t, stamp, stack, first_mark, seen):
     h, p = borrowed(h), borrowed(p)
     marks = np.array([first_mark - 1], dtype=np.int64)
-    return _decided(h, p, comp, s, t, stamp, stack, marks)
+    return _decided(h, p, comp, s, t, stamp, stack, marks, seen)
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -389,16 +503,6 @@ def answer_pairs(
     return UpdatedAnswers(np.flatnonzero(codes == BASE), np.flatnonzero(codes == BASE_FIRST), int(undecided.size))
 
 
-def _in_slices(which: np.ndarray, run: Callable[[np.ndarray], None]) -> None:
-    """``run`` over slices of ``which``, on the cores (on the calling thread for a small batch)."""
-    threads = 1 if which.size < SERIAL_BATCH else numba.get_num_threads()
-    if threads == 1:
-        run(which)
-        return
-    with ThreadPoolExecutor(threads) as executor:
-        list(executor.map(run, np.array_split(which, 4 * threads)))
-
-
 def _cross(
     comp: np.ndarray,
     pending: Pending,
@@ -408,13 +512,27 @@ def _cross(
     which: np.ndarray,
     codes: np.ndarray,
 ) -> None:
-    """``crossing`` for the undecided pairs ``pairs[which]`` into ``codes``, slices over the cores."""
+    """``crossing`` for the undecided pairs ``pairs[which]`` into ``codes``: on numba's threads from
+    PARALLEL_CROSSING pairs (``_cross_parallel``), else one by one; in parts whose marks fit the stamps."""
+    for start in range(0, which.size, _CROSSING_PART):
+        part = which[start : start + _CROSSING_PART]
+        if part.size < PARALLEL_CROSSING:
+            for i in part:
+                codes[i] = _cross_of(hot, pending, comp, pool, pairs[i, 0], pairs[i, 1])
+            continue
+        with _on_threads() as threads, pool.take_rows(threads, CROSSING_MARKS * part.size) as (stamps, stacks, mark):
+            marks = np.empty((threads, 1), dtype=np.int64)
+            with _seen_tables(threads) as seen:
+                _cross_parallel(hot, pending, comp, pairs, part, codes, stamps, stacks, mark, seen, marks)
 
-    def run(part: np.ndarray) -> None:
-        with pool.take(marks=CROSSING_MARKS * part.size + 1) as (stamp, stack, mark):
-            _cross_pairs(hot, pending, comp, pairs, part, codes, stamp, stack, mark)
 
-    _in_slices(which, run)
+def _cross_of(hot: HotArrays, pending: Pending, comp: np.ndarray, pool: SearchBuffers, u: int, v: int) -> int:
+    """``_decided`` for one pair the verdicts left open (UNDECIDED where it is not a pair of nodes of the
+    labels' graph in different DAG nodes), on the calling thread."""
+    if u >= pending.n_base or v >= pending.n_base or comp[u] == comp[v]:
+        return UNDECIDED
+    with pool.take(marks=CROSSING_MARKS + 1) as (stamp, stack, mark), _seen_tables(1) as seen:
+        return int(_cross_one(hot, pending, comp, u, v, stamp, stack, mark, seen[0]))
 
 
 def search_pairs(
@@ -426,13 +544,24 @@ def search_pairs(
     which: np.ndarray,
     answers: np.ndarray,
 ) -> None:
-    """Answers of ``pairs[which]`` by searches on the updated graph into ``answers``, slices over the cores."""
+    """Answers of ``pairs[which]`` by searches on the updated graph into ``answers``: on numba's threads where
+    there are several (one search may cost milliseconds)."""
+    if which.size == 1:
+        source, target = pairs[which[0]]
+        with pool.take(marks=2) as (stamp, queue, mark):
+            answers[which[0]] = reaches(*sides, pending, hot, source, target, stamp, mark, queue)
+        return
+    with _on_threads() as threads, pool.take_rows(threads, marks=2 * which.size) as (stamps, queues, mark):
+        walk_pairs_parallel(*sides, pending, hot, pairs, which, answers, stamps, mark, queues)
 
-    def run(part: np.ndarray) -> None:
-        with pool.take(marks=max(2, 2 * part.size)) as (stamp, queue, mark):
-            walk_pairs(*sides, pending, hot, pairs, part, answers, stamp, mark, queue)
 
-    _in_slices(which, run)
+@contextmanager
+def _on_threads() -> Iterator[int]:
+    """numba's parallel loops a pair at a time (the pairs' costs differ by orders of magnitude), on all its
+    threads: how many (a row of buffers each). A different count would cost the next parallel pass
+    (verdicts) a resize of the team."""
+    with numba.parallel_chunksize(1):
+        yield numba.get_num_threads()
 
 
 def answer_one(
@@ -451,10 +580,8 @@ def answer_one(
         found, searched = answer_pair(hot, base_buffers, u, v)
         if found or code == BASE:
             return found, searched
-    comp = sides[0].comp
-    if code == UNDECIDED and u < pending.n_base and v < pending.n_base and comp[u] != comp[v]:
-        with pool.take(marks=CROSSING_MARKS + 1) as (stamp, stack, mark):
-            code = _cross_one(hot, pending, comp, u, v, stamp, stack, mark)
+    if code == UNDECIDED:
+        code = _cross_of(hot, pending, sides[0].comp, pool, u, v)
     if code == YES or code == NO:
         return bool(code == YES), False
     with pool.take(marks=2) as (stamp, queue, mark):

@@ -430,7 +430,8 @@ def _answer_one(h, u, v, stamp, stack, mark):
 
 
 class SearchBuffers:
-    """Visit stamps and stacks for single-pair searches, reused across calls and threads.
+    """Visit stamps and stacks for searches, reused across calls and threads: one of each for a thread's
+    searches (``take``), or a row of each per thread of a parallel pass (``take_rows``).
 
     A stamp array is cleared only when its marks run out, so a single query costs what its search
     visits, not a pass over every node.
@@ -439,6 +440,7 @@ class SearchBuffers:
     def __init__(self, num_dag_nodes: int) -> None:
         self._size = num_dag_nodes
         self._free: list[list] = []
+        self._blocks: list[list] = []
 
     @contextmanager
     def take(self, marks: int = 1) -> Iterator[tuple[np.ndarray, np.ndarray, np.int32]]:
@@ -447,14 +449,36 @@ class SearchBuffers:
             buffers = self._free.pop()
         except IndexError:
             buffers = [np.zeros(self._size, dtype=np.int32), np.empty(self._size, dtype=np.int32), 0]
-        if buffers[2] > np.iinfo(np.int32).max - marks:
-            buffers[0][:] = 0
-            buffers[2] = 0
-        buffers[2] += marks
         try:
-            yield buffers[0], buffers[1], np.int32(buffers[2] - marks + 1)
+            yield self._marked(buffers, marks)
         finally:
             self._free.append(buffers)
+
+    @contextmanager
+    def take_rows(self, rows: int, marks: int = 1) -> Iterator[tuple[np.ndarray, np.ndarray, np.int32]]:
+        """``take`` for ``rows`` threads at once: (rows, size) stamps and stacks, a row per thread, and the
+        first of ``marks`` fresh marks that all rows share (a search takes its own, on its thread's row)."""
+        try:
+            block = self._blocks.pop()
+        except IndexError:
+            block = None
+        if block is None or block[0].shape[0] < rows:
+            block = [np.zeros((rows, self._size), dtype=np.int32), np.empty((rows, self._size), dtype=np.int32), 0]
+        stamps, stacks, first = self._marked(block, marks)
+        try:
+            yield stamps[:rows], stacks[:rows], first
+        finally:
+            self._blocks.append(block)
+
+    @staticmethod
+    def _marked(buffers: list, marks: int) -> tuple[np.ndarray, np.ndarray, np.int32]:
+        """The buffers and the first of ``marks`` marks above every stamp they hold (cleared where the
+        marks run out)."""
+        if buffers[2] > np.iinfo(np.int32).max - marks:
+            buffers[0][...] = 0
+            buffers[2] = 0
+        buffers[2] += marks
+        return buffers[0], buffers[1], np.int32(buffers[2] - marks + 1)
 
 
 def answer_pair(hot: HotArrays, buffers: SearchBuffers, source: int, target: int) -> tuple[bool, bool]:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numba
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .borrowed import borrowed
 from .frontier import FOUND, SKIP, append_step, search, search_edges, search_level
@@ -48,7 +49,7 @@ __all__ = [
     "Side",
     "walk",
     "reaches",
-    "walk_pairs",
+    "walk_pairs_parallel",
     "shortest_path",
     "keys_to_nodes",
     "count_keys",
@@ -338,14 +339,25 @@ def reaches(fw, bw, p, h, s, t, stamp, mark, queue):
     return False
 
 
-@njit(nogil=True, cache=True)
-def walk_pairs(fw, bw, p, h, pairs, which, answers, stamp, first_mark, queue):
-    """Answers of the pairs ``pairs[which]`` on the version's graph, on the calling thread (two marks a pair);
-    callers spread slices of ``which`` over threads (the search releases the GIL)."""
-    fw, bw, p, h = borrowed(fw), borrowed(bw), borrowed(p), borrowed(h)
-    for j in range(which.size):
+@njit(nogil=True, parallel=True, cache=True)
+def walk_pairs_parallel(fw, bw, p, h, pairs, which, answers, stamps, first_mark, queues):
+    """Answers of the pairs ``pairs[which]`` on the version's graph (``reaches``), over numba's threads: a
+    pair on the stamps and queue of the thread that takes it (``stamps[thread]``, ``queues[thread]``), with
+    its own two marks from ``first_mark``."""
+    for j in prange(which.size):
+        thread = numba.get_thread_id()
         i = which[j]
-        answers[i] = reaches(fw, bw, p, h, pairs[i, 0], pairs[i, 1], stamp, np.int32(first_mark + 2 * j), queue)
+        answers[i] = reaches(
+            borrowed(fw),
+            borrowed(bw),
+            borrowed(p),
+            borrowed(h),
+            pairs[i, 0],
+            pairs[i, 1],
+            stamps[thread],
+            np.int32(first_mark + 2 * j),
+            queues[thread],
+        )
 
 
 @njit(nogil=True, cache=True)

@@ -17,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from grail_core import InvalidParameterError, ReachabilityIndex, UnknownNodeError
 from grail_core.names import NameTokens
+from grail_core.parallel import numba_threads
 from tests.reference import bfs_distances, reachability_matrix, reachable_pairs
 from tests.strategies import cycle_chains, digraphs
 from tests.test_paths import check_path
@@ -683,6 +684,99 @@ def test_pairs_along_the_order_that_no_removal_cut_are_decided_by_a_live_path() 
     assert not truth[near.shape[0] :].all() and truth[near.shape[0] :].any()
     some = rng.choice(pairs.shape[0], 400, replace=False)
     assert [index.reachable(int(u), int(v)) for u, v in pairs[some]] == truth[some].tolist()
+
+
+def test_crossing_searches_of_the_labels_graph_go_on_past_their_small_table() -> None:
+    """Crossing's searches of the labels' graph (``dynamic._labels_reach``) hold the DAG nodes they meet in a
+    small table (``_reach_within``) and go on with the stamps past SEEN_NODES of them: on a wide DAG (3,000
+    nodes a level), of the pairs the labels leave open, the table alone answers those that meet few nodes and
+    leaves open those that meet more (YES and NO ones both), and every answer equals BFS."""
+    from grail_core.dynamic import _SEEN_SHAPE, _labels_reach, _reach_within
+    from grail_core.query import classify
+    from grail_core.records import UNDECIDED, YES
+    from grail_core.synthetic import layered_dag
+
+    n = 60_000
+    indptr, indices = layered_dag(n, 20, 3.0, 4, seed=71)
+    src = np.repeat(np.arange(n), np.diff(indptr))
+    index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
+    version = index.current()
+    hot, comp = version.search.hot, version.labels.views.forward().comp
+    rng = np.random.default_rng(72)
+    pairs = rng.integers(0, n, size=(4_000, 2))
+    dag = comp[pairs]
+    open_pairs = np.array([classify(hot.rec_dag, a, hot.rec_dag, b, hot.label_end) == UNDECIDED for a, b in dag])
+    pairs, dag = pairs[open_pairs], dag[open_pairs]
+    truth = reachable_pairs(n, np.column_stack([src, indices]), pairs)
+    seen = np.zeros(_SEEN_SHAPE, dtype=np.int64)
+    within = np.array([_reach_within(hot, a, b, seen) for a, b in dag])
+    stamp = np.zeros(hot.rec_dag.shape[0], dtype=np.int32)
+    stack = np.empty_like(stamp)
+    marks = np.zeros(1, dtype=np.int64)
+    found = np.array([_labels_reach(hot, a, b, stamp, stack, marks, seen) for a, b in dag])
+    np.testing.assert_array_equal(found, truth)
+    decided = within != UNDECIDED
+    np.testing.assert_array_equal(within[decided] == YES, truth[decided])
+    assert decided.sum() >= 50 and truth[~decided].any() and not truth[~decided].all()
+
+
+def test_open_pairs_are_crossed_and_searched_on_all_threads_each_on_its_own_marks() -> None:
+    """Crossing and the searches on the updated graph run on numba's threads (``dynamic._cross_parallel``,
+    ``traversal.walk_pairs_parallel``), a pair at a time, on its thread's row of stamps and its own marks: on
+    a deep DAG of 2,000 levels with 300 edges added between random nodes and 150 removed, a batch with
+    hundreds of pairs across the order (sources among the last DAG nodes) and some searched gives BFS's
+    answers on two threads, on one, and pair by pair; so do all its pairs searched and crossed, again and
+    again on the same buffers (marks never reused)."""
+    import numba
+
+    from grail_core import dynamic
+    from grail_core.query import frozen
+    from grail_core.records import UNDECIDED, YES
+    from grail_core.synthetic import layered_dag
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs two of numba's threads")
+    n = 8_000
+    indptr, indices = layered_dag(n, 2_000, 3.0, 4, seed=91)
+    src = np.repeat(np.arange(n), np.diff(indptr))
+    rng = np.random.default_rng(92)
+    index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
+    added = rng.integers(0, n, size=(300, 2))
+    added = added[added[:, 0] != added[:, 1]]
+    final = _update_in_turns(index, src, indices, added, rng.choice(src.size, size=150, replace=False))
+    version = index.current()
+    comp = version.labels.views.forward().comp
+    # sources among the last DAG nodes (their targets mostly across the order), and random pairs
+    low = np.flatnonzero(comp >= comp.max() - 60)
+    pairs = frozen(
+        np.concatenate(
+            [np.column_stack([rng.choice(low, 3_000), rng.integers(0, n, 3_000)]), rng.integers(0, n, (3_000, 2))]
+        )
+    )
+    truth = reachable_pairs(n, final, pairs)
+    codes = dynamic.verdicts(version.search.hot, version._updates(), comp, pairs)
+    assert np.count_nonzero(codes == UNDECIDED) >= 20 * dynamic.PARALLEL_CROSSING
+    for threads in (2, 1):
+        with numba_threads(threads):
+            answers, stats = index.query_ids(pairs)
+        np.testing.assert_array_equal(answers, truth)
+        assert stats.searched_updated >= 10
+    # every pair searched, and crossed, on the threads: thousands of searches per row of stamps, YES and NO
+    hot, pending, views = version.search.hot, version._updates(), version.labels.views
+    pool = version.search.walk_buffers(version._walk_size())
+    every = np.arange(pairs.shape[0])
+    for threads in (2, 2, 1):
+        with numba_threads(threads):
+            found = np.zeros(pairs.shape[0], dtype=np.bool_)
+            dynamic.search_pairs((views.forward(), views.backward()), pending, hot, pool, pairs, every, found)
+            codes = np.full(pairs.shape[0], UNDECIDED, dtype=np.int8)
+            dynamic._cross(comp, pending, hot, pool, pairs, every, codes)
+        np.testing.assert_array_equal(found, truth)
+        decided = codes != UNDECIDED
+        assert decided.sum() >= pairs.shape[0] // 4
+        np.testing.assert_array_equal(codes[decided] == YES, truth[decided])
+    single = [index.reachable(int(u), int(v)) for u, v in pairs[:300]]
+    assert single == truth[:300].tolist()
 
 
 def _deep_dag_index(n: int, seed: int):
