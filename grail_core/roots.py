@@ -140,7 +140,7 @@ def mark_root(fw, bw, roots, column, bit, c, dead_bits, broken_bits, removed_bit
             starts[count] = d
             count += 1
     walk = walk_sides(fw, bw, column == ROOT_DOWN, span)
-    # int64 and a plain bool, as staging passes them: one compiled ``mark`` (staging's _LITERALS)
+    # int64 and a plain bool, as staging passes them: one compiled ``mark`` (marking's _LITERALS)
     mark(walk, roots, np.int64(column), bit, starts[:count], np.bool_(True), dead_bits, broken_bits, queue)
 
 
