@@ -1,12 +1,15 @@
 """Where numba's compile time goes on an empty cache: every function compiled, its specializations and seconds.
 
 Runs the warm-up parts the test suite and the container image run (``build``: ``grail_core.warmup.warm_up_build``;
-``formats``: a build worker's warm-up; ``queries``: the server's; ``paths``: paths, listings and updates) in one
-process, in the order given, with a new empty numba cache (``--cache`` to reuse one: a part then compiles only
-what the earlier ones did not), and prints one row per function: specializations compiled, compile CPU seconds
-of its own (those of the functions it called while being compiled left out) and with them.
+``formats``: a build worker's warm-up; ``queries``: the server's; ``paths``: paths, listings and updates), or
+``updates``: the update path alone (100 edge updates one by one on a 20,000-node graph with cycles, then the
+same journal folded at once), in one process, in the order given, with a new empty numba cache (``--cache`` to
+reuse one: a part then compiles only what the earlier ones did not), and prints one row per function:
+specializations compiled, compile CPU seconds of its own (those of the functions it called while being
+compiled left out) and with them.
 
     python benchmarks/compile_profile.py [--parts build,formats,queries,paths] [--cache DIR] [--top 40]
+    python benchmarks/compile_profile.py --parts build,updates
 """
 
 from __future__ import annotations
@@ -20,12 +23,35 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-PARTS = ("build", "formats", "queries", "paths")
+PARTS = ("build", "formats", "queries", "paths")  # the warm-up's, the default
+KNOWN = (*PARTS, "updates")
 
 
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def _updates() -> None:
+    """100 updates one by one (removals of base edges, inside components too, and uniform additions) on a
+    layered DAG of 20,000 nodes with 200 edges back (cycles), then the journal folded at once."""
+    import numpy as np
+
+    from benchmarks.bench_updates import edge_arrays, updates
+    from grail_core import ReachabilityIndex
+    from grail_core.synthetic import layered_dag
+
+    n = 20_000
+    src, dst = edge_arrays(*layered_dag(n, 200, 3.0, 4))
+    rng = np.random.default_rng(1)
+    back = rng.integers(0, n, size=(200, 2))
+    src = np.concatenate([src, back.max(axis=1)])
+    dst = np.concatenate([dst, back.min(axis=1)])
+    journal = updates(src, dst, n, 100, "uniform", seed=2)
+    index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+    for add, remove in journal:
+        index.update(add=add, remove=remove)
+    ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu").update_many(journal)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--signatures", action="store_true", help="print each function's signatures too")
     args = parser.parse_args(argv)
     parts = [part for part in args.parts.split(",") if part]
-    unknown = set(parts) - set(PARTS)
+    unknown = set(parts) - set(KNOWN)
     if unknown:
-        parser.error(f"unknown parts {sorted(unknown)} (known: {', '.join(PARTS)})")
+        parser.error(f"unknown parts {sorted(unknown)} (known: {', '.join(KNOWN)})")
 
     # Before numba is first imported (service.main appends the sources' digest to the folder).
     cache = args.cache or Path(tempfile.mkdtemp(prefix="grail-compile-profile-"))
@@ -79,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         "formats": lambda: warm_up_builds("cpu"),
         "queries": lambda: warm_up("cpu"),
         "paths": warm_up_beyond,
+        "updates": _updates,
     }
     print(f"numba cache: {os.environ['NUMBA_CACHE_DIR']}; load average {os.getloadavg()[0]:.1f} at the start")
     print("| part | process CPU (s) | wall (s) | compile CPU (s) | functions | specializations |")

@@ -50,6 +50,11 @@ def _edge_at(edge, f):
 SWEEP_AFTER = 1 << 10
 SWEEP_DENSITY = 4
 
+# _LITERALS: numba compiles a kernel once per mix of argument types, a literal (a column, flag or count named at
+# the call) being a type of its own, and each kernel again into every kernel that calls it. So ``mark`` and
+# ``mark_reached`` pass ``_spread`` int64 columns and counts, int32 stamps and a plain bool (their callers pass
+# them the same): ``_spread`` compiles once per mode.
+
 
 @njit(nogil=True)
 def _entered(masks, column, bits, seen, mark_value, w):
@@ -82,7 +87,7 @@ def _spread(walk, masks, column, bits, cut, dead_bits, broken_bits, seen, mark_v
     for i in range(tail):
         near = min(near, order * queue[i])
         far = max(far, order * queue[i])
-    head = 0
+    head = np.int64(0)
     while head < tail:
         if tail >= SWEEP_AFTER and tail * SWEEP_DENSITY >= far - near + span:
             return _sweep_rest(
@@ -162,14 +167,15 @@ def mark(walk, masks, column, bits, starts, cut, dead_bits, broken_bits, queue):
     (``walk_sides``), entering only nodes that lack one of them: over any number of calls each node is entered
     once per bit. With ``cut``, dead edges and broken nodes are not passed (the YES masks). Returns how many
     nodes were entered; they are ``queue[:count]``."""
-    tail = 0
+    column, cut, no_mark = np.int64(column), np.bool_(cut), np.int32(0)  # _LITERALS
+    tail = np.int64(0)
     for s in starts:
         if (masks[s, column] & bits) == bits or (cut and bit_set(broken_bits, s)):
             continue
-        tail = _enter(masks, column, bits, None, 0, queue, tail, s)
+        tail = _enter(masks, column, bits, None, no_mark, queue, tail, np.int64(s))
     if tail == 0:
         return 0
-    return _spread(walk, masks, column, bits, cut, dead_bits, broken_bits, None, 0, queue, tail)
+    return _spread(walk, masks, column, bits, cut, dead_bits, broken_bits, None, no_mark, queue, tail)
 
 
 @njit(nogil=True)
@@ -211,9 +217,10 @@ def mark_reached(walk, masks, column, bit, start, seen, mark_value, queue):
     (``walk_sides``; every edge, dead ones too), passing each once (``seen``: an int32 stamp per DAG
     node): unlike ``mark``, it does not stop where the bit is, for a bit whose nodes need not hold what they
     reach."""
-    tail = _enter(masks, column, bit, seen, mark_value, queue, 0, start)
+    column, mark_value = np.int64(column), np.int32(mark_value)  # _LITERALS
+    tail = _enter(masks, column, bit, seen, mark_value, queue, np.int64(0), np.int64(start))
     none = np.zeros(0, dtype=np.uint64)
-    return _spread(walk, masks, column, bit, False, none, none, seen, mark_value, queue, tail)
+    return _spread(walk, masks, column, bit, np.bool_(False), none, none, seen, mark_value, queue, tail)
 
 
 # What ``lost_side`` knows of a node: reached from its start, from the other end's other neighbours, both.

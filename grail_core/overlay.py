@@ -473,7 +473,7 @@ class Overlay:
         views = self.views
         children_indptr, children = views.dag_children()
         parents = views.dag_parents()
-        none = np.zeros(0, dtype=np.int64)
+        none = parents[2][:0]  # no edge positions, of the type of the parents' (one compiled ``sweep``)
         masks = shared.masks
         masks[:, FWD_YES] = 0
         masks[:, BWD_YES] = 0

@@ -140,7 +140,8 @@ def mark_root(fw, bw, roots, column, bit, c, dead_bits, broken_bits, removed_bit
             starts[count] = d
             count += 1
     walk = walk_sides(fw, bw, column == ROOT_DOWN, span)
-    mark(walk, roots, column, bit, starts[:count], True, dead_bits, broken_bits, queue)
+    # int64 and a plain bool, as staging passes them: one compiled ``mark`` (marking's _LITERALS)
+    mark(walk, roots, np.int64(column), bit, starts[:count], np.bool_(True), dead_bits, broken_bits, queue)
 
 
 @njit(nogil=True, cache=True)
@@ -148,10 +149,11 @@ def sweep_roots(fw, bw, roots, dead_bits, broken_bits, removed_bits, to_root, fr
     """Every whole DAG node's root bits at once, from the broken ones' own (a journal folded at once): ROOT_UP
     in reverse id order (children first), ROOT_DOWN in id order (parents first)."""
     n = fw.dag_indptr.size - 1
+    up, down = np.int64(ROOT_UP), np.int64(ROOT_DOWN)  # as recheck passes them: one compiled _held
     for step in range(n):
         c = n - 1 - step
         if not bit_set(broken_bits, c):
-            roots[c, ROOT_UP] = _held(fw, bw, roots, ROOT_UP, dead_bits, broken_bits, removed_bits, to_root, c)
+            roots[c, ROOT_UP] = _held(fw, bw, roots, up, dead_bits, broken_bits, removed_bits, to_root, c)
     for c in range(n):
         if not bit_set(broken_bits, c):
-            roots[c, ROOT_DOWN] = _held(fw, bw, roots, ROOT_DOWN, dead_bits, broken_bits, removed_bits, from_root, c)
+            roots[c, ROOT_DOWN] = _held(fw, bw, roots, down, dead_bits, broken_bits, removed_bits, from_root, c)

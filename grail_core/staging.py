@@ -138,6 +138,10 @@ WITNESSES, REMOVED_EVER, REMOVED_BACK, LIVE, ENTRIES, TABLE_USED, LIVE_USED, SPL
 COUNTERS = 9
 _SCRATCH_MARK, _NODE_MARK = 0, 1
 
+# _LITERALS: the wrappers whose arguments are literals at their calls (columns, flags, budgets) are inlined,
+# typed in their callers, and pass int64 and plain bools to the kernels of ``marking`` and ``roots``: each of
+# those compiles once, not once per literal (as marking's _LITERALS says).
+
 
 class Shared(NamedTuple):
     """The arrays the writer changes in place and never reallocates."""
@@ -185,7 +189,7 @@ def _set(bits, i):
     bits[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
 
 
-@njit(nogil=True)
+@njit(nogil=True, inline="always")  # ``which`` and ``count`` are literals at each call (_LITERALS)
 def _fresh_marks(sh, which, count):
     """The first of ``count`` fresh marks in a row for scratch stamp ``which`` (cleared when the int32 marks
     run out)."""
@@ -235,8 +239,8 @@ def _cut(fw, bw, sh, below, above):
     nodes[hubs:] = sh.witness_dst[:witnesses]
     lose(
         sh.masks,
-        FWD_YES,
-        DOWN_YES,
+        np.int64(FWD_YES),
+        np.int64(DOWN_YES),
         bw.dag_indptr,
         bw.dag_indices,
         bw.dag_edge,
@@ -255,8 +259,8 @@ def _cut(fw, bw, sh, below, above):
     nodes[hubs:] = sh.witness_src[:witnesses]
     lose(
         sh.masks,
-        BWD_YES,
-        UP_YES,
+        np.int64(BWD_YES),
+        np.int64(UP_YES),
         fw.dag_indptr,
         fw.dag_indices,
         fw.dag_edge[:0],
@@ -274,13 +278,13 @@ def _cut(fw, bw, sh, below, above):
     )
 
 
-@njit(nogil=True)
+@njit(nogil=True, inline="always")  # its column and ``cut`` are literals at each call (_LITERALS)
 def _mark_from(fw, bw, sh, column, bits, start, cut):
     """``marking.mark`` of ``bits`` from DAG node ``start``, downwards for the columns of what reaches a node
     (even ones), upwards for the others."""
     walk = walk_sides(fw, bw, column % 2 == 0, sh.longest_edge)
     starts = np.array([start], dtype=np.int64)
-    return mark(walk, sh.masks, column, bits, starts, cut, sh.dead_bits, sh.broken_bits, sh.queue)
+    return mark(walk, sh.masks, np.int64(column), bits, starts, np.bool_(cut), sh.dead_bits, sh.broken_bits, sh.queue)
 
 
 @njit(nogil=True)
@@ -307,7 +311,7 @@ def _mark_reach(fw, bw, sh, cx, cy, n_dag, later):
     _mark_from(fw, bw, sh, RM_DOWN, bit, cy, False)
 
 
-@njit(nogil=True)
+@njit(nogil=True, inline="always")  # its column is a literal at two calls (_LITERALS)
 def _mark_all_reached(fw, bw, sh, column, bit, start, later):
     """``bit`` in ``column`` of everything DAG node ``start`` reaches (itself included; downwards for the
     columns of what reaches a node, upwards for the others): at once, or in a fold (``later`` not empty) on
@@ -317,10 +321,10 @@ def _mark_all_reached(fw, bw, sh, column, bit, start, later):
         return
     walk = walk_sides(fw, bw, column % 2 == 0, sh.longest_edge)
     seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
-    mark_reached(walk, sh.masks, column, bit, start, sh.queued, seen, sh.queue)
+    mark_reached(walk, sh.masks, np.int64(column), bit, np.int64(start), sh.queued, seen, sh.queue)
 
 
-@njit(nogil=True)
+@njit(nogil=True, inline="always")  # ``below`` is a literal at each call (_LITERALS)
 def _lost_side(fw, bw, sh, below, cx, cy, found):
     """``marking.lost_side`` of DAG edge cx -> cy: ``below`` it (what cy reaches), or above (what reaches cx)."""
     first = _fresh_marks(sh, _SCRATCH_MARK, 3)
@@ -334,9 +338,9 @@ def _lost_side(fw, bw, sh, below, cx, cy, found):
         edge,
         sh.dead_bits,
         sh.broken_bits,
-        start,
-        other,
-        order,
+        np.int64(start),
+        np.int64(other),
+        np.int64(order),
         sh.queued,
         first,
         sh.queue,
@@ -374,7 +378,7 @@ def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag, later):
         _mark_all_reached(fw, bw, sh, RM_UP, bit, cx, later)
 
 
-@njit(nogil=True)
+@njit(nogil=True, inline="always")  # ``below`` is a literal at each call (_LITERALS)
 def _split_side(fw, bw, sh, x, y, below, found):
     """A side of ``_mark_split`` (``below``: the members that y reaches and x no longer does; else those
     that reach x and no longer reach y) into ``found``: how many, or -1 when they do not fit."""
@@ -386,8 +390,8 @@ def _split_side(fw, bw, sh, x, y, below, found):
         side.edge,
         fw.comp,
         sh.removed_bits,
-        start,
-        other,
+        np.int64(start),
+        np.int64(other),
         sh.node_stamp,
         _fresh_marks(sh, _NODE_MARK, 2),
         sh.node_queues[0],
@@ -421,7 +425,7 @@ def _mark_members(fw, bw, sh, table, c, bit, below, found, count, later):
             if later.shape[0]:
                 sh.masks[w, column] |= bit
             elif sh.queued[w] != seen:
-                mark_reached(walk, sh.masks, column, bit, w, sh.queued, seen, sh.queue)
+                mark_reached(walk, sh.masks, np.int64(column), bit, np.int64(w), sh.queued, seen, sh.queue)
 
 
 @njit(nogil=True)
@@ -499,7 +503,7 @@ def _root_reach(fw, bw, sh, table, c, later):
         _first_root_bits(fw, bw, sh, c, at_once)
 
 
-@njit(nogil=True)
+@njit(nogil=True, inline="always")  # its column is a literal at two calls (_LITERALS)
 def _recheck(fw, bw, sh, column, starts):
     """``roots.recheck`` of ``column`` from DAG nodes ``starts``."""
     reach = sh.to_root if column == ROOT_UP else sh.from_root
@@ -508,7 +512,7 @@ def _recheck(fw, bw, sh, column, starts):
         fw,
         bw,
         sh.roots,
-        column,
+        np.int64(column),
         sh.dead_bits,
         sh.broken_bits,
         sh.removed_bits,
@@ -536,7 +540,8 @@ def _first_root_bits(fw, bw, sh, c, at_once):
     for column in (ROOT_UP, ROOT_DOWN):
         onward, reach = (bw, sh.to_root) if column == ROOT_UP else (fw, sh.from_root)
         if held != 0:
-            _recheck(fw, bw, sh, column, onward.dag_indices[onward.dag_indptr[c] : onward.dag_indptr[c + 1]])
+            children = onward.dag_indices[onward.dag_indptr[c] : onward.dag_indptr[c + 1]]
+            _recheck(fw, bw, sh, column, children.astype(np.int64))  # int64 starts, as every other call's
         if bit != 0:
             seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
             mark_root(
@@ -634,7 +639,7 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag, later, budget):
     return 1
 
 
-@njit(nogil=True)
+@njit(nogil=True, inline="always")  # ``column`` and ``kind`` are literals at each call (_LITERALS)
 def _push(table, sh, links, i, column, kind, node):
     key = table_key(kind, node)
     links[i, column] = lookup(table, key)
@@ -734,7 +739,7 @@ def stage_edges(fw, bw, h, sh, table, live, log, new_masks, removes, adds, stamp
                 sh.counters[REMOVED_BACK] -= 1
             removed += 1
         elif x < n_base and y < n_base:
-            removed += _remove_base(fw, bw, sh, table, x, y, stamp, n_dag, at_once, SPLIT_BUDGET)
+            removed += _remove_base(fw, bw, sh, table, x, y, stamp, n_dag, at_once, np.int64(SPLIT_BUDGET))
     added = 0
     for k in range(adds.shape[0]):
         added += _add(fw, bw, h, sh, table, live, log, new_masks, adds[k, 0], adds[k, 1], stamp, n_base, n_dag)
@@ -787,7 +792,9 @@ def fold_removals(fw, bw, sh, table, positions, stamp, n_dag, later):
     for e in positions:
         while fw.indptr[x + 1] <= e:
             x += 1
-        _remove_base(fw, bw, sh, table, x, fw.indices[e], stamp, n_dag, later, FOLD_SPLIT_BUDGET)
+        # int64 ends and budget, as stage_edges passes them: _remove_base compiles once (_LITERALS)
+        y = np.int64(fw.indices[e])
+        _remove_base(fw, bw, sh, table, x, y, stamp, n_dag, later, np.int64(FOLD_SPLIT_BUDGET))
 
 
 @njit(nogil=True, cache=True)
