@@ -37,7 +37,17 @@ from .pending import (
     next_entry,
     verdict,
 )
-from .query import SERIAL_BATCH, HotArrays, SearchBuffers, _search_one, answer_pair, classify, classify_nodes
+from .query import (
+    _AHEAD,
+    SERIAL_BATCH,
+    HotArrays,
+    SearchBuffers,
+    _prefetch_row,
+    _search_one,
+    answer_pair,
+    classify,
+    classify_nodes,
+)
 from .records import NO, UNDECIDED, YES
 from .traversal import Side, reaches, walk_pairs_parallel
 
@@ -93,6 +103,10 @@ PARALLEL_CROSSING = 4
 # Pairs ``_cross`` passes at once: their marks fit an int32 stamp array (half of it, so that a pool's
 # buffers are cleared at most every other part).
 _CROSSING_PART = np.iinfo(np.int32).max // (2 * CROSSING_MARKS)
+# Pairs a thread of the verdict pass takes at a time: each slice is one call that borrows the version's
+# arrays (a parallel loop's own body counts references to them at every pair, an atomic operation that the
+# threads contend for).
+VERDICT_SLICE = 512
 # ``_cross_side``'s state: edges counted, whether some edge is still open, ends queued.
 _COUNTED, _OPEN, _ENDS = range(3)
 
@@ -445,17 +459,50 @@ def _cross_one(h, p, comp, s, t, stamp, stack, first_mark, seen):
     return _decided(h, p, comp, s, t, stamp, stack, marks, seen)
 
 
+@njit(nogil=True, inline="always")
+def _prefetch_node(h, p, comp, u):
+    if u < p.n_base:
+        _prefetch_row(comp, u)
+        _prefetch_row(h.rec_node, u)
+
+
+@njit(nogil=True, inline="always")
+def _prefetch_masks(p, comp, u):
+    if u < p.n_base:
+        _prefetch_row(p.masks, comp[u, 0])
+
+
+@njit(nogil=True)
+def _verdicts_slice(h, p, comp, pairs, codes, first, end):
+    """``_verdict_of`` of ``pairs[first:end]`` into ``codes`` (``comp`` as a column). As the labels' batch
+    loops do, it asks early for what the pairs ahead read: their DAG nodes and node records, then (half as
+    far ahead, since their rows are found from the DAG nodes) the version's masks. Random pairs miss the
+    cache on each of them, and the labels' filter alone pays only for the records."""
+    h, p = borrowed(h), borrowed(p)
+    masked = p.masks.shape[0] > 0
+    dag_node = comp[:, 0]
+    for i in range(first, end):
+        far = i + 2 * _AHEAD
+        if far < end:
+            _prefetch_node(h, p, comp, pairs[far, 0])
+            _prefetch_node(h, p, comp, pairs[far, 1])
+        near = i + _AHEAD
+        if near < end and masked:
+            _prefetch_masks(p, comp, pairs[near, 0])
+            _prefetch_masks(p, comp, pairs[near, 1])
+        codes[i] = _verdict_of(h, p, dag_node, pairs[i, 0], pairs[i, 1])
+
+
 @njit(nogil=True, parallel=True, cache=True)
 def _verdicts_parallel(h, p, comp, pairs, codes):
-    for i in prange(pairs.shape[0]):
-        codes[i] = _verdict_of(h, p, comp, pairs[i, 0], pairs[i, 1])
+    count = pairs.shape[0]
+    for k in prange((count + VERDICT_SLICE - 1) // VERDICT_SLICE):
+        _verdicts_slice(h, p, comp, pairs, codes, k * VERDICT_SLICE, min(count, (k + 1) * VERDICT_SLICE))
 
 
 @njit(nogil=True, cache=True)
 def _verdicts_serial(h, p, comp, pairs, codes):
-    h, p = borrowed(h), borrowed(p)
-    for i in range(pairs.shape[0]):
-        codes[i] = _verdict_of(h, p, comp, pairs[i, 0], pairs[i, 1])
+    _verdicts_slice(h, p, comp, pairs, codes, 0, pairs.shape[0])
 
 
 @njit(nogil=True, cache=True)
@@ -468,10 +515,11 @@ def pair_verdict(h, p, comp, u, v):
 def verdicts(hot: HotArrays, pending: Pending, comp: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """NO, YES, UNDECIDED or BASE (int8) for each pair of node ids (an (M, 2) int64 array)."""
     codes = np.empty(pairs.shape[0], dtype=np.int8)
+    column = comp.reshape(-1, 1)  # a view: ``_prefetch_row`` asks for rows
     if pairs.shape[0] < SERIAL_BATCH:
-        _verdicts_serial(hot, pending, comp, pairs, codes)
+        _verdicts_serial(hot, pending, column, pairs, codes)
     else:
-        _verdicts_parallel(hot, pending, comp, pairs, codes)
+        _verdicts_parallel(hot, pending, column, pairs, codes)
     return codes
 
 

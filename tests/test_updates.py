@@ -791,6 +791,36 @@ def _deep_dag_index(n: int, seed: int):
     return src, indices, index, comp, comp / (comp.max() + 1)
 
 
+def test_batch_verdicts_equal_each_pairs_own_on_the_threads_slice_by_slice():
+    """The verdict pass over a batch (slices of ``VERDICT_SLICE`` pairs, the records of the pairs ahead
+    prefetched) gives each pair the verdict it gets alone, nodes that updates added included, on one thread
+    and on two, for a batch past ``SERIAL_BATCH`` and one under it."""
+    from grail_core import dynamic
+    from grail_core.query import SERIAL_BATCH, frozen
+    from grail_core.synthetic import layered_dag
+
+    n = 5_000
+    indptr, indices = layered_dag(n, 500, 3.0, 4, seed=21)
+    src = np.repeat(np.arange(n), np.diff(indptr))
+    rng = np.random.default_rng(22)
+    index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
+    added = rng.integers(0, n + 40, size=(200, 2))
+    added = added[added[:, 0] != added[:, 1]]
+    _update_in_turns(index, src, indices, added, rng.choice(src.size, size=100, replace=False))
+    version = index.current()
+    hot, pending, comp = version.search.hot, version._updates(), version.labels.views.forward().comp
+    count = 3 * dynamic.VERDICT_SLICE + 37
+    assert count > SERIAL_BATCH
+    pairs = frozen(rng.integers(0, n + 40, size=(count, 2)))
+    alone = np.array([dynamic.pair_verdict(hot, pending, comp, u, v) for u, v in pairs.tolist()], dtype=np.int8)
+    assert len(np.unique(alone)) >= 3
+    for threads in (2, 1):
+        with numba_threads(threads):
+            np.testing.assert_array_equal(dynamic.verdicts(hot, pending, comp, pairs), alone)
+            few = frozen(pairs[: SERIAL_BATCH - 1])
+            np.testing.assert_array_equal(dynamic.verdicts(hot, pending, comp, few), alone[: SERIAL_BATCH - 1])
+
+
 def _update_in_turns(index: ReachabilityIndex, src: np.ndarray, dst: np.ndarray, added: np.ndarray, gone: np.ndarray):
     """One update per turn, adding the next of ``added`` and removing edge ``gone[k]`` of (src, dst); returns
     the final edge list."""
