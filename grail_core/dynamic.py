@@ -48,7 +48,7 @@ from .query import (
     classify,
     classify_nodes,
 )
-from .records import NO, UNDECIDED, YES
+from .records import ID, NO, UNDECIDED, YES
 from .traversal import Side, reaches, walk_pairs_parallel
 
 __all__ = [
@@ -460,16 +460,25 @@ def _cross_one(h, p, comp, s, t, stamp, stack, first_mark, seen):
 
 
 @njit(nogil=True, inline="always")
+def _verdict_by_record(h, p, u, v):
+    if u == v:
+        return YES
+    cu = np.int64(h.rec_node[u, ID]) if u < p.n_base else np.int64(-1)
+    cv = np.int64(h.rec_node[v, ID]) if v < p.n_base else np.int64(-1)
+    base = classify_nodes(h, u, v) if cu >= 0 and cv >= 0 else NO
+    return inlined_verdict(p, u, cu, v, cv, base)
+
+
+@njit(nogil=True, inline="always")
 def _prefetch_node(h, p, comp, u):
     if u < p.n_base:
-        _prefetch_row(comp, u)
         _prefetch_row(h.rec_node, u)
 
 
 @njit(nogil=True, inline="always")
-def _prefetch_masks(p, comp, u):
+def _prefetch_masks(h, p, u):
     if u < p.n_base:
-        _prefetch_row(p.masks, comp[u, 0])
+        _prefetch_row(p.masks, h.rec_node[u, ID])
 
 
 @njit(nogil=True)
@@ -480,7 +489,6 @@ def _verdicts_slice(h, p, comp, pairs, codes, first, end):
     cache on each of them, and the labels' filter alone pays only for the records."""
     h, p = borrowed(h), borrowed(p)
     masked = p.masks.shape[0] > 0
-    dag_node = comp[:, 0]
     for i in range(first, end):
         far = i + 2 * _AHEAD
         if far < end:
@@ -488,9 +496,9 @@ def _verdicts_slice(h, p, comp, pairs, codes, first, end):
             _prefetch_node(h, p, comp, pairs[far, 1])
         near = i + _AHEAD
         if near < end and masked:
-            _prefetch_masks(p, comp, pairs[near, 0])
-            _prefetch_masks(p, comp, pairs[near, 1])
-        codes[i] = _verdict_of(h, p, dag_node, pairs[i, 0], pairs[i, 1])
+            _prefetch_masks(h, p, pairs[near, 0])
+            _prefetch_masks(h, p, pairs[near, 1])
+        codes[i] = _verdict_by_record(h, p, pairs[i, 0], pairs[i, 1])
 
 
 @njit(nogil=True, parallel=True, cache=True)
