@@ -88,7 +88,7 @@ def touched_pairs(index: ReachabilityIndex, pairs: np.ndarray) -> np.ndarray:
     version = index.current()
     if not version.updates_pending:
         return np.zeros(0, dtype=np.int64)
-    codes = verdicts(version.search.hot, version._updates(), version.labels.views.forward().comp, pairs)
+    codes = verdicts(version.search.hot, version._updates(), pairs)
     first = np.flatnonzero(codes == BASE_FIRST)
     base = version.search.scheduler.cpu.answer_ids(pairs[first])[0] if first.size else np.zeros(0, dtype=np.bool_)
     return np.sort(np.concatenate([np.flatnonzero(codes == UNDECIDED), first[~base]]))

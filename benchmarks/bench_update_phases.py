@@ -39,8 +39,8 @@ def phases(version, pairs: np.ndarray, runs: int) -> tuple[np.ndarray, list[obje
     pool = version.search.walk_buffers(version._walk_size())
     answers = version.query_ids(pairs)[0]
     whole = ms(lambda: version.query_ids(pairs))
-    verdicts = ms(lambda: dynamic.verdicts(hot, pending, comp, pairs))
-    codes = dynamic.verdicts(hot, pending, comp, pairs)
+    verdicts = ms(lambda: dynamic.verdicts(hot, pending, pairs))
+    codes = dynamic.verdicts(hot, pending, pairs)
     open_pairs = np.flatnonzero(codes == UNDECIDED)
     crossing = ms(lambda: dynamic._cross(comp, pending, hot, pool, pairs, open_pairs, codes.copy()))
     dynamic._cross(comp, pending, hot, pool, pairs, open_pairs, codes)

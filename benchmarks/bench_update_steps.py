@@ -43,7 +43,7 @@ def batch_row(index, pairs: np.ndarray) -> list[str]:
     sides = (version.labels.views.forward(), version.labels.views.backward())
     comp = sides[0].comp
     pool = version.search.walk_buffers(version._walk_size())
-    codes = dynamic.verdicts(hot, pending, comp, pairs)
+    codes = dynamic.verdicts(hot, pending, pairs)
     open_pairs = np.flatnonzero(codes == UNDECIDED)
 
     def crossed() -> np.ndarray:
@@ -59,7 +59,7 @@ def batch_row(index, pairs: np.ndarray) -> list[str]:
         else 0.0
     )
     return [
-        f"{median_ms(lambda: dynamic.verdicts(hot, pending, comp, pairs)):.2f}",
+        f"{median_ms(lambda: dynamic.verdicts(hot, pending, pairs)):.2f}",
         f"{open_pairs.size:,}",
         f"{median_ms(crossed):.2f}",
         f"{searched.size:,}",

@@ -47,7 +47,7 @@ def explain(index, pairs: np.ndarray) -> list[tuple[str, int]]:
     fw, bw = version.labels.views.forward(), version.labels.views.backward()
     comp = fw.comp
     pool = version.search.walk_buffers(version._walk_size())
-    codes = dynamic.verdicts(hot, p, comp, pairs)
+    codes = dynamic.verdicts(hot, p, pairs)
     open_pairs = np.flatnonzero(codes == UNDECIDED)
     dynamic._cross(comp, p, hot, pool, pairs, open_pairs, codes)
     searched = np.flatnonzero(codes == UNDECIDED)

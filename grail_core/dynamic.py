@@ -37,8 +37,18 @@ from .pending import (
     next_entry,
     verdict,
 )
-from .query import SERIAL_BATCH, HotArrays, SearchBuffers, _search_one, answer_pair, classify, classify_nodes
-from .records import NO, UNDECIDED, YES
+from .query import (
+    _AHEAD,
+    SERIAL_BATCH,
+    HotArrays,
+    SearchBuffers,
+    _prefetch_row,
+    _search_one,
+    answer_pair,
+    classify,
+    classify_nodes,
+)
+from .records import ID, NO, UNDECIDED, YES
 from .traversal import Side, reaches, walk_pairs_parallel
 
 __all__ = [
@@ -93,17 +103,23 @@ PARALLEL_CROSSING = 4
 # Pairs ``_cross`` passes at once: their marks fit an int32 stamp array (half of it, so that a pool's
 # buffers are cleared at most every other part).
 _CROSSING_PART = np.iinfo(np.int32).max // (2 * CROSSING_MARKS)
+# Pairs a thread of the verdict pass takes at a time: each slice is one call that borrows the version's
+# arrays (a parallel loop's own body counts references to them at every pair, an atomic operation that the
+# threads contend for).
+VERDICT_SLICE = 512
 # ``_cross_side``'s state: edges counted, whether some edge is still open, ends queued.
 _COUNTED, _OPEN, _ENDS = range(3)
 
 
-# Inlined into the verdict loops with ``inlined_verdict``: a call per pair cost more than its tests.
+# Inlined into the verdict loops with ``inlined_verdict``: a call per pair cost more than its tests. The DAG
+# node comes off the node's record (``pack`` writes it there), which the labels' test reads anyway: reading
+# ``comp`` as well cost random pairs a cache miss each, 35-45% of the verdict pass.
 @njit(nogil=True, inline="always")
-def _verdict_of(h, p, comp, u, v):
+def _verdict_of(h, p, u, v):
     if u == v:
         return YES
-    cu = comp[u] if u < p.n_base else -1
-    cv = comp[v] if v < p.n_base else -1
+    cu = np.int64(h.rec_node[u, ID]) if u < p.n_base else np.int64(-1)
+    cv = np.int64(h.rec_node[v, ID]) if v < p.n_base else np.int64(-1)
     base = classify_nodes(h, u, v) if cu >= 0 and cv >= 0 else NO
     return inlined_verdict(p, u, cu, v, cv, base)
 
@@ -112,7 +128,7 @@ def _verdict_of(h, p, comp, u, v):
 def _settled(h, p, comp, u, v, stamp, stack, marks, seen):
     """``_verdict_of``, with the labels' graph searched where the labels leave the pair open (``_searched``):
     NO, YES or UNDECIDED."""
-    return _searched(h, p, comp, u, v, _verdict_of(h, p, comp, u, v), stamp, stack, marks, seen)
+    return _searched(h, p, comp, u, v, _verdict_of(h, p, u, v), stamp, stack, marks, seen)
 
 
 @njit(nogil=True)
@@ -242,8 +258,8 @@ def _weigh(h, p, comp, s, t, below, x, y, stamp, stack, marks, seen, state, ends
     if not _far(p, comp, comp[s], comp[t], below, x, y):
         return NO
     # Both ends' verdicts before either's search: a NO of one spares the other's search.
-    into = _verdict_of(h, p, comp, y, t)
-    out = _verdict_of(h, p, comp, s, x)
+    into = _verdict_of(h, p, y, t)
+    out = _verdict_of(h, p, s, x)
     if into == NO or out == NO:
         return NO
     into = _searched(h, p, comp, y, t, into, stamp, stack, marks, seen)
@@ -445,33 +461,64 @@ def _cross_one(h, p, comp, s, t, stamp, stack, first_mark, seen):
     return _decided(h, p, comp, s, t, stamp, stack, marks, seen)
 
 
-@njit(nogil=True, parallel=True, cache=True)
-def _verdicts_parallel(h, p, comp, pairs, codes):
-    for i in prange(pairs.shape[0]):
-        codes[i] = _verdict_of(h, p, comp, pairs[i, 0], pairs[i, 1])
+@njit(nogil=True, inline="always")
+def _prefetch_node(h, p, u):
+    if u < p.n_base:
+        _prefetch_row(h.rec_node, u)
 
 
-@njit(nogil=True, cache=True)
-def _verdicts_serial(h, p, comp, pairs, codes):
+@njit(nogil=True, inline="always")
+def _prefetch_masks(h, p, u):
+    if u < p.n_base:
+        _prefetch_row(p.masks, h.rec_node[u, ID])
+
+
+@njit(nogil=True)
+def _verdicts_slice(h, p, pairs, codes, first, end):
+    """``_verdict_of`` of ``pairs[first:end]`` into ``codes``. As the labels' batch loops do, it asks early
+    for what the pairs ahead read: their node records, then (half as far ahead, since their rows are found
+    from the DAG nodes the records hold) the version's masks. Random pairs miss the
+    cache on each of them, and the labels' filter alone pays only for the records."""
     h, p = borrowed(h), borrowed(p)
-    for i in range(pairs.shape[0]):
-        codes[i] = _verdict_of(h, p, comp, pairs[i, 0], pairs[i, 1])
+    masked = p.masks.shape[0] > 0
+    for i in range(first, end):
+        far = i + 2 * _AHEAD
+        if far < end:
+            _prefetch_node(h, p, pairs[far, 0])
+            _prefetch_node(h, p, pairs[far, 1])
+        near = i + _AHEAD
+        if near < end and masked:
+            _prefetch_masks(h, p, pairs[near, 0])
+            _prefetch_masks(h, p, pairs[near, 1])
+        codes[i] = _verdict_of(h, p, pairs[i, 0], pairs[i, 1])
+
+
+@njit(nogil=True, parallel=True, cache=True)
+def _verdicts_parallel(h, p, pairs, codes):
+    count = pairs.shape[0]
+    for k in prange((count + VERDICT_SLICE - 1) // VERDICT_SLICE):
+        _verdicts_slice(h, p, pairs, codes, k * VERDICT_SLICE, min(count, (k + 1) * VERDICT_SLICE))
 
 
 @njit(nogil=True, cache=True)
-def pair_verdict(h, p, comp, u, v):
+def _verdicts_serial(h, p, pairs, codes):
+    _verdicts_slice(h, p, pairs, codes, 0, pairs.shape[0])
+
+
+@njit(nogil=True, cache=True)
+def pair_verdict(h, p, u, v):
     """``verdicts`` of one pair, on the calling thread."""
     h, p = borrowed(h), borrowed(p)
-    return _verdict_of(h, p, comp, u, v)
+    return _verdict_of(h, p, u, v)
 
 
-def verdicts(hot: HotArrays, pending: Pending, comp: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+def verdicts(hot: HotArrays, pending: Pending, pairs: np.ndarray) -> np.ndarray:
     """NO, YES, UNDECIDED or BASE (int8) for each pair of node ids (an (M, 2) int64 array)."""
     codes = np.empty(pairs.shape[0], dtype=np.int8)
     if pairs.shape[0] < SERIAL_BATCH:
-        _verdicts_serial(hot, pending, comp, pairs, codes)
+        _verdicts_serial(hot, pending, pairs, codes)
     else:
-        _verdicts_parallel(hot, pending, comp, pairs, codes)
+        _verdicts_parallel(hot, pending, pairs, codes)
     return codes
 
 
@@ -490,7 +537,7 @@ def answer_pairs(
     ``search(pairs, which, answers)``: what searches the undecided pairs on the updated graph (the CPU's
     ``search_pairs`` when None)."""
     pairs = np.ascontiguousarray(pairs, dtype=np.int64)
-    codes = verdicts(hot, pending, sides[0].comp, pairs)
+    codes = verdicts(hot, pending, pairs)
     undecided = np.flatnonzero(codes == UNDECIDED)
     if undecided.size:
         _cross(sides[0].comp, pending, hot, pool, pairs, undecided, codes)
@@ -575,7 +622,7 @@ def answer_one(
 ) -> tuple[bool, bool]:
     """(reachable, needed a search) for one pair of node ids on the version ``pending``, on the calling
     thread: its verdict, then the labels' graph's search (BASE, BASE_FIRST) or one on the updated graph."""
-    code = pair_verdict(hot, pending, sides[0].comp, u, v)
+    code = pair_verdict(hot, pending, u, v)
     if code == BASE or code == BASE_FIRST:
         found, searched = answer_pair(hot, base_buffers, u, v)
         if found or code == BASE:

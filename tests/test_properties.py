@@ -10,6 +10,7 @@ from grail_core import ReachabilityIndex
 from grail_core.engines import CpuEngine
 from grail_core.labeling import label_all, make_child_orders, with_virtual_root
 from grail_core.query import NO, UNDECIDED, answer_pair, answer_pairs, filter_pairs, pack
+from grail_core.records import ID
 from grail_core.scheduler import CostModel, Scheduler
 from tests.reference import reachability_matrix
 from tests.strategies import digraphs
@@ -136,5 +137,7 @@ def test_both_record_layouts_answer_alike(graph: tuple[int, list[tuple[int, int]
     for compact in (False, True):
         hot = pack(index.arrays, compact=compact)
         assert hot.compact == compact
+        # The verdicts of pending updates read a node's DAG node off its record, not off ``comp``.
+        np.testing.assert_array_equal(hot.rec_node[:, ID], index.arrays.comp)
         np.testing.assert_array_equal(answer_pairs(hot, pairs)[0], truth)
         np.testing.assert_array_equal(filter_pairs(hot, pairs) != NO, truth | (filter_pairs(hot, pairs) == UNDECIDED))

@@ -426,7 +426,7 @@ def test_pairs_only_added_edges_may_join_take_the_labels_yes_first() -> None:
     version = index.current()
     # read-only contiguous pairs, a type the index's own queries use: Fortran-ordered ones are another numba
     # type, one more compile of the verdict kernels in this test
-    codes = verdicts(version.search.hot, version._updates(), comp, frozen(pairs))
+    codes = verdicts(version.search.hot, version._updates(), frozen(pairs))
     assert (codes[comp[pairs[:, 0]] > comp[pairs[:, 1]]] == NO).all()
     first = np.flatnonzero(codes == BASE_FIRST)
     base_edges = np.column_stack([src, indices])
@@ -524,7 +524,7 @@ def test_a_pair_whose_source_comes_farther_after_its_target_than_added_edges_cli
     added = np.concatenate([down, up])
     index.add_edges(added.tolist())
     version = index.current()
-    codes = verdicts(version.search.hot, version._updates(), comp, frozen(pairs))
+    codes = verdicts(version.search.hot, version._updates(), frozen(pairs))
     far = comp[pairs[:, 0]] - comp[pairs[:, 1]] > 100
     assert far.sum() > 1000 and (codes[far] == NO).all()
     checked = pairs[::6]  # BFS over 5,000 levels is slow
@@ -665,7 +665,7 @@ def test_pairs_along_the_order_that_no_removal_cut_are_decided_by_a_live_path() 
     indptr = np.searchsorted(src, np.arange(n + 1))
     walks = np.stack(downward_walk_pairs(indptr, indices, 6_000, positive_share=1.0, seed=63), axis=1)
     version = index.current()
-    open_walks = np.count_nonzero(verdicts(version.search.hot, version._updates(), comp, frozen(walks)) == UNDECIDED)
+    open_walks = np.count_nonzero(verdicts(version.search.hot, version._updates(), frozen(walks)) == UNDECIDED)
     answers, stats = index.query_ids(walks)
     np.testing.assert_array_equal(answers, reachable_pairs(n, final, walks))
     assert open_walks >= 150
@@ -754,7 +754,7 @@ def test_open_pairs_are_crossed_and_searched_on_all_threads_each_on_its_own_mark
         )
     )
     truth = reachable_pairs(n, final, pairs)
-    codes = dynamic.verdicts(version.search.hot, version._updates(), comp, pairs)
+    codes = dynamic.verdicts(version.search.hot, version._updates(), pairs)
     assert np.count_nonzero(codes == UNDECIDED) >= 20 * dynamic.PARALLEL_CROSSING
     for threads in (2, 1):
         with numba_threads(threads):
@@ -791,6 +791,37 @@ def _deep_dag_index(n: int, seed: int):
     return src, indices, index, comp, comp / (comp.max() + 1)
 
 
+def test_batch_verdicts_equal_each_pairs_own_on_the_threads_slice_by_slice():
+    """The verdict pass over a batch (slices of ``VERDICT_SLICE`` pairs, the records of the pairs ahead
+    prefetched) gives each pair the verdict it gets alone, nodes that updates added included, on one thread
+    and on two, for a batch past ``SERIAL_BATCH`` and one under it."""
+    from grail_core import dynamic
+    from grail_core.query import SERIAL_BATCH, frozen
+    from grail_core.synthetic import layered_dag
+
+    n = 5_000
+    indptr, indices = layered_dag(n, 500, 3.0, 4, seed=21)
+    src = np.repeat(np.arange(n), np.diff(indptr))
+    rng = np.random.default_rng(22)
+    index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
+    added = rng.integers(0, n + 40, size=(200, 2))
+    added = added[added[:, 0] != added[:, 1]]
+    _update_in_turns(index, src, indices, added, rng.choice(src.size, size=100, replace=False))
+    version = index.current()
+    hot, pending = version.search.hot, version._updates()
+    assert pending.n_base == hot.rec_node.shape[0] < n + 40  # added nodes have no record
+    count = 3 * dynamic.VERDICT_SLICE + 37
+    assert count > SERIAL_BATCH
+    pairs = frozen(rng.integers(0, n + 40, size=(count, 2)))
+    alone = np.array([dynamic.pair_verdict(hot, pending, u, v) for u, v in pairs.tolist()], dtype=np.int8)
+    assert len(np.unique(alone)) >= 3
+    for threads in (2, 1):
+        with numba_threads(threads):
+            np.testing.assert_array_equal(dynamic.verdicts(hot, pending, pairs), alone)
+            few = frozen(pairs[: SERIAL_BATCH - 1])
+            np.testing.assert_array_equal(dynamic.verdicts(hot, pending, few), alone[: SERIAL_BATCH - 1])
+
+
 def _update_in_turns(index: ReachabilityIndex, src: np.ndarray, dst: np.ndarray, added: np.ndarray, gone: np.ndarray):
     """One update per turn, adding the next of ``added`` and removing edge ``gone[k]`` of (src, dst); returns
     the final edge list."""
@@ -818,7 +849,7 @@ def _check_crossed_pairs(
     np.testing.assert_array_equal(answers, reachable_pairs(n, final, pairs))
     assert answers.any() and not answers.all()
     version = index.current()
-    open_pairs = np.count_nonzero(verdicts(version.search.hot, version._updates(), comp, frozen(pairs)) == UNDECIDED)
+    open_pairs = np.count_nonzero(verdicts(version.search.hot, version._updates(), frozen(pairs)) == UNDECIDED)
     assert open_pairs > pairs.shape[0] // 10 and stats.searched_updated <= open_pairs // 5
     assert searched is None or stats.searched_updated == searched
     single = [index.query_pair(int(u), int(v)) for u, v in pairs[:50].tolist()]
@@ -895,7 +926,7 @@ def test_several_removals_in_one_component_search_only_pairs_they_may_have_cut()
         np.testing.assert_array_equal(answers, now[pairs[:, 0], pairs[:, 1]])
         version = index.current()
         pending = version._updates()
-        codes = verdicts(version.search.hot, pending, version.labels.views.forward().comp, frozen(pairs))
+        codes = verdicts(version.search.hot, pending, frozen(pairs))
         to_root = np.unpackbits(pending.to_root.view(np.uint8), bitorder="little")[:nodes].astype(bool)
         from_root = np.unpackbits(pending.from_root.view(np.uint8), bitorder="little")[:nodes].astype(bool)
         assert (to_root & from_root).any() and now[np.ix_(to_root, from_root)].all()
@@ -971,7 +1002,7 @@ def test_pairs_through_a_broken_component_are_witnessed_by_its_root() -> None:
         answers, _ = index.query_ids(pairs)
         np.testing.assert_array_equal(answers, truth)
         version = index.current()
-        return verdicts(version.search.hot, version._updates(), version.labels.views.forward().comp, frozen(pairs))
+        return verdicts(version.search.hot, version._updates(), frozen(pairs))
 
     codes = check((n - 1, 0))
     assert all(codes[at[pair]] == YES for pair in witnessed)
