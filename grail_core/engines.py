@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .query import HotArrays, answer_pairs, search_pairs_cpu
+from .query import HotArrays, SearchBuffers, answer_pairs, search_pairs_cpu
 
 __all__ = ["CpuEngine", "SearchEngine", "SearchResult", "SplitEngine"]
 
@@ -59,10 +59,11 @@ class CpuEngine:
 
     def __init__(self, hot: HotArrays) -> None:
         self.hot = hot
+        self._buffers = SearchBuffers(hot.rec_dag.shape[0])  # small batches' stamps, kept across batches
 
     def answer_ids(self, pairs: np.ndarray) -> tuple[np.ndarray, int, int]:
-        """Filter and search fused in one parallel pass over (M, 2) node ids: answers, searched, positives."""
-        return answer_pairs(self.hot, pairs)
+        """Filter and search fused in one pass over (M, 2) node ids: answers, searched, positives."""
+        return answer_pairs(self.hot, pairs, self._buffers)
 
     def answer(self, sources: np.ndarray, targets: np.ndarray, mode: str = "auto") -> SearchResult:
         start = time.perf_counter()

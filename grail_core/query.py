@@ -350,6 +350,28 @@ def _answer_prefetched(h, pairs, answers, stamps, stacks):
     return searched, positives
 
 
+@njit(nogil=True, cache=True)
+def _answer_serial(h, pairs, answers, stamp, stack, first_mark):
+    """``_answer_prefetched`` on the calling thread, pair i searched with mark ``first_mark + i`` of one
+    stamp array: a small batch neither wakes the threads nor allocates stamps for them."""
+    searched = 0
+    positives = 0
+    for i in range(pairs.shape[0]):
+        if h.compact:
+            _prefetch_pairs(h.rec_node, h.rec_dag, pairs, i)
+        u = pairs[i, 0]
+        v = pairs[i, 1]
+        code = classify_nodes(h, u, v)
+        if code == UNDECIDED:
+            found = _pruned_dfs(h, h.rec_node[u, ID], h.rec_node[v, ID], stamp, first_mark + np.int32(i), stack)
+            searched += 1
+        else:
+            found = code == YES
+        answers[i] = found
+        positives += found
+    return searched, positives
+
+
 @njit(nogil=True, inline="always")
 def _search_one(h, s, t, stamp, mark, stack):
     """'DAG node s reaches DAG node t': the labels of the pair first, then a pruned DFS if still open."""
@@ -391,22 +413,25 @@ def _with_thread_buffers(hot: HotArrays, count: int, run) -> None:
         numba.set_num_threads(available)
 
 
-def answer_pairs(hot: HotArrays, pairs: np.ndarray) -> tuple[np.ndarray, int, int]:
-    """Filter and search in one parallel pass over an (M, 2) array of node ids.
+def answer_pairs(hot: HotArrays, pairs: np.ndarray, buffers: SearchBuffers) -> tuple[np.ndarray, int, int]:
+    """Filter and search in one pass over an (M, 2) array of node ids: in parallel, or below SERIAL_BATCH
+    pairs on the calling thread with stamps from ``buffers``.
 
     Returns the answers, how many pairs needed a search, and how many are positive.
     """
     answers = np.empty(pairs.shape[0], dtype=np.bool_)
-    counts = [0, 0]
     pairs = frozen(pairs)
-
+    if pairs.shape[0] < SERIAL_BATCH:
+        with buffers.take(marks=max(1, pairs.shape[0])) as (stamp, stack, mark):
+            searched, positives = _answer_serial(hot, pairs, answers, stamp, stack, mark)
+        return answers, int(searched), int(positives)
+    counts = [0, 0]
     kernel = _answer_prefetched if hot.compact else _answer_cached
 
     def run(stamps: np.ndarray, stacks: np.ndarray) -> None:
         counts[:] = kernel(hot, pairs, answers, stamps, stacks)
 
-    if pairs.shape[0]:
-        _with_thread_buffers(hot, pairs.shape[0], run)
+    _with_thread_buffers(hot, pairs.shape[0], run)
     return answers, counts[0], counts[1]
 
 

@@ -9,7 +9,16 @@ from hypothesis import strategies as st
 from grail_core import ReachabilityIndex
 from grail_core.engines import CpuEngine
 from grail_core.labeling import label_all, make_child_orders, with_virtual_root
-from grail_core.query import NO, UNDECIDED, answer_pair, answer_pairs, filter_pairs, pack
+from grail_core.query import (
+    NO,
+    SERIAL_BATCH,
+    UNDECIDED,
+    SearchBuffers,
+    answer_pair,
+    answer_pairs,
+    filter_pairs,
+    pack,
+)
 from grail_core.records import ID
 from grail_core.scheduler import CostModel, Scheduler
 from tests.reference import reachability_matrix
@@ -139,5 +148,14 @@ def test_both_record_layouts_answer_alike(graph: tuple[int, list[tuple[int, int]
         assert hot.compact == compact
         # The verdicts of pending updates read a node's DAG node off its record, not off ``comp``.
         np.testing.assert_array_equal(hot.rec_node[:, ID], index.arrays.comp)
-        np.testing.assert_array_equal(answer_pairs(hot, pairs)[0], truth)
+        # All pairs on the calling thread in two calls on one stamp array (the second's marks above the
+        # first's), then repeated past SERIAL_BATCH, in parallel.
+        buffers = SearchBuffers(hot.rec_dag.shape[0])
+        half = pairs.shape[0] // 2
+        first, second = answer_pairs(hot, pairs[:half], buffers), answer_pairs(hot, pairs[half:], buffers)
+        np.testing.assert_array_equal(np.concatenate([first[0], second[0]]), truth)
+        repeats = SERIAL_BATCH // pairs.shape[0] + 1
+        answers, searched, positives = answer_pairs(hot, np.tile(pairs, (repeats, 1)), buffers)
+        np.testing.assert_array_equal(answers, np.tile(truth, repeats))
+        assert (searched, positives) == (repeats * (first[1] + second[1]), repeats * np.count_nonzero(truth))
         np.testing.assert_array_equal(filter_pairs(hot, pairs) != NO, truth | (filter_pairs(hot, pairs) == UNDECIDED))
