@@ -89,8 +89,11 @@ MEETING_PAIRS = 32
 CROSSING_MARKS = 2 * 2 * CHAINED_EDGES + MEETING_PAIRS
 # DAG nodes a ``_live_path`` search visits at most (a pair along the order: one mark of its CROSSING_MARKS).
 LIVE_PATH_NODES = 256
-# ``_labels_reach``'s set of the DAG nodes a search met (``_seen_tables``): its slots, and the most it holds
-# (at most half full, so that a probe ends soon) before the search goes on to the stamps.
+# ``_labels_reach``'s set of the DAG nodes a search met (``seen``): its slots, and the most it holds (at most
+# half full, so that a probe ends soon) before the search goes on to the stamps. A table, of _SEEN_SHAPE from
+# ``SearchBuffers.take_tables``, holds per slot of an open-addressing set of DAG node ids the generation that
+# filled it and its id, and a stack (rows _SEEN_MARKS, _SEEN_KEYS, _SEEN_STACK); a search takes a new
+# generation (kept in the last slot of the first row), so a table is never cleared.
 _SEEN_BITS = 12
 SEEN_SLOTS = 1 << _SEEN_BITS
 SEEN_NODES = SEEN_SLOTS // 2
@@ -145,7 +148,7 @@ def _searched(h, p, comp, u, v, code, stamp, stack, marks, seen):
 @njit(nogil=True)
 def _labels_reach(h, cs, ct, stamp, stack, marks, seen):
     """'DAG node cs reaches ct' on the labels' graph (``query._search_one``'s pruned DFS): first with the
-    DAG nodes it meets held in ``seen`` (``_seen_tables``), and only where more than SEEN_NODES of them are
+    DAG nodes it meets held in ``seen`` (a table of _SEEN_SHAPE), and only where more than SEEN_NODES of them are
     met again on ``stamp`` (a fresh mark of ``marks[0]``). Most of crossing's searches meet a few dozen DAG
     nodes; on a large graph their stamps, spread over an array of every DAG node, cost a cache miss (and on
     a fresh buffer a page fault) each."""
@@ -185,28 +188,6 @@ def _reach_within(h, cs, ct, seen):
                 stack[top] = w
                 top += 1
     return NO
-
-
-# Blocks of ``_seen_tables`` free for the next call.
-_free_seen_tables: list[np.ndarray] = []
-
-
-@contextmanager
-def _seen_tables(rows: int) -> Iterator[np.ndarray]:
-    """``rows`` tables (a (rows, *_SEEN_SHAPE) int64 array) for ``_reach_within``, one per thread, reused
-    across calls: per slot of an open-addressing set of DAG node ids, the generation that filled it and its
-    id, and a stack (rows _SEEN_MARKS, _SEEN_KEYS, _SEEN_STACK); a search takes a new generation (kept in the
-    last slot of the first row), so a table is never cleared."""
-    try:
-        block = _free_seen_tables.pop()
-    except IndexError:
-        block = np.zeros((rows, *_SEEN_SHAPE), dtype=np.int64)
-    if block.shape[0] < rows:
-        block = np.zeros((rows, *_SEEN_SHAPE), dtype=np.int64)
-    try:
-        yield block[:rows]
-    finally:
-        _free_seen_tables.append(block)
 
 
 @njit(nogil=True)
@@ -569,7 +550,7 @@ def _cross(
             continue
         with _on_threads() as threads, pool.take_rows(threads, CROSSING_MARKS * part.size) as (stamps, stacks, mark):
             marks = np.empty((threads, 1), dtype=np.int64)
-            with _seen_tables(threads) as seen:
+            with pool.take_tables(threads, _SEEN_SHAPE) as seen:
                 _cross_parallel(hot, pending, comp, pairs, part, codes, stamps, stacks, mark, seen, marks)
 
 
@@ -578,7 +559,7 @@ def _cross_of(hot: HotArrays, pending: Pending, comp: np.ndarray, pool: SearchBu
     labels' graph in different DAG nodes), on the calling thread."""
     if u >= pending.n_base or v >= pending.n_base or comp[u] == comp[v]:
         return UNDECIDED
-    with pool.take(marks=CROSSING_MARKS + 1) as (stamp, stack, mark), _seen_tables(1) as seen:
+    with pool.take(marks=CROSSING_MARKS + 1) as (stamp, stack, mark), pool.take_tables(1, _SEEN_SHAPE) as seen:
         return int(_cross_one(hot, pending, comp, u, v, stamp, stack, mark, seen[0]))
 
 

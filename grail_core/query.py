@@ -456,7 +456,8 @@ def _answer_one(h, u, v, stamp, stack, mark):
 
 class SearchBuffers:
     """Visit stamps and stacks for searches, reused across calls and threads: one of each for a thread's
-    searches (``take``), or a row of each per thread of a parallel pass (``take_rows``).
+    searches (``take``), or a row of each per thread of a parallel pass (``take_rows``); and small tables
+    that searches keep their own generations in (``take_tables``).
 
     A stamp array is cleared only when its marks run out, so a single query costs what its search
     visits, not a pass over every node.
@@ -466,6 +467,7 @@ class SearchBuffers:
         self._size = num_dag_nodes
         self._free: list[list] = []
         self._blocks: list[list] = []
+        self._tables: list[np.ndarray] = []
 
     @contextmanager
     def take(self, marks: int = 1) -> Iterator[tuple[np.ndarray, np.ndarray, np.int32]]:
@@ -494,6 +496,21 @@ class SearchBuffers:
             yield stamps[:rows], stacks[:rows], first
         finally:
             self._blocks.append(block)
+
+    @contextmanager
+    def take_tables(self, rows: int, shape: tuple[int, ...]) -> Iterator[np.ndarray]:
+        """``rows`` int64 tables of ``shape``, one per thread, zeroed when made and then handed on as the last
+        call left them: their users keep generations in them, so they are never cleared."""
+        try:
+            block = self._tables.pop()
+        except IndexError:
+            block = None
+        if block is None or block.shape[0] < rows or block.shape[1:] != shape:
+            block = np.zeros((rows, *shape), dtype=np.int64)
+        try:
+            yield block[:rows]
+        finally:
+            self._tables.append(block)
 
     @staticmethod
     def _marked(buffers: list, marks: int) -> tuple[np.ndarray, np.ndarray, np.int32]:

@@ -26,6 +26,7 @@ from .build import build_index_arrays
 from .graph import Digraph
 from .index import ReachabilityIndex
 from .labeling import LONG_ROW
+from .query import SERIAL_BATCH
 from .scc import SccOptions, strongly_connected_components
 from .scheduler import GPU_MODES
 from .search import start_calibration
@@ -51,6 +52,8 @@ def _queries(index: ReachabilityIndex) -> None:
     index.query_batch_with_stats(_PAIRS)
     index.query_batch_with_stats(read_only)
     index.query_batch_with_stats(_PAIRS.astype(str))
+    # Small batches run on the calling thread; from SERIAL_BATCH pairs on, on all threads.
+    index.query_batch_with_stats(np.resize(_PAIRS, (SERIAL_BATCH, 2)))
 
 
 def warm_up_build(backend: str = "auto") -> str:

@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from grail_core import InvalidParameterError, ReachabilityIndex, UnknownNodeError
 from grail_core.names import NameTokens
 from grail_core.parallel import numba_threads
+from grail_core.query import SearchBuffers
 from tests.reference import bfs_distances, reachability_matrix, reachable_pairs
 from tests.strategies import cycle_chains, digraphs
 from tests.test_paths import check_path
@@ -718,6 +719,21 @@ def test_crossing_searches_of_the_labels_graph_go_on_past_their_small_table() ->
     decided = within != UNDECIDED
     np.testing.assert_array_equal(within[decided] == YES, truth[decided])
     assert decided.sum() >= 50 and truth[~decided].any() and not truth[~decided].all()
+
+
+def test_search_tables_are_reused_as_left_and_never_shared() -> None:
+    """``SearchBuffers.take_tables`` (crossing's small tables) hands a block on as its last user left it, since
+    the searches' generations in it must go on; never one block to two users at once; and a fresh, zeroed one
+    where more rows are asked for."""
+    pool = SearchBuffers(0)
+    with pool.take_tables(2, (3, 5)) as first:
+        first[0, 0, 4] = 7
+        with pool.take_tables(1, (3, 5)) as nested:
+            assert not np.shares_memory(first, nested)
+    with pool.take_tables(1, (3, 5)) as again:
+        assert again.shape == (1, 3, 5) and again[0, 0, 4] == 7
+    with pool.take_tables(3, (3, 5)) as wider:
+        assert wider.shape == (3, 3, 5) and not wider.any()
 
 
 def test_open_pairs_are_crossed_and_searched_on_all_threads_each_on_its_own_marks() -> None:
