@@ -359,15 +359,9 @@ def _answer_serial(h, pairs, answers, stamp, stack, first_mark):
     for i in range(pairs.shape[0]):
         if h.compact:
             _prefetch_pairs(h.rec_node, h.rec_dag, pairs, i)
-        u = pairs[i, 0]
-        v = pairs[i, 1]
-        code = classify_nodes(h, u, v)
-        if code == UNDECIDED:
-            found = _pruned_dfs(h, h.rec_node[u, ID], h.rec_node[v, ID], stamp, first_mark + np.int32(i), stack)
-            searched += 1
-        else:
-            found = code == YES
+        found, was_searched = _answer_one(h, pairs[i, 0], pairs[i, 1], stamp, stack, np.int32(first_mark + i))
         answers[i] = found
+        searched += was_searched
         positives += found
     return searched, positives
 
