@@ -57,9 +57,11 @@ class CpuEngine:
 
     name = "cpu"
 
-    def __init__(self, hot: HotArrays) -> None:
+    def __init__(self, hot: HotArrays, buffers: SearchBuffers | None = None) -> None:
+        """``buffers``: the stamps of small batches, kept across them (the index's pool of single-pair searches,
+        so that an index holds one; a pool of the engine's own when None)."""
         self.hot = hot
-        self._buffers = SearchBuffers(hot.rec_dag.shape[0])  # small batches' stamps, kept across batches
+        self._buffers = buffers if buffers is not None else SearchBuffers(hot.rec_dag.shape[0])
 
     def answer_ids(self, pairs: np.ndarray) -> tuple[np.ndarray, int, int]:
         """Filter and search fused in one pass over (M, 2) node ids: answers, searched, positives."""

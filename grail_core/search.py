@@ -95,10 +95,10 @@ class Searcher:
     def scheduler(self) -> Scheduler:
         """The engines and the scheduler that picks one per batch."""
         if self._scheduler is None:
-            hot = self.hot
+            hot, buffers = self._records()
             with self._lock:
                 if self._scheduler is None:
-                    self._scheduler = search_scheduler(hot, self.backend)
+                    self._scheduler = search_scheduler(hot, self.backend, buffers)
         return self._scheduler
 
     @scheduler.setter
@@ -153,12 +153,12 @@ class Searcher:
         return pool
 
 
-def search_scheduler(hot: HotArrays, backend: str) -> Scheduler:
-    """An index's search: its CPU engine and, for backend 'cuda', one GPU engine per device (a batch split
-    over all of them when there are several), under a scheduler that picks per batch. The GPU engines start
-    copying the index to their devices in the background at once; until they hold it, the scheduler counts
-    the wait in the GPU's predictions."""
-    cpu = CpuEngine(hot)
+def search_scheduler(hot: HotArrays, backend: str, buffers: SearchBuffers | None = None) -> Scheduler:
+    """An index's search: its CPU engine (small batches on ``buffers``) and, for backend 'cuda', one GPU engine
+    per device (a batch split over all of them when there are several), under a scheduler that picks per
+    batch. The GPU engines start copying the index to their devices in the background at once; until they
+    hold it, the scheduler counts the wait in the GPU's predictions."""
+    cpu = CpuEngine(hot, buffers)
     if backend != "cuda":
         return Scheduler(hot, cpu, None)
     engines, concurrent = backends.cuda_search_engines(hot)
