@@ -116,7 +116,7 @@ _COUNTED, _OPEN, _ENDS = range(3)
 
 # Inlined into the verdict loops with ``inlined_verdict``: a call per pair cost more than its tests. The DAG
 # node comes off the node's record (``pack`` writes it there), which the labels' test reads anyway: reading
-# ``comp`` as well cost random pairs a cache miss each, 35-45% of the verdict pass.
+# ``comp`` as well cost random pairs a cache miss each.
 @njit(nogil=True, inline="always")
 def _verdict_of(h, p, u, v):
     if u == v:
@@ -458,8 +458,8 @@ def _prefetch_masks(h, p, u):
 def _verdicts_slice(h, p, pairs, codes, first, end):
     """``_verdict_of`` of ``pairs[first:end]`` into ``codes``. As the labels' batch loops do, it asks early
     for what the pairs ahead read: their node records, then (half as far ahead, since their rows are found
-    from the DAG nodes the records hold) the version's masks. Random pairs miss the
-    cache on each of them, and the labels' filter alone pays only for the records."""
+    from the DAG nodes the records hold) the version's masks. Random pairs miss the cache on each of them,
+    and the labels' filter alone pays only for the records."""
     h, p = borrowed(h), borrowed(p)
     masked = p.masks.shape[0] > 0
     for i in range(first, end):
