@@ -29,11 +29,13 @@ from .pending import (
     INTO_COMP,
     OUT_OF_COMP,
     Pending,
+    bit_set,
     comp_broken,
     dag_edge_dead,
     entry_alive,
     first_entry,
     inlined_verdict,
+    labels_hold,
     next_entry,
     verdict,
 )
@@ -116,7 +118,8 @@ _COUNTED, _OPEN, _ENDS = range(3)
 
 # Inlined into the verdict loops with ``inlined_verdict``: a call per pair cost more than its tests. The DAG
 # node comes off the node's record (``pack`` writes it there), which the labels' test reads anyway: reading
-# ``comp`` as well cost random pairs a cache miss each.
+# ``comp`` as well cost random pairs a cache miss each. Where the labels decide and hold (``labels_hold``), no
+# mask row is read: a row is a line of its own, and on a large graph a miss.
 @njit(nogil=True, inline="always")
 def _verdict_of(h, p, u, v):
     if u == v:
@@ -124,6 +127,8 @@ def _verdict_of(h, p, u, v):
     cu = np.int64(h.rec_node[u, ID]) if u < p.n_base else np.int64(-1)
     cv = np.int64(h.rec_node[v, ID]) if v < p.n_base else np.int64(-1)
     base = classify_nodes(h, u, v) if cu >= 0 and cv >= 0 else NO
+    if base != UNDECIDED and cu >= 0 and cv >= 0 and cu != cv and labels_hold(p, u, cu):
+        return base
     return inlined_verdict(p, u, cu, v, cv, base)
 
 
@@ -449,17 +454,24 @@ def _prefetch_node(h, p, u):
 
 
 @njit(nogil=True, inline="always")
-def _prefetch_masks(h, p, u):
+def _prefetch_masks(h, p, u, v):
+    """The mask rows of pair (u, v), where its verdict may read them: not where u's DAG node is not open
+    (``labels_hold``), as on most pairs when few updates are pending."""
     if u < p.n_base:
-        _prefetch_row(p.masks, h.rec_node[u, ID])
+        cu = h.rec_node[u, ID]
+        if not bit_set(p.open_sources, cu):
+            return
+        _prefetch_row(p.masks, cu)
+    if v < p.n_base:
+        _prefetch_row(p.masks, h.rec_node[v, ID])
 
 
 @njit(nogil=True)
 def _verdicts_slice(h, p, pairs, codes, first, end):
     """``_verdict_of`` of ``pairs[first:end]`` into ``codes``. As the labels' batch loops do, it asks early
     for what the pairs ahead read: their node records, then (half as far ahead, since their rows are found
-    from the DAG nodes the records hold) the version's masks. Random pairs miss the cache on each of them,
-    and the labels' filter alone pays only for the records."""
+    from the DAG nodes the records hold) the version's masks where the verdicts may read them. Random pairs
+    miss the cache on each of them, and the labels' filter alone pays only for the records."""
     h, p = borrowed(h), borrowed(p)
     masked = p.masks.shape[0] > 0
     for i in range(first, end):
@@ -469,8 +481,7 @@ def _verdicts_slice(h, p, pairs, codes, first, end):
             _prefetch_node(h, p, pairs[far, 1])
         near = i + _AHEAD
         if near < end and masked:
-            _prefetch_masks(h, p, pairs[near, 0])
-            _prefetch_masks(h, p, pairs[near, 1])
+            _prefetch_masks(h, p, pairs[near, 0], pairs[near, 1])
         codes[i] = _verdict_of(h, p, pairs[i, 0], pairs[i, 1])
 
 

@@ -196,6 +196,7 @@ def no_pending(n_base: int) -> Pending:
         source_words=bits,
         target_words=bits,
         roots=frozen(np.zeros((0, 2), dtype=np.uint64)),
+        open_sources=bits,
     )
 
 
@@ -275,6 +276,7 @@ class Overlay:
             to_root=np.zeros((nodes + 63) // 64, dtype=np.uint64),
             from_root=np.zeros((nodes + 63) // 64, dtype=np.uint64),
             roots=np.zeros((n_dag, 2), dtype=np.uint64),
+            open_sources=np.zeros(words, dtype=np.uint64),
             longest_edge=int(longest_edge(arrays.out_indptr, arrays.out_indices)),
         )
         self.log = _log(_INITIAL_LOG)
@@ -452,6 +454,7 @@ class Overlay:
         if later.size:
             shared.masks[:, RM_DOWN] |= later[:, 0]
             shared.masks[:, RM_UP] |= later[:, 1]
+        _open_all(shared)
         fold_closure(forward, shared, self.log, self.new_masks, count)
         self._note_direction(folded.add_src, folded.add_dst)
         self.seq = stamp
@@ -537,6 +540,7 @@ class Overlay:
             source_words=view("source_words", shared.source_words),
             target_words=view("target_words", shared.target_words),
             roots=view("roots", shared.roots),
+            open_sources=view("open_sources", shared.open_sources),
         )
         back = int(counters[REMOVED_BACK])
         added, removed = int(counters[LIVE]) - back, int(counters[REMOVED_EVER]) - back
@@ -619,6 +623,16 @@ class Overlay:
 
     def new_names(self, snapshot: Snapshot) -> Sequence[int | str]:
         return self._new_keys[: snapshot.new_nodes]
+
+
+def _open_all(shared: Shared) -> None:
+    """``pending.Pending.open_sources`` of every DAG node, after a fold has set its masks at once."""
+    masks = shared.masks
+    opened = (masks[:, UP_NO] | masks[:, RM_UP]) != 0
+    packed = np.zeros(shared.open_sources.size * 8, dtype=np.uint8)
+    bytes_used = (opened.size + 7) // 8
+    packed[:bytes_used] = np.packbits(opened, bitorder="little")
+    shared.open_sources[:] = packed.view(np.uint64)
 
 
 def _in_effect(p: Pending, positions: np.ndarray) -> np.ndarray:

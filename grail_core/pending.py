@@ -51,6 +51,12 @@ ROOT_UP meets its target's ROOT_DOWN (``root_side``) is YES: s above a broken co
 
 A pair whose ends are nodes that updates added reads ``new_masks`` (the groups of its own added edges).
 
+``open_sources`` has a bit per DAG node whose UP_NO or RM_UP holds one (set by every writer of those columns,
+never cleared but by the fold's sweep, which sets them all again): a pair from any other node of the labels'
+graph (without removal marks of its own) keeps the labels' YES and NO (``labels_hold``). Its words fit in
+cache where the mask rows do not, so most pairs of a batch read no mask row (``grail_core.dynamic``). A
+version may see bits that later updates set, which only sends it to the masks.
+
 DAG node ids are a topological order: base edges never lead to a lower id, so a path from a higher id to a
 lower one takes added edges that do (*descending* ones: to a lower DAG node, or from a node of the labels'
 graph to one that updates added, which counts as leading to id 0). ``floor`` bounds how far they lead, per
@@ -126,6 +132,7 @@ __all__ = [
     "note_descending",
     "band_shift",
     "HAS_NEW_TARGET",
+    "labels_hold",
 ]
 
 GROUPS = 64  # bits of a mask
@@ -192,6 +199,7 @@ class Pending(NamedTuple):
     source_words: np.ndarray  # uint64 bit sets of the words of source_bits and target_bits that have a bit
     target_words: np.ndarray
     roots: np.ndarray  # (DAG nodes, 2) uint64: ROOT_UP, ROOT_DOWN (see the module docstring)
+    open_sources: np.ndarray  # uint64 bit set of the DAG nodes whose UP_NO or RM_UP has a bit
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -232,6 +240,7 @@ PENDING_TYPE = typeof(
         source_words=_WORDS,
         target_words=_WORDS,
         roots=_read_only(np.zeros((0, 2), dtype=np.uint64)),
+        open_sources=_WORDS,
     )
 )
 _BITS = types.Array(types.uint64, 1, "C")
@@ -416,6 +425,13 @@ def _up_no(p, node, c):
 @_inlined
 def _down_no(p, node, c):
     return p.masks[c, DOWN_NO] if c >= 0 else p.new_masks[node - p.n_base, NEW_DOWN_NO]
+
+
+@_inlined
+def labels_hold(p, s, cs):
+    """Whether the labels' YES or NO of a pair from node s (of DAG node cs) to a node of another DAG node holds
+    in this version, by ``open_sources`` (see the module docstring): ``verdict``'s answer without its masks."""
+    return not bit_set(p.open_sources, cs) and not bit_set(p.node_marked, s)
 
 
 @_inlined

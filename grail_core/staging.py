@@ -170,6 +170,7 @@ class Shared(NamedTuple):
     to_root: np.ndarray  # per node: it reaches (is reached from) its broken component's root (``_root_reach``)
     from_root: np.ndarray
     roots: np.ndarray  # (DAG nodes, 2) uint64: ROOT_UP, ROOT_DOWN (``grail_core.roots``)
+    open_sources: np.ndarray  # per DAG node: its UP_NO or RM_UP has a bit (``pending.labels_hold``)
     longest_edge: int  # the most ids a DAG edge spans (``marking.walk_sides``)
 
 
@@ -187,6 +188,23 @@ class Log(NamedTuple):
 @njit(nogil=True)
 def _set(bits, i):
     bits[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+
+
+@njit(nogil=True, inline="always")  # ``column`` is a literal at each call (_LITERALS)
+def _opened(sh, column, nodes, count):
+    """Note the DAG nodes ``nodes[:count]``, just given bits in ``column``, in ``open_sources`` where the
+    column is one that it follows (UP_NO, RM_UP)."""
+    if column == UP_NO or column == RM_UP:
+        for i in range(count):
+            _set(sh.open_sources, nodes[i])
+
+
+@njit(nogil=True, inline="always")  # ``column`` is a literal at each call (_LITERALS)
+def _give(sh, c, column, bit):
+    """``bit`` in ``column`` of DAG node c alone."""
+    sh.masks[c, column] |= bit
+    if column == UP_NO or column == RM_UP:
+        _set(sh.open_sources, c)
 
 
 @njit(nogil=True, inline="always")  # ``which`` and ``count`` are literals at each call (_LITERALS)
@@ -284,7 +302,9 @@ def _mark_from(fw, bw, sh, column, bits, start, cut):
     (even ones), upwards for the others."""
     walk = walk_sides(fw, bw, column % 2 == 0, sh.longest_edge)
     starts = np.array([start], dtype=np.int64)
-    return mark(walk, sh.masks, np.int64(column), bits, starts, np.bool_(cut), sh.dead_bits, sh.broken_bits, sh.queue)
+    count = mark(walk, sh.masks, np.int64(column), bits, starts, np.bool_(cut), sh.dead_bits, sh.broken_bits, sh.queue)
+    _opened(sh, column, sh.queue, count)
+    return count
 
 
 @njit(nogil=True)
@@ -304,8 +324,8 @@ def _mark_reach(fw, bw, sh, cx, cy, n_dag, later):
     (``later`` not empty) only on cx and cy: the fold's sweep spreads them."""
     bit = removal_bit(cy, n_dag, CLOSED_MARK)
     if later.shape[0]:
-        sh.masks[cx, RM_UP] |= bit
-        sh.masks[cy, RM_DOWN] |= bit
+        _give(sh, cx, RM_UP, bit)
+        _give(sh, cy, RM_DOWN, bit)
         return
     _mark_from(fw, bw, sh, RM_UP, bit, cx, False)
     _mark_from(fw, bw, sh, RM_DOWN, bit, cy, False)
@@ -317,11 +337,12 @@ def _mark_all_reached(fw, bw, sh, column, bit, start, later):
     columns of what reaches a node, upwards for the others): at once, or in a fold (``later`` not empty) on
     ``start`` alone, which the fold's sweep spreads."""
     if later.shape[0]:
-        sh.masks[start, column] |= bit
+        _give(sh, start, column, bit)
         return
     walk = walk_sides(fw, bw, column % 2 == 0, sh.longest_edge)
     seen = _fresh_marks(sh, _SCRATCH_MARK, 1)
-    mark_reached(walk, sh.masks, np.int64(column), bit, np.int64(start), sh.queued, seen, sh.queue)
+    count = mark_reached(walk, sh.masks, np.int64(column), bit, np.int64(start), sh.queued, seen, sh.queue)
+    _opened(sh, column, sh.queue, count)
 
 
 @njit(nogil=True, inline="always")  # ``below`` is a literal at each call (_LITERALS)
@@ -372,6 +393,7 @@ def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag, later):
         marks[below[i], down_column] |= bit
     for i in range(up):
         marks[above[i], up_column] |= bit
+    _opened(sh, RM_UP, above, up)
     if down < 0:
         _mark_all_reached(fw, bw, sh, RM_DOWN, bit, cy, later)
     elif up < 0:
@@ -423,9 +445,10 @@ def _mark_members(fw, bw, sh, table, c, bit, below, found, count, later):
             if w == c:
                 continue
             if later.shape[0]:
-                sh.masks[w, column] |= bit
+                _give(sh, w, column, bit)
             elif sh.queued[w] != seen:
-                mark_reached(walk, sh.masks, np.int64(column), bit, np.int64(w), sh.queued, seen, sh.queue)
+                count = mark_reached(walk, sh.masks, np.int64(column), bit, np.int64(w), sh.queued, seen, sh.queue)
+                _opened(sh, column, sh.queue, count)
 
 
 @njit(nogil=True)
@@ -812,11 +835,11 @@ def fold_additions(fw, h, sh, table, live, log, new_masks, count, stamp, n_dag):
         _link(table, sh, log, comp, n_base, i)
         bit = np.uint64(1) << np.uint64(g)
         if x < n_base:
-            sh.masks[comp[x], UP_NO] |= bit
+            _give(sh, comp[x], UP_NO, bit)
         else:
             new_masks[x - n_base, NEW_UP_NO] |= bit
         if y < n_base:
-            sh.masks[comp[y], DOWN_NO] |= bit
+            _give(sh, comp[y], DOWN_NO, bit)
         else:
             new_masks[y - n_base, NEW_DOWN_NO] |= bit
         w = sh.counters[WITNESSES]
