@@ -127,8 +127,8 @@ def _verdict_of(h, p, u, v):
     cu = np.int64(h.rec_node[u, ID]) if u < p.n_base else np.int64(-1)
     cv = np.int64(h.rec_node[v, ID]) if v < p.n_base else np.int64(-1)
     base = classify_nodes(h, u, v) if cu >= 0 and cv >= 0 else NO
-    if base != UNDECIDED and cu >= 0 and cv >= 0 and cu != cv and labels_hold(p, u, cu):
-        return base
+    if cu >= 0 and cv >= 0 and cu != cv and labels_hold(p, u, cu, v, cv):
+        return BASE if base == UNDECIDED else base
     return inlined_verdict(p, u, cu, v, cv, base)
 
 
@@ -455,15 +455,17 @@ def _prefetch_node(h, p, u):
 
 @njit(nogil=True, inline="always")
 def _prefetch_masks(h, p, u, v):
-    """The mask rows of pair (u, v), where its verdict may read them: not where u's DAG node is not open
-    (``labels_hold``), as on most pairs when few updates are pending."""
-    if u < p.n_base:
-        cu = h.rec_node[u, ID]
-        if not bit_set(p.open_sources, cu):
-            return
+    """The mask rows of pair (u, v) where its verdict may read them: not where the open bits say that the
+    labels hold (``labels_hold``), as on most pairs of a graph where few DAG nodes are open, nor in a component
+    never broken."""
+    cu = h.rec_node[u, ID] if u < p.n_base else -1
+    cv = h.rec_node[v, ID] if v < p.n_base else -1
+    if cu >= 0 and cv >= 0 and (labels_hold(p, u, cu, v, cv) if cu != cv else not bit_set(p.broken_bits, cu)):
+        return
+    if cu >= 0:
         _prefetch_row(p.masks, cu)
-    if v < p.n_base:
-        _prefetch_row(p.masks, h.rec_node[v, ID])
+    if cv >= 0:
+        _prefetch_row(p.masks, cv)
 
 
 @njit(nogil=True)

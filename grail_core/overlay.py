@@ -197,6 +197,7 @@ def no_pending(n_base: int) -> Pending:
         target_words=bits,
         roots=frozen(np.zeros((0, 2), dtype=np.uint64)),
         open_sources=bits,
+        open_targets=bits,
     )
 
 
@@ -277,6 +278,7 @@ class Overlay:
             from_root=np.zeros((nodes + 63) // 64, dtype=np.uint64),
             roots=np.zeros((n_dag, 2), dtype=np.uint64),
             open_sources=np.zeros(words, dtype=np.uint64),
+            open_targets=np.zeros(words, dtype=np.uint64),
             longest_edge=int(longest_edge(arrays.out_indptr, arrays.out_indices)),
         )
         self.log = _log(_INITIAL_LOG)
@@ -541,6 +543,7 @@ class Overlay:
             target_words=view("target_words", shared.target_words),
             roots=view("roots", shared.roots),
             open_sources=view("open_sources", shared.open_sources),
+            open_targets=view("open_targets", shared.open_targets),
         )
         back = int(counters[REMOVED_BACK])
         added, removed = int(counters[LIVE]) - back, int(counters[REMOVED_EVER]) - back
@@ -626,13 +629,14 @@ class Overlay:
 
 
 def _open_all(shared: Shared) -> None:
-    """``pending.Pending.open_sources`` of every DAG node, after a fold has set its masks at once."""
+    """``pending.Pending.open_sources`` and ``open_targets`` of every DAG node, after a fold has set its masks
+    at once."""
     masks = shared.masks
-    opened = (masks[:, UP_NO] | masks[:, RM_UP]) != 0
-    packed = np.zeros(shared.open_sources.size * 8, dtype=np.uint8)
-    bytes_used = (opened.size + 7) // 8
-    packed[:bytes_used] = np.packbits(opened, bitorder="little")
-    shared.open_sources[:] = packed.view(np.uint64)
+    for bits, columns in ((shared.open_sources, (UP_NO, RM_UP)), (shared.open_targets, (DOWN_NO, RM_DOWN))):
+        opened = (masks[:, columns[0]] | masks[:, columns[1]]) != 0
+        packed = np.zeros(bits.size * 8, dtype=np.uint8)
+        packed[: (opened.size + 7) // 8] = np.packbits(opened, bitorder="little")
+        bits[:] = packed.view(np.uint64)
 
 
 def _in_effect(p: Pending, positions: np.ndarray) -> np.ndarray:

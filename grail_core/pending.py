@@ -51,11 +51,14 @@ ROOT_UP meets its target's ROOT_DOWN (``root_side``) is YES: s above a broken co
 
 A pair whose ends are nodes that updates added reads ``new_masks`` (the groups of its own added edges).
 
-``open_sources`` has a bit per DAG node whose UP_NO or RM_UP holds one (set by every writer of those columns,
-never cleared but by the fold's sweep, which sets them all again): a pair from any other node of the labels'
-graph (without removal marks of its own) keeps the labels' YES and NO (``labels_hold``). Its words fit in
-cache where the mask rows do not, so most pairs of a batch read no mask row (``grail_core.dynamic``). A
-version may see bits that later updates set, which only sends it to the masks.
+``open_sources`` has a bit per DAG node whose UP_NO or RM_UP holds one, ``open_targets`` per DAG node whose
+DOWN_NO or RM_DOWN does (set by every writer of those columns, never cleared but by the fold's sweep, which
+sets them all again). A pair of nodes of the labels' graph in different DAG nodes keeps the labels' YES and
+NO where its source's bit or its target's is clear, that end without removal marks of its own
+(``labels_hold``): no added edge leads from the source (to the target), and no removal cut a path from it
+(to it). The bit sets fit in cache where the mask rows do not, so on a graph where few DAG nodes are open
+most pairs of a batch read no mask row (``grail_core.dynamic``). A version may see bits that later updates
+set, which only sends it to the masks.
 
 DAG node ids are a topological order: base edges never lead to a lower id, so a path from a higher id to a
 lower one takes added edges that do (*descending* ones: to a lower DAG node, or from a node of the labels'
@@ -199,7 +202,8 @@ class Pending(NamedTuple):
     source_words: np.ndarray  # uint64 bit sets of the words of source_bits and target_bits that have a bit
     target_words: np.ndarray
     roots: np.ndarray  # (DAG nodes, 2) uint64: ROOT_UP, ROOT_DOWN (see the module docstring)
-    open_sources: np.ndarray  # uint64 bit set of the DAG nodes whose UP_NO or RM_UP has a bit
+    open_sources: np.ndarray  # uint64 bit sets of the DAG nodes whose UP_NO or RM_UP has a bit,
+    open_targets: np.ndarray  # and whose DOWN_NO or RM_DOWN has one
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -241,6 +245,7 @@ PENDING_TYPE = typeof(
         target_words=_WORDS,
         roots=_read_only(np.zeros((0, 2), dtype=np.uint64)),
         open_sources=_WORDS,
+        open_targets=_WORDS,
     )
 )
 _BITS = types.Array(types.uint64, 1, "C")
@@ -428,10 +433,13 @@ def _down_no(p, node, c):
 
 
 @_inlined
-def labels_hold(p, s, cs):
-    """Whether the labels' YES or NO of a pair from node s (of DAG node cs) to a node of another DAG node holds
-    in this version, by ``open_sources`` (see the module docstring): ``verdict``'s answer without its masks."""
-    return not bit_set(p.open_sources, cs) and not bit_set(p.node_marked, s)
+def labels_hold(p, s, cs, t, ct):
+    """Whether the labels' YES or NO of a pair of nodes s and t of different DAG nodes cs and ct holds in this
+    version, by ``open_sources`` and ``open_targets`` (see the module docstring): then ``verdict`` says what
+    the labels do, or BASE where they leave the pair open (the YES masks hold no hub the labels lack)."""
+    if not bit_set(p.open_sources, cs) and not bit_set(p.node_marked, s):
+        return True
+    return not bit_set(p.open_targets, ct) and not bit_set(p.node_marked, t)
 
 
 @_inlined

@@ -170,7 +170,8 @@ class Shared(NamedTuple):
     to_root: np.ndarray  # per node: it reaches (is reached from) its broken component's root (``_root_reach``)
     from_root: np.ndarray
     roots: np.ndarray  # (DAG nodes, 2) uint64: ROOT_UP, ROOT_DOWN (``grail_core.roots``)
-    open_sources: np.ndarray  # per DAG node: its UP_NO or RM_UP has a bit (``pending.labels_hold``)
+    open_sources: np.ndarray  # per DAG node: its UP_NO or RM_UP has a bit (``pending.labels_hold``),
+    open_targets: np.ndarray  # its DOWN_NO or RM_DOWN
     longest_edge: int  # the most ids a DAG edge spans (``marking.walk_sides``)
 
 
@@ -192,11 +193,14 @@ def _set(bits, i):
 
 @njit(nogil=True, inline="always")  # ``column`` is a literal at each call (_LITERALS)
 def _opened(sh, column, nodes, count):
-    """Note the DAG nodes ``nodes[:count]``, just given bits in ``column``, in ``open_sources`` where the
-    column is one that it follows (UP_NO, RM_UP)."""
+    """Note the DAG nodes ``nodes[:count]``, just given bits in ``column``, in ``open_sources`` (UP_NO,
+    RM_UP) or ``open_targets`` (DOWN_NO, RM_DOWN)."""
     if column == UP_NO or column == RM_UP:
         for i in range(count):
             _set(sh.open_sources, nodes[i])
+    elif column == DOWN_NO or column == RM_DOWN:
+        for i in range(count):
+            _set(sh.open_targets, nodes[i])
 
 
 @njit(nogil=True, inline="always")  # ``column`` is a literal at each call (_LITERALS)
@@ -205,6 +209,8 @@ def _give(sh, c, column, bit):
     sh.masks[c, column] |= bit
     if column == UP_NO or column == RM_UP:
         _set(sh.open_sources, c)
+    elif column == DOWN_NO or column == RM_DOWN:
+        _set(sh.open_targets, c)
 
 
 @njit(nogil=True, inline="always")  # ``which`` and ``count`` are literals at each call (_LITERALS)
@@ -393,6 +399,7 @@ def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag, later):
         marks[below[i], down_column] |= bit
     for i in range(up):
         marks[above[i], up_column] |= bit
+    _opened(sh, RM_DOWN, below, down)
     _opened(sh, RM_UP, above, up)
     if down < 0:
         _mark_all_reached(fw, bw, sh, RM_DOWN, bit, cy, later)

@@ -18,21 +18,23 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from grail_core import InvalidParameterError, ReachabilityIndex, UnknownNodeError
 from grail_core.names import NameTokens
 from grail_core.parallel import numba_threads
-from grail_core.pending import RM_UP, UP_NO
+from grail_core.pending import DOWN_NO, RM_DOWN, RM_UP, UP_NO
 from grail_core.query import SearchBuffers
 from tests.reference import bfs_distances, reachability_matrix, reachable_pairs
 from tests.strategies import cycle_chains, digraphs
 from tests.test_paths import check_path
 
 
-def check_open_sources(index: ReachabilityIndex) -> None:
-    """Every DAG node whose UP_NO or RM_UP holds a bit is in ``open_sources``: the verdicts take the labels'
-    answer for pairs from the others without reading a mask."""
+def check_open_rows(index: ReachabilityIndex) -> None:
+    """Every DAG node whose UP_NO or RM_UP holds a bit is in ``open_sources``, and every one whose DOWN_NO or
+    RM_DOWN does is in ``open_targets``: the verdicts take the labels' answer for pairs from (to) the others
+    without reading a mask."""
     p = index.current()._updates()
-    opened = np.unpackbits(np.asarray(p.open_sources).view(np.uint8), bitorder="little").astype(bool)
-    rows = (p.masks[:, UP_NO] | p.masks[:, RM_UP]) != 0
-    missing = np.flatnonzero(rows & ~opened[: rows.size])
-    assert missing.size == 0, missing
+    for bits, columns in ((p.open_sources, (UP_NO, RM_UP)), (p.open_targets, (DOWN_NO, RM_DOWN))):
+        opened = np.unpackbits(np.asarray(bits).view(np.uint8), bitorder="little").astype(bool)
+        rows = (p.masks[:, columns[0]] | p.masks[:, columns[1]]) != 0
+        missing = np.flatnonzero(rows & ~opened[: rows.size])
+        assert missing.size == 0, (columns, missing)
 
 
 class UpdatedGraph(RuleBasedStateMachine):
@@ -154,7 +156,7 @@ class UpdatedGraph(RuleBasedStateMachine):
         result = folded.update_many(self.journal)
         assert result.version == folded.version == folded.current().labels.version + len(self.journal)
         assert folded.pending[1:] == self.index.pending[1:]
-        check_open_sources(folded)
+        check_open_rows(folded)
         pairs = [[u, v] for u in self.nodes for v in self.nodes]
         np.testing.assert_array_equal(folded.query_batch(pairs), self.truth()[1].ravel())
         src, dst = folded.edges()
@@ -221,7 +223,7 @@ class UpdatedGraph(RuleBasedStateMachine):
 
     @invariant()
     def every_pair_is_exact(self) -> None:
-        check_open_sources(self.index)
+        check_open_rows(self.index)
         position, truth, _ = self.truth()
         pairs = [[u, v] for u in self.nodes for v in self.nodes]
         answers, stats = self.index.query_batch_with_stats(pairs)
@@ -343,8 +345,8 @@ def test_many_updates_match_brute_force_and_fold_the_same() -> None:
     folded = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu", hubs=8)
     folded.update_many(journal)
     assert folded.pending[1:] == index.pending[1:] and folded.version == index.version
-    check_open_sources(index)
-    check_open_sources(folded)
+    check_open_rows(index)
+    check_open_rows(folded)
     np.testing.assert_array_equal(index.query_batch(pairs), truth)
     np.testing.assert_array_equal(folded.query_batch(pairs), truth)
     assert [folded.reachable(u, v) for u, v in pairs[:200].tolist()] == truth[:200].tolist()
