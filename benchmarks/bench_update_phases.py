@@ -2,11 +2,13 @@
 
 Per graph and stream of ``bench_updates`` (``--pending`` updates applied one by one), for its random and
 positive-heavy batches: the batch with nothing pending, the whole batch with updates pending, and each phase
-alone (medians of ``--runs``): the verdicts; crossing of the pairs they leave open (how many); the searches
-on the updated graph of the pairs still open (how many); the pairs sent to the labels' engine (how many);
-and single pairs (p50, p99 of the batch's first 300). With ``--serial-crossing``, the same once more with
-crossing one pair at a time on the calling thread (``dynamic.PARALLEL_CROSSING`` raised past the batch), to
-set the parallel pass against it in one process; every batch's answers are checked to be equal both ways.
+alone (medians of ``--runs``): the verdicts, with the share of pairs whose both ends' open bits are set
+(``pending.labels_hold``: their verdict reads the mask rows); crossing of the pairs they leave open (how
+many); the searches on the updated graph of the pairs still open (how many); the pairs sent to the labels'
+engine (how many); and single pairs (p50, p99 of the batch's first 300). With ``--serial-crossing``, the
+same once more with crossing one pair at a time on the calling thread (``dynamic.PARALLEL_CROSSING`` raised
+past the batch), to set the parallel pass against it in one process; every batch's answers are checked to be
+equal both ways.
 
     python3 -m benchmarks.bench_update_phases --graphs rmat-2,dag-10k [--streams shaped,uniform]
         [--pending 1000] [--scale 1.0] [--serial-crossing]
@@ -54,9 +56,25 @@ def phases(version, pairs: np.ndarray, runs: int) -> tuple[np.ndarray, list[obje
         began = time.perf_counter()
         version.reachable(u, v)
         single.append((time.perf_counter() - began) * 1e6)
-    cells: list[object] = [f"{whole:.3f}", f"{verdicts:.3f}", open_pairs.size, f"{crossing:.3f}", left.size]
+    cells: list[object] = [f"{whole:.3f}", f"{verdicts:.3f}", f"{_rows_read(version, pairs):.2f}"]
+    cells += [open_pairs.size, f"{crossing:.3f}", left.size]
     cells += [f"{searches:.3f}", to_labels.size, f"{labels:.3f}"]
     return answers, [*cells, f"{np.median(single):.1f} / {np.percentile(single, 99):.1f}"]
+
+
+def _rows_read(version, pairs: np.ndarray) -> float:
+    """The share of ``pairs`` (of the labels' graph's nodes) whose source's ``open_sources`` bit and target's
+    ``open_targets`` bit are both set: the verdicts read their mask rows (removal marks of a node's own aside)."""
+    pending = version._updates()
+    comp = version.labels.views.forward().comp
+
+    def opened(bits: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        dag = comp[nodes]
+        return (np.asarray(bits)[dag >> 6] >> (dag & 63).astype(np.uint64)) & np.uint64(1) != 0
+
+    base = (pairs[:, 0] < pending.n_base) & (pairs[:, 1] < pending.n_base)
+    both = opened(pending.open_sources, pairs[base, 0]) & opened(pending.open_targets, pairs[base, 1])
+    return float(both.mean()) if both.size else 0.0
 
 
 def main() -> None:
@@ -72,7 +90,8 @@ def main() -> None:
     from benchmarks.bench_updates import edge_arrays, graphs, pair_batches, updates
     from grail_core import ReachabilityIndex, dynamic
 
-    header = ["graph", "stream", "batch", "crossing", "none ms", "pending ms", "x", "verdicts ms", "crossed"]
+    header = ["graph", "stream", "batch", "crossing", "none ms", "pending ms", "x", "verdicts ms", "rows read"]
+    header += ["crossed"]
     header += ["crossing ms", "searched", "searches ms", "to labels", "labels ms", "single p50 / p99 us"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
