@@ -454,8 +454,8 @@ def _mark_members(fw, bw, sh, table, c, bit, below, found, count, later):
             if later.shape[0]:
                 _give(sh, w, column, bit)
             elif sh.queued[w] != seen:
-                count = mark_reached(walk, sh.masks, np.int64(column), bit, np.int64(w), sh.queued, seen, sh.queue)
-                _opened(sh, column, sh.queue, count)
+                entered = mark_reached(walk, sh.masks, np.int64(column), bit, np.int64(w), sh.queued, seen, sh.queue)
+                _opened(sh, column, sh.queue, entered)
 
 
 @njit(nogil=True)
