@@ -94,6 +94,7 @@ def graphs(scale: float) -> dict[str, tuple[str, Callable[[], tuple[np.ndarray, 
         "dag-100k": (f"DAG {n(500_000):,} nodes, 100,000 levels", lambda: layered_dag(n(500_000), 100_000, 3.0, 4)),
         "rmat-8": (f"R-MAT {n(262_144):,} nodes, degree 8", lambda: _rmat(n(262_144), 8 * n(262_144))),
         "rmat-2": (f"R-MAT {n(262_144):,} nodes, degree 2", lambda: _rmat(n(262_144), 2 * n(262_144))),
+        "rmat-16": (f"R-MAT {n(262_144):,} nodes, degree 16", lambda: _rmat(n(262_144), 16 * n(262_144))),
         "cycles-10k": (
             f"{n(500_000):,} nodes, 10,000 levels, 10% of the edges turned back",
             lambda: _with_cycles(*layered_dag(n(500_000), 10_000, 3.0, 4), 0.1),

@@ -419,6 +419,9 @@ def _decided(h, p, comp, s, t, stamp, stack, marks, seen):
     where s's DAG node comes after t's; YES where a ``_live_path`` joins them, else UNDECIDED."""
     cs, ct = comp[s], comp[t]
     if cs > ct:
+        # A broken end leaves crossing's own searches open: the search on the updated graph costs less.
+        if comp_broken(p, cs) or comp_broken(p, ct):
+            return UNDECIDED
         return crossing(h, p, comp, s, t, stamp, stack, marks, seen)
     if not comp_broken(p, cs) and not comp_broken(p, ct) and _live_path(h, p, cs, ct, stamp, stack, marks):
         return YES
