@@ -12,6 +12,7 @@ Exact throughout: a verdict states only what a witness path or a test on the lab
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -616,18 +617,20 @@ def answer_one(
     base_buffers: SearchBuffers,
     u: int,
     v: int,
-) -> tuple[bool, bool]:
-    """(reachable, needed a search) for one pair of node ids on the version ``pending``, on the calling
-    thread: its verdict, then the labels' graph's search (BASE, BASE_FIRST) or one on the updated graph."""
+) -> tuple[bool, bool, float]:
+    """(reachable, needed a search, seconds its search on the updated graph took: 0.0 for none) for one pair
+    of node ids on the version ``pending``, on the calling thread: its verdict, then the labels' graph's
+    search (BASE, BASE_FIRST) or one on the updated graph."""
     code = pair_verdict(hot, pending, u, v)
     if code == BASE or code == BASE_FIRST:
         found, searched = answer_pair(hot, base_buffers, u, v)
         if found or code == BASE:
-            return found, searched
+            return found, searched, 0.0
     if code == UNDECIDED:
         code = _cross_of(hot, pending, sides[0].comp, pool, u, v)
     if code == YES or code == NO:
-        return bool(code == YES), False
+        return bool(code == YES), False, 0.0
+    start = time.perf_counter()
     with pool.take(marks=2) as (stamp, queue, mark):
         found = reaches(*sides, pending, hot, u, v, stamp, mark, queue)
-    return bool(found), True
+    return bool(found), True, time.perf_counter() - start

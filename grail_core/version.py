@@ -183,8 +183,9 @@ class _Names:
 
 
 class _Lineage:
-    """What every version of one ``Labels`` shares: their updates' state (``Overlay``) and its lock, and the
-    empty update that the labels' own version searches with."""
+    """What every version of one ``Labels`` shares: their updates' state (``Overlay``) and its lock, the
+    empty update that the labels' own version searches with, and the seconds their queries spent searching
+    the updated graph."""
 
     def __init__(self, labels: Labels, search: Searcher) -> None:
         self.labels = labels
@@ -192,6 +193,12 @@ class _Lineage:
         self.lock = threading.RLock()  # plans and stages, one at a time
         self._overlay: Overlay | None = None
         self._no_updates: Pending | None = None
+        self.search_seconds = 0.0
+        self._searching = threading.Lock()
+
+    def searched(self, seconds: float) -> None:
+        with self._searching:
+            self.search_seconds += seconds
 
     def overlay(self) -> Overlay:
         if self._overlay is None:
@@ -264,6 +271,13 @@ class Version:
         return PendingUpdates(snap.updates, snap.added_edges, snap.removed_edges, snap.new_nodes)
 
     @property
+    def search_seconds(self) -> float:
+        """Seconds that queries on the versions of these labels spent on pairs whose answer the updates may
+        have changed and the tests left open (searched on the updated graph): what the updates pending cost,
+        until a rebuild folds them in."""
+        return self._lineage.search_seconds
+
+    @property
     def num_nodes(self) -> int:
         """Nodes of the graph, those that updates added included."""
         return self.labels.num_nodes if self.snapshot is None else self.snapshot.num_nodes
@@ -312,7 +326,10 @@ class Version:
             return self.search.answer_pair(u, v)
         sides = (self.labels.views.forward(), self.labels.views.backward())
         pool = self.search.walk_buffers(self._walk_size())
-        return answer_one(sides, self._updates(), self.search.hot, pool, self.search.buffers, u, v)
+        found, searched, seconds = answer_one(sides, self._updates(), self.search.hot, pool, self.search.buffers, u, v)
+        if seconds:
+            self._lineage.searched(seconds)
+        return found, searched
 
     def query_batch(self, pairs: Any) -> np.ndarray:
         """Answers (bool array) for an (M, 2) array-like of (source, target) names, or for ``NameTokens`` of
@@ -473,6 +490,7 @@ class Version:
         """Answers of ``pairs[which]`` by searches on this version's graph into ``answers``; how many. The
         scheduler sends them to the CPU's walk or to a GPU (``Scheduler.search_touched``), by cost."""
         if which.size:
+            start = time.perf_counter()
             chosen = pairs[which]
 
             def on_cpu(part: np.ndarray) -> np.ndarray:
@@ -487,6 +505,7 @@ class Version:
             answers[which], _ = self.search.scheduler.search_touched(
                 self.touched_graph, self._touched_build_size(), chosen[:, 0], chosen[:, 1], on_cpu
             )
+            self._lineage.searched(time.perf_counter() - start)
         return int(which.size)
 
     def touched_graph(self) -> TouchedGraph:

@@ -391,7 +391,7 @@ class BuildRunner:
 
     def _rebuild(self, job: Job, worker: BuildWorker, memory: int) -> None:
         started = time.perf_counter()
-        delay = self._registry.rebuild_delay(job.graph_id)
+        delay = self._registry.rebuild_delay_of(job)
         if delay > 0:  # its updates still stream in: one rebuild folds them later
             self._registry.rebuild_deferred(self._current(job), delay)
             return

@@ -19,6 +19,10 @@ Every write reaches the store first and memory only once it has committed:
   served with the journal rows past it applied.
 - ``delete``: one transaction; gone from memory once it has committed.
 
+A graph's journal is folded into new labels by a rebuild (a build worker's job): at once after a lone update,
+under a stream of updates once it pauses (``rebuild_wait``), and at once, stream or not, once queries on its
+version have spent ``REBUILD_SEARCH_S`` searching the updated graph (``ready_version``: the job made urgent).
+
 At start every graph is listed at once (``/health`` answers), and each ready one loads its version and
 replays its journal in the background (``load_all``), answering 409 GraphLoading with Retry-After until it is
 current. ``sync`` brings one graph in line with the store (what another server wrote, on PostgreSQL).
@@ -45,6 +49,7 @@ from typing import Any
 
 from grail_core import IndexFileError, sizing
 from grail_core.backends import resolve_backend
+from grail_core.labels import Labels
 from grail_core.storage import read_index_dir
 from grail_core.version import Version, load_version
 
@@ -63,7 +68,7 @@ from .state.errors import (
     VersionConflict,
     VersionStateError,
 )
-from .state.metadata import Change, ChangeKind, Graph, GraphStatus, Job, JobKind, JobState, JournalTimes
+from .state.metadata import URGENT, Change, ChangeKind, Graph, GraphStatus, Job, JobKind, JobState, JournalTimes
 from .updates import Journal, JournalGap, Row, encode, fold_journal
 
 __all__ = [
@@ -96,6 +101,11 @@ _REBUILD_RECHECK_S = 30.0
 REBUILD_QUIET_S = 2.0
 REBUILD_MAX_WAIT_S = 30.0
 REBUILD_MAX_PENDING = 1_000
+# Once queries on a graph's version have spent this many seconds on pairs that its updates left to a search on
+# the updated graph (``Version.search_seconds``: on some graphs, updates that split large strongly connected
+# components leave most pairs to searches of milliseconds each), its rebuild runs at once, stream or not: the
+# rebuild costs a build worker's CPU, the searches would go on costing the queries'.
+REBUILD_SEARCH_S = 1.0
 # An update of ``update_many``: its answer, its refusal, or None (left to ``update``).
 UpdateOutcome = dict[str, Any] | BaseException | None
 _DAMAGED = {"type": IndexFileError.kind, "message": "index files are missing or corrupt; upload the graph again"}
@@ -125,6 +135,7 @@ class _Entry:
         self.build: Progress | None = None  # this server builds it
         self.rebuild: Progress | None = None  # this server rebuilds it
         self.rebuild_asked_at = 0.0  # when this server last made sure a rebuild is queued (0: not since the last)
+        self.hastened: Labels | None = None  # the labels whose versions' searches made this server hasten it
         self.deleted = False
         self.settled: Future[None] = Future()  # done once ready and loaded here, failed, or deleted
 
@@ -365,7 +376,37 @@ class GraphRegistry:
                 message = error.get("message", "unknown error")
                 raise ServiceError(GRAPH_FAILED, f"graph {entry.id!r} failed to build: {message}", build=error)
             raise ServiceError(GRAPH_NOT_READY, f"graph {entry.id!r} is {record.status}, not ready")
+        if version.search_seconds >= REBUILD_SEARCH_S and entry.hastened is not version.labels:
+            self._hasten_rebuild(entry, version)
         return version
+
+    def _hasten_rebuild(self, entry: _Entry, version: Version) -> None:
+        """Queries on ``version`` spent REBUILD_SEARCH_S searching the updated graph: the graph's rebuild is made
+        due now and urgent, or queued so (a store's write, on a thread of its own, off the request)."""
+        entry.hastened = version.labels
+        log.info(
+            "graph %s: queries spent %.1f s searching %d pending updates: rebuild now",
+            entry.id,
+            version.search_seconds,
+            version.pending.updates,
+        )
+
+        def hasten() -> None:
+            try:
+                job = self.metadata.hasten_job(entry.id, JobKind.rebuild)
+                if job is None:
+                    memory = self._rebuild_memory(entry, version)
+                    job = self.metadata.enqueue_job(entry.id, JobKind.rebuild, {URGENT: True}, memory_bytes=memory)
+                    entry.rebuild_asked_at = time.monotonic()
+                    if job.state is JobState.queued and not job.urgent:  # queued meanwhile, to wait for a pause
+                        self.metadata.hasten_job(entry.id, JobKind.rebuild)
+            except GraphNotFound:
+                pass
+            except StateError as exc:  # a full disk: the next query asks again
+                entry.hastened = None
+                log.warning("graph %s: cannot hasten its rebuild now: %s", entry.id, exc.message)
+
+        threading.Thread(target=hasten, name=f"grail-hasten-{entry.id}", daemon=True).start()
 
     def holds_name(self, name: str) -> bool:
         """Whether a graph holds ``name`` (the store has the last word when a graph is added)."""
@@ -873,13 +914,7 @@ class GraphRegistry:
         if entry.rebuild_asked_at and now - entry.rebuild_asked_at < _REBUILD_RECHECK_S:
             return False  # the common case under a stream of updates: asked already, nothing more to work out
         entry.rebuild_asked_at = now
-        if version is None:
-            # A builder holds no version: the row it published says what is left to fold in.
-            edges = int((entry.graph.stats or {}).get("edges", 0)) + entry.graph.pending_updates
-        else:
-            edges = version.stats.edges + version.pending.added_edges
-        num_nodes = version.num_nodes if version is not None else int((entry.graph.stats or {}).get("nodes", 0))
-        memory = sizing.build_bytes(entry.options.format or "edgelist", 0, num_nodes, edges)
+        memory = self._rebuild_memory(entry, version)
         try:
             delay = self.rebuild_delay(graph_id)
             self.metadata.enqueue_job(graph_id, JobKind.rebuild, {}, memory_bytes=memory, delay_s=delay)
@@ -891,6 +926,22 @@ class GraphRegistry:
             log.warning("graph %s: cannot queue a rebuild now: %s", graph_id, exc.message)
             return False
         return True
+
+    @staticmethod
+    def _rebuild_memory(entry: _Entry, version: Version | None) -> int:
+        """What a rebuild of the graph is estimated to need."""
+        if version is None:
+            # A builder holds no version: the row it published says what is left to fold in.
+            edges = int((entry.graph.stats or {}).get("edges", 0)) + entry.graph.pending_updates
+        else:
+            edges = version.stats.edges + version.pending.added_edges
+        num_nodes = version.num_nodes if version is not None else int((entry.graph.stats or {}).get("nodes", 0))
+        return sizing.build_bytes(entry.options.format or "edgelist", 0, num_nodes, edges)
+
+    def rebuild_delay_of(self, job: Job) -> float:
+        """How long a claimed rebuild should still wait (0: run it now): none for an urgent one, else
+        ``rebuild_delay`` of its graph."""
+        return 0.0 if job.urgent else self.rebuild_delay(job.graph_id)
 
     def rebuild_delay(self, graph_id: str, now: float | None = None) -> float:
         """How long a rebuild of the graph should still wait (0: start now): ``rebuild_wait`` of its journal's

@@ -375,6 +375,27 @@ def test_a_version_answers_for_its_number_whatever_comes_after() -> None:
     assert after.updated(add=[["x", "d"]]).reachable("b", "d") and not after.reachable("b", "d")
 
 
+def test_search_seconds_count_the_searches_that_updates_leave_and_a_rebuild_ends() -> None:
+    """``Version.search_seconds``: only pairs searched on the updated graph count (none on the labels' own
+    version), batches and single pairs alike, shared by every version of one labels; a rebuild starts at 0."""
+    ring = "".join(f"{i} {(i + 1) % 60}\n" for i in range(60)).encode()
+    index = ReachabilityIndex.from_bytes(ring, format="edgelist", backend="cpu")
+    pairs = [[u, v] for u in range(60) for v in range(60)]
+    assert index.query_batch(pairs).all() and index.current().search_seconds == 0.0
+    index.remove_edges([[0, 1]])  # the ring is a path from 1 to 0 now: most pairs are searched
+    updated = index.current()
+    answers, stats = updated.query_batch_with_stats(pairs)
+    assert stats.searched_updated > 0 and answers.sum() == 60 * 61 // 2
+    after_batch = updated.search_seconds
+    assert after_batch > 0.0
+    answer = updated.query_pair(5, 3)  # 5 reaches 3 no longer: a search on the updated graph
+    assert answer.searched and not answer.reachable and updated.search_seconds > after_batch
+    index.add_edges([[70, 71]])
+    assert index.current().search_seconds == updated.search_seconds
+    index.rebuild()
+    assert index.current().search_seconds == 0.0 and not index.reachable(5, 3)
+
+
 def test_a_removed_edge_loses_the_pairs_above_and_below_it() -> None:
     """Removing x -> y loses s -> t, s two levels above x and t below y: what reaches x and no longer reaches
     y, and what y reaches and x no longer does, are marked beyond the edge's ends (c, b still reach y; z, w

@@ -47,6 +47,7 @@ __all__ = [
     "JournalEntry",
     "JournalTimes",
     "Job",
+    "URGENT",
     "ServerInfo",
     "Change",
     "ArtifactReferences",
@@ -168,6 +169,10 @@ class JournalTimes:
     now: float  # the store's clock when these were read
 
 
+# The payload key of an urgent job (``MetadataStore.hasten_job``).
+URGENT = "urgent"
+
+
 @dataclass(frozen=True)
 class Job:
     id: int
@@ -186,6 +191,11 @@ class Job:
     created_at: float
     updated_at: float
     memory_bytes: int = 0  # what its build is estimated to need (a builder claims only jobs that fit)
+
+    @property
+    def urgent(self) -> bool:
+        """A rebuild that runs without waiting for its graph's updates to pause (``hasten_job``)."""
+        return bool(self.payload.get(URGENT))
 
 
 @dataclass(frozen=True)
@@ -346,6 +356,8 @@ class MetadataStore(Protocol):
     def fail_job(self, job: Job, error: dict[str, Any], *, retry: bool = True) -> Job: ...
 
     def defer_job(self, job: Job, error: dict[str, Any] | None, delay_s: float) -> Job: ...
+
+    def hasten_job(self, graph_id: str, kind: JobKind) -> Job | None: ...
 
     def get_job(self, job_id: int) -> Job: ...
 

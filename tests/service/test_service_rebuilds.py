@@ -175,3 +175,40 @@ def test_a_builder_sharing_the_store_sees_another_servers_stream(
         assert builder.rebuild_source(job) == (1, 4)
     finally:
         metadata.close()
+
+
+def test_searches_on_the_updated_graph_make_the_rebuild_urgent(
+    registry: GraphRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a stream the rebuild waits for a pause; once queries on the version have spent REBUILD_SEARCH_S on
+    pairs that its updates left to searches, it is due at once and urgent, and a builder runs it though the
+    stream goes on."""
+    monkeypatch.setattr(registry_module, "REBUILD_QUIET_S", HOUR)
+    monkeypatch.setattr(registry_module, "REBUILD_MAX_WAIT_S", 10 * HOUR)
+    monkeypatch.setattr(registry_module, "REBUILD_SEARCH_S", HOUR)
+    ring_id = "bbbbbbbbbbbb"
+    publish_in_process(
+        registry, tmp_path, ring_id, "ring", "".join(f"{i} {(i + 1) % 60}\n" for i in range(60)).encode()
+    )
+    metadata = registry.metadata
+    registry.update(ring_id, [], [[0, 1]])  # the ring split: most pairs need a search
+    for k in range(2):  # then a stream
+        registry.update(ring_id, [[70, 71]] if k % 2 == 0 else [], [] if k % 2 == 0 else [[70, 71]])
+    assert registry.rebuild_if_pending(ring_id)
+    pairs = [[u, v] for u in range(60) for v in range(60)]
+    version = registry.ready_version(ring_id)
+    while version.search_seconds < 0.05:
+        version.query_batch(pairs)
+        version = registry.ready_version(ring_id)
+    assert metadata.claim_job("builder", 60) is None, "below REBUILD_SEARCH_S: it waits for the stream to pause"
+    monkeypatch.setattr(registry_module, "REBUILD_SEARCH_S", 0.05)
+    registry.ready_version(ring_id)
+    deadline = time.monotonic() + 60
+    job = None
+    while job is None and time.monotonic() < deadline:  # hastened on a thread of its own
+        job = metadata.claim_job("builder", 60)
+        time.sleep(0.05)
+    assert job is not None and job.kind is JobKind.rebuild and job.graph_id == ring_id and job.urgent
+    assert registry.rebuild_delay(ring_id) > HOUR - 60, "the stream has not paused"
+    assert registry.rebuild_delay_of(job) == 0.0
+    assert registry.rebuild_source(job) == (1, 4)
