@@ -376,13 +376,15 @@ class GraphRegistry:
                 message = error.get("message", "unknown error")
                 raise ServiceError(GRAPH_FAILED, f"graph {entry.id!r} failed to build: {message}", build=error)
             raise ServiceError(GRAPH_NOT_READY, f"graph {entry.id!r} is {record.status}, not ready")
-        if version.search_seconds >= REBUILD_SEARCH_S and entry.hastened is not version.labels:
-            self._hasten_rebuild(entry, version)
+        self._hasten_if_searched(entry, version)
         return version
 
-    def _hasten_rebuild(self, entry: _Entry, version: Version) -> None:
-        """Queries on ``version`` spent REBUILD_SEARCH_S searching the updated graph: the graph's rebuild is made
-        due now and urgent, or queued so (a store's write, on a thread of its own, off the request)."""
+    def _hasten_if_searched(self, entry: _Entry, version: Version) -> None:
+        """Once queries on ``version`` have spent REBUILD_SEARCH_S searching the updated graph (checked as a
+        query starts and after an update), the graph's rebuild is made due now and urgent, or queued so (a
+        store's write, on a thread of its own, off the request)."""
+        if version.search_seconds < REBUILD_SEARCH_S or entry.hastened is version.labels:
+            return
         entry.hastened = version.labels
         log.info(
             "graph %s: queries spent %.1f s searching %d pending updates: rebuild now",
@@ -910,6 +912,8 @@ class GraphRegistry:
                 return False
         elif version.number == version.labels.version:
             return False
+        else:
+            self._hasten_if_searched(entry, version)
         now = time.monotonic()
         if entry.rebuild_asked_at and now - entry.rebuild_asked_at < _REBUILD_RECHECK_S:
             return False  # the common case under a stream of updates: asked already, nothing more to work out
