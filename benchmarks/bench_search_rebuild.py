@@ -72,11 +72,20 @@ def run_tree(tree: Path, text: bytes, stream: list, pairs: list[np.ndarray], arg
         proc, url = _server(tree, Path(tmp) / "data", log)
         try:
             with httpx.Client() as client:
+                while client.get(f"{url}/ready").status_code != 200:  # the query kernels compiled
+                    time.sleep(0.5)
                 started = time.perf_counter()
                 upload = f"{url}/graphs?wait=true&format=edgelist&name={NAME}"
                 uploaded = client.post(upload, content=text, timeout=3600)
                 uploaded.raise_for_status()
                 built = time.perf_counter() - started
+                # The server's first update compiles its kernels: two that change no pair of the graph, then their
+                # rebuild (a lone update is folded in at once), before anything is timed.
+                n = int(pairs[0].max()) + 1
+                for body in ({"add": [[n, n + 1]], "remove": []}, {"add": [], "remove": [[n, n + 1]]}):
+                    client.post(f"{url}/graphs/{NAME}/edges", json=body, timeout=3600).raise_for_status()
+                while client.get(f"{url}/graphs/{NAME}").json()["pending_updates"]["updates"]:
+                    time.sleep(0.2)
                 for batch in pairs[:2]:  # warm: the first batches compile nothing, but fill caches
                     _batch(client, url, batch)
                 quiet = [_batch(client, url, pairs[i % len(pairs)]) for i in range(args.batches)]

@@ -19,7 +19,8 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -193,12 +194,31 @@ class _Lineage:
         self.lock = threading.RLock()  # plans and stages, one at a time
         self._overlay: Overlay | None = None
         self._no_updates: Pending | None = None
-        self.search_seconds = 0.0
-        self._searching = threading.Lock()
+        self._searched = 0.0  # seconds of the searches done
+        self._searching: dict[object, float] = {}  # the searches under way: when each started
+        self._search_lock = threading.Lock()
+
+    def search_seconds(self) -> float:
+        """The searches' seconds, those under way included (a rebuild may be asked for during a long batch)."""
+        now = time.perf_counter()
+        with self._search_lock:
+            return self._searched + sum(now - start for start in self._searching.values())
 
     def searched(self, seconds: float) -> None:
-        with self._searching:
-            self.search_seconds += seconds
+        with self._search_lock:
+            self._searched += seconds
+
+    @contextmanager
+    def searching(self) -> Iterator[None]:
+        """A search on the updated graph under way: counted while it runs."""
+        key = object()
+        with self._search_lock:
+            self._searching[key] = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self._search_lock:
+                self._searched += time.perf_counter() - self._searching.pop(key)
 
     def overlay(self) -> Overlay:
         if self._overlay is None:
@@ -273,9 +293,9 @@ class Version:
     @property
     def search_seconds(self) -> float:
         """Seconds that queries on the versions of these labels spent on pairs whose answer the updates may
-        have changed and the tests left open (searched on the updated graph): what the updates pending cost,
-        until a rebuild folds them in."""
-        return self._lineage.search_seconds
+        have changed and the tests left open (searched on the updated graph; the searches under way so far):
+        what the updates pending cost, until a rebuild folds them in."""
+        return self._lineage.search_seconds()
 
     @property
     def num_nodes(self) -> int:
@@ -490,7 +510,6 @@ class Version:
         """Answers of ``pairs[which]`` by searches on this version's graph into ``answers``; how many. The
         scheduler sends them to the CPU's walk or to a GPU (``Scheduler.search_touched``), by cost."""
         if which.size:
-            start = time.perf_counter()
             chosen = pairs[which]
 
             def on_cpu(part: np.ndarray) -> np.ndarray:
@@ -502,10 +521,10 @@ class Version:
                 )
                 return found[part]
 
-            answers[which], _ = self.search.scheduler.search_touched(
-                self.touched_graph, self._touched_build_size(), chosen[:, 0], chosen[:, 1], on_cpu
-            )
-            self._lineage.searched(time.perf_counter() - start)
+            with self._lineage.searching():
+                answers[which], _ = self.search.scheduler.search_touched(
+                    self.touched_graph, self._touched_build_size(), chosen[:, 0], chosen[:, 1], on_cpu
+                )
         return int(which.size)
 
     def touched_graph(self) -> TouchedGraph:

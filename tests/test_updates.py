@@ -7,6 +7,7 @@ answering for the graph as it was then."""
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -390,6 +391,10 @@ def test_search_seconds_count_the_searches_that_updates_leave_and_a_rebuild_ends
     assert after_batch > 0.0
     answer = updated.query_pair(5, 3)  # 5 reaches 3 no longer: a search on the updated graph
     assert answer.searched and not answer.reachable and updated.search_seconds > after_batch
+    answered = updated.search_seconds
+    with updated._lineage.searching():  # a search under way counts as it runs
+        time.sleep(0.01)
+        assert updated.search_seconds >= answered + 0.01
     index.add_edges([[70, 71]])
     assert index.current().search_seconds == updated.search_seconds
     index.rebuild()
