@@ -17,8 +17,6 @@ service's rebuild policy before and after.
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -28,30 +26,9 @@ import httpx
 import numpy as np
 
 from benchmarks.bench_updates import edge_arrays, graphs, updates
-from benchmarks.serving import REPO, free_port
+from benchmarks.serving import REPO, GrailServer
 
 NAME = "split"
-
-
-def _server(tree: Path, data: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``grail-serve`` of ``tree`` (its own sources first on the path: ``-m`` from its folder)."""
-    port = free_port()
-    command = [sys.executable, "-m", "service.main", "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--data-dir", str(data), "--backend", "cpu"]
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(command, cwd=tree, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 1800
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"grail-serve exited with {proc.returncode}; see {log}")
-        try:
-            if httpx.get(url + "/health", timeout=5).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError("/health")
 
 
 def _batch(client: httpx.Client, url: str, pairs: np.ndarray) -> float:
@@ -69,8 +46,10 @@ def _batch(client: httpx.Client, url: str, pairs: np.ndarray) -> float:
 def run_tree(tree: Path, text: bytes, stream: list, pairs: list[np.ndarray], args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="grail-bench-split-") as tmp:
         log = Path(tmp) / "server.log"
-        proc, url = _server(tree, Path(tmp) / "data", log)
+        server = GrailServer(Path(tmp) / "data", log, tree=tree).launch()
+        url = server.url
         try:
+            server.wait_for("/health", timeout=1800)
             with httpx.Client() as client:
                 while client.get(f"{url}/ready").status_code != 200:  # the query kernels compiled
                     time.sleep(0.5)
@@ -119,8 +98,7 @@ def run_tree(tree: Path, text: bytes, stream: list, pairs: list[np.ndarray], arg
             thread.join()
             rebuilt = "rebuild now" in log.read_text(errors="replace")
         finally:
-            proc.kill()
-            proc.wait()
+            server.kill()
     return {"built": built, "quiet": float(np.median(quiet)), "timed": timed, "pending": pending, "urgent": rebuilt}
 
 

@@ -42,9 +42,11 @@ def group_rss(pid: int) -> int:
 
 
 class GrailServer:
-    """``python -m service.main`` on a free loopback port with the CPU engine; ``args`` are more options."""
+    """``python -m service.main`` on a free loopback port with the CPU engine; ``args`` are more options;
+    ``tree``: the checkout whose server runs (its own sources first on the path: ``-m`` from its folder)."""
 
-    def __init__(self, data_dir: Path, log_path: Path, *args: str) -> None:
+    def __init__(self, data_dir: Path, log_path: Path, *args: str, tree: Path = REPO) -> None:
+        self.tree = tree
         self.data_dir = data_dir
         self.log_path = log_path
         self.args = args
@@ -64,7 +66,7 @@ class GrailServer:
         self.started_at = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                command, cwd=self.tree, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         return self
 
