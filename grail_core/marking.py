@@ -28,7 +28,7 @@ __all__ = [
     "still_joined",
     "members_between",
     "reached_inside",
-    "strongly_connected",
+    "regraft",
     "count_between",
     "dag_edge_of",
     "own_bits",
@@ -502,36 +502,47 @@ def still_joined(
 
 
 @njit(nogil=True, cache=True)
-def reached_inside(indptr, indices, edge, comp, removed_bits, start, stamp, mark_value, queue):
+def reached_inside(indptr, indices, edge, comp, removed_bits, start, closed, parent, stamp, mark_value, queue):
     """The members of ``start``'s component that it reaches inside it by base edges never removed (in the
     direction of ``indptr``/``indices``; ``edge`` as in ``mark``), into ``queue``: how many; each marked
-    ``mark_value`` in ``stamp``."""
+    ``mark_value`` in ``stamp``. Members in ``closed`` (a bit set; empty for none) are not entered: the caller
+    knows what they reach. ``parent`` (empty for none): each member reached gets the edge it was reached by
+    (a forward CSR position), ``start`` -1."""
     c = comp[start]
     stamp[start] = mark_value
     queue[0] = start
+    if parent.size:
+        parent[start] = -1
     head, tail = 0, 1
     while head < tail:
         u = queue[head]
         head += 1
         for f in range(indptr[u], indptr[u + 1]):
             w = indices[f]
-            if comp[w] != c or stamp[w] == mark_value or bit_set(removed_bits, _edge_at(edge, f)):
+            e = _edge_at(edge, f)
+            if comp[w] != c or stamp[w] == mark_value or bit_set(removed_bits, e):
+                continue
+            if closed.size and bit_set(closed, w):
                 continue
             stamp[w] = mark_value
             queue[tail] = w
             tail += 1
+            if parent.size:
+                parent[w] = e
     return tail
 
 
 @njit(nogil=True, cache=True)
-def members_between(indptr, indices, edge, comp, removed_bits, start, other, stamp, mark_value, queue, found):
+def members_between(indptr, indices, edge, comp, removed_bits, start, other, closed, stamp, mark_value, queue, found):
     """The members of ``start``'s component that ``start`` reaches inside it and ``other`` (a member too)
     does not, by base edges never removed (in the direction of ``indptr``/``indices``; ``edge`` as in
     ``mark``), into ``found``: how many, or -1 when more than ``found`` holds. A member that ``other``
-    reaches passes nothing on: ``other`` reaches what it reaches. ``stamp``: int32 per node, marked
+    reaches passes nothing on: ``other`` reaches what it reaches. ``closed``: a bit set of members that
+    ``other`` is known to reach, with everything they reach (empty for none); the walk from ``other`` does
+    not enter them, so it costs what ``other`` reaches outside them. ``stamp``: int32 per node, marked
     ``mark_value`` (``other``'s) and ``mark_value + 1``."""
-    reached_inside(indptr, indices, edge, comp, removed_bits, other, stamp, mark_value, queue)
-    if stamp[start] == mark_value:
+    reached_inside(indptr, indices, edge, comp, removed_bits, other, closed, queue[:0], stamp, mark_value, queue)
+    if stamp[start] == mark_value or (closed.size and bit_set(closed, start)):
         return 0
     c = comp[start]
     own = mark_value + 1
@@ -547,6 +558,8 @@ def members_between(indptr, indices, edge, comp, removed_bits, start, other, sta
             w = indices[f]
             if comp[w] != c or stamp[w] == own or stamp[w] == mark_value or bit_set(removed_bits, _edge_at(edge, f)):
                 continue
+            if closed.size and bit_set(closed, w):
+                continue
             stamp[w] = own
             queue[tail] = w
             tail += 1
@@ -557,17 +570,75 @@ def members_between(indptr, indices, edge, comp, removed_bits, start, other, sta
 
 
 @njit(nogil=True, cache=True)
-def strongly_connected(
-    fw_indptr, fw_indices, bw_indptr, bw_indices, bw_edge, comp, removed_bits, member, size, stamp, mark_value, queue
+def regraft(
+    down_indptr,
+    down_indices,
+    down_edge,
+    up_indptr,
+    up_indices,
+    up_edge,
+    comp,
+    removed_bits,
+    parent,
+    reached,
+    start,
+    stamp,
+    mark_value,
+    queue,
 ):
-    """Whether the component of ``member`` (``size`` members) is still strongly connected by base edges never
-    removed: every member reached from ``member`` and reaching it."""
-    none = bw_edge[:0]
-    if reached_inside(fw_indptr, fw_indices, none, comp, removed_bits, member, stamp, mark_value, queue) < size:
-        return False
-    return (
-        reached_inside(bw_indptr, bw_indices, bw_edge, comp, removed_bits, member, stamp, mark_value + 1, queue) == size
-    )
+    """A tree of ``reached`` (its members' edges from the member before them along ``down``, in ``parent``;
+    ``reached_inside`` grows it) after the edge into ``start`` was removed: the members below ``start``
+    hang again by base edges never removed, from members outside them that ``reached`` holds (their own tree
+    paths are whole) and then from each other; those left hanging leave ``reached``, into ``queue``: how
+    many. It costs the members below ``start`` and their edges, not the tree. ``stamp``: int32 per node,
+    marked ``mark_value`` (below ``start``) and ``mark_value + 1`` (hung again)."""
+    c = comp[start]
+    hung = mark_value + 1
+    stamp[start] = mark_value
+    queue[0] = start
+    head, tail = 0, 1
+    while head < tail:
+        u = queue[head]
+        head += 1
+        for f in range(down_indptr[u], down_indptr[u + 1]):
+            w = down_indices[f]
+            if comp[w] == c and stamp[w] != mark_value and parent[w] == _edge_at(down_edge, f):
+                stamp[w] = mark_value
+                queue[tail] = w
+                tail += 1
+    below = tail
+    for i in range(below):
+        w = queue[i]
+        for g in range(up_indptr[w], up_indptr[w + 1]):
+            p = up_indices[g]
+            e = _edge_at(up_edge, g)
+            if comp[p] == c and stamp[p] != mark_value and bit_set(reached, p) and not bit_set(removed_bits, e):
+                parent[w] = e
+                stamp[w] = hung
+                queue[tail] = w
+                tail += 1
+                break
+    head = below
+    while head < tail:
+        u = queue[head]
+        head += 1
+        for f in range(down_indptr[u], down_indptr[u + 1]):
+            w = down_indices[f]
+            e = _edge_at(down_edge, f)
+            if comp[w] == c and stamp[w] == mark_value and not bit_set(removed_bits, e):
+                parent[w] = e
+                stamp[w] = hung
+                queue[tail] = w
+                tail += 1
+    lost = 0
+    for i in range(below):
+        w = queue[i]
+        if stamp[w] == mark_value:
+            parent[w] = -1
+            reached[w >> 6] &= ~(np.uint64(1) << np.uint64(w & 63))
+            queue[lost] = w
+            lost += 1
+    return lost
 
 
 @njit(nogil=True, cache=True)

@@ -276,6 +276,8 @@ class Overlay:
             node_marked=np.zeros((nodes + 63) // 64, dtype=np.uint64),
             to_root=np.zeros((nodes + 63) // 64, dtype=np.uint64),
             from_root=np.zeros((nodes + 63) // 64, dtype=np.uint64),
+            to_parent=np.full(nodes, -1, dtype=np.int64),
+            from_parent=np.full(nodes, -1, dtype=np.int64),
             roots=np.zeros((n_dag, 2), dtype=np.uint64),
             open_sources=np.zeros(words, dtype=np.uint64),
             open_targets=np.zeros(words, dtype=np.uint64),

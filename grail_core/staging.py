@@ -30,6 +30,11 @@ between them is left (x reaches its tail, its head reaches y).
   rank group; a side that does not, whole (C's DAG node and everything past it on that side). Both too
   large (or C past ``SPLIT_SEARCH_BUDGET`` members), C's closed marks (everything that reaches it and
   everything it reaches, one bit), which cover every later removal in or at C (``CLOSED``).
+- A broken component's root sets (``pending``: ``to_root``, ``from_root``) are found once, when C first
+  splits, with a tree each of the edges that join their members to the root; later removals hang again only
+  what lay below their edge in a tree (``_root_reach``). The sides of a split take them as known: when x
+  reaches the root, x reaches all that the root reaches, so the walks cost what lies outside the root's sets,
+  not C (``_split_side``).
 
 A journal folded at once (``fold_removals``) removes its edges one after the other in the same way, within
 budgets of its own; what a mark spreads to everything reached is spread by one sweep at the end.
@@ -52,6 +57,7 @@ from .marking import (
     mark_reached,
     members_between,
     reached_inside,
+    regraft,
     still_joined,
     walk_sides,
 )
@@ -169,6 +175,8 @@ class Shared(NamedTuple):
     node_marked: np.ndarray  # per node: it has removal marks of its own (``pending.removal_mask``)
     to_root: np.ndarray  # per node: it reaches (is reached from) its broken component's root (``_root_reach``)
     from_root: np.ndarray
+    to_parent: np.ndarray  # int64 per node: the edge that joins it to the root, in a tree of to_root (from_root)
+    from_parent: np.ndarray
     roots: np.ndarray  # (DAG nodes, 2) uint64: ROOT_UP, ROOT_DOWN (``grail_core.roots``)
     open_sources: np.ndarray  # per DAG node: its UP_NO or RM_UP has a bit (``pending.labels_hold``),
     open_targets: np.ndarray  # its DOWN_NO or RM_DOWN
@@ -410,9 +418,14 @@ def _mark_dead_edge(fw, bw, sh, cx, cy, n_dag, later):
 @njit(nogil=True, inline="always")  # ``below`` is a literal at each call (_LITERALS)
 def _split_side(fw, bw, sh, x, y, below, found):
     """A side of ``_mark_split`` (``below``: the members that y reaches and x no longer does; else those
-    that reach x and no longer reach y) into ``found``: how many, or -1 when they do not fit."""
+    that reach x and no longer reach y) into ``found``: how many, or -1 when they do not fit. When x reaches
+    the component's root, x reaches all that the root does (``from_root``), and when the root reaches y, all
+    that reaches the root (``to_root``) reaches y: the walk from x (y) then costs what lies outside them."""
     side = fw if below else bw
     start, other = (y, x) if below else (x, y)
+    closed = sh.from_root if below else sh.to_root
+    if not bit_set(sh.to_root if below else sh.from_root, other):
+        closed = closed[:0]
     return members_between(
         side.indptr,
         side.indices,
@@ -421,6 +434,7 @@ def _split_side(fw, bw, sh, x, y, below, found):
         sh.removed_bits,
         np.int64(start),
         np.int64(other),
+        closed,
         sh.node_stamp,
         _fresh_marks(sh, _NODE_MARK, 2),
         sh.node_queues[0],
@@ -487,17 +501,17 @@ def _mark_split(fw, bw, sh, table, x, y, c, n_dag, later, budget):
 
 
 @njit(nogil=True)
-def _root_reach(fw, bw, sh, table, c, later):
-    """``to_root`` and ``from_root`` of component c's members after a removal inside it split it (or made it
-    broken): the first time from a root chosen now (a member with the most edges), later by clearing the
-    members that no longer reach it (it no longer reaches), so that a bit a version reads stays a witness.
-    With them the root bits (``grail_core.roots``): the first time c takes one while any is left, in place of
-    the bits it held whole, and lays it outside c (``_first_root_bits``); later the DAG nodes next to members
-    that left ``to_root`` (``from_root``) are rechecked. In a fold (``later`` not empty) ``fold_roots`` lays
-    them at the end."""
+def _root_reach(fw, bw, sh, table, c, e, x, y, later):
+    """``to_root`` and ``from_root`` of component c's members after base edge e = x -> y inside it was removed. The
+    first time (a removal split c) from a root chosen now, a member with the most edges, each set with a
+    tree of the edges that join its members to the root (``to_parent``, ``from_parent``); later, when e was
+    in a tree, the members below it hang again or leave the set (``marking.regraft``: it costs what hung
+    below e, not c), so that a bit a version reads stays a witness. With them the root bits
+    (``grail_core.roots``): the first time c takes one while any is left, in place of the bits it held whole,
+    and lays it outside c (``_first_root_bits``); later the DAG nodes next to members that left ``to_root``
+    (``from_root``) are rechecked. In a fold (``later`` not empty) ``fold_roots`` lays them at the end."""
     root = lookup(table, table_key(ROOT, c))
-    first = root == EMPTY
-    if first:
+    if root == EMPTY:
         most = -1
         for i in range(fw.mem_indptr[c], fw.mem_indptr[c + 1]):
             m = fw.mem[i]
@@ -505,32 +519,66 @@ def _root_reach(fw, bw, sh, table, c, later):
             if edges > most:
                 most, root = edges, m
         sh.counters[TABLE_USED] += store(table, table_key(ROOT, c), root)
-    at_once = later.shape[0] == 0
-    for column in (ROOT_DOWN, ROOT_UP):
-        bits, side = (sh.from_root, fw) if column == ROOT_DOWN else (sh.to_root, bw)
-        seen = _fresh_marks(sh, _NODE_MARK, 1)
-        queue = sh.node_queues[0]
-        count = reached_inside(
-            side.indptr, side.indices, side.edge, fw.comp, sh.removed_bits, root, sh.node_stamp, seen, queue
-        )
-        if first:
+        for column in (ROOT_DOWN, ROOT_UP):
+            bits, parent, side = (
+                (sh.from_root, sh.from_parent, fw) if column == ROOT_DOWN else (sh.to_root, sh.to_parent, bw)
+            )
+            queue = sh.node_queues[0]
+            none = sh.removed_bits[:0]
+            seen = _fresh_marks(sh, _NODE_MARK, 1)
+            count = reached_inside(
+                side.indptr,
+                side.indices,
+                side.edge,
+                fw.comp,
+                sh.removed_bits,
+                root,
+                none,
+                parent,
+                sh.node_stamp,
+                seen,
+                queue,
+            )
             for i in range(count):
                 _set(bits, queue[i])
+        _first_root_bits(fw, bw, sh, c, later.shape[0] == 0)
+        return
+    for column in (ROOT_DOWN, ROOT_UP):
+        if column == ROOT_DOWN:
+            bits, parent, down, up, start = sh.from_root, sh.from_parent, fw, bw, y
+        else:
+            bits, parent, down, up, start = sh.to_root, sh.to_parent, bw, fw, x
+        if parent[start] != e:
             continue
-        track = at_once and sh.roots[c, column] != 0
-        starts = np.empty(sh.queued.size if track else 0, dtype=np.int64)
+        queue = sh.node_queues[0]
+        lost = regraft(
+            down.indptr,
+            down.indices,
+            down.edge,
+            up.indptr,
+            up.indices,
+            up.edge,
+            fw.comp,
+            sh.removed_bits,
+            parent,
+            bits,
+            start,
+            sh.node_stamp,
+            _fresh_marks(sh, _NODE_MARK, 2),
+            queue,
+        )
+        if lost == 0 or later.shape[0] or sh.roots[c, column] == 0:
+            continue
+        edges = 0
+        for i in range(lost):
+            edges += down.indptr[queue[i] + 1] - down.indptr[queue[i]]
+        starts = np.empty(min(edges, sh.queued.size), dtype=np.int64)
         near = _fresh_marks(sh, _SCRATCH_MARK, 1)
         found = 0
-        for i in range(fw.mem_indptr[c], fw.mem_indptr[c + 1]):
-            m = fw.mem[i]
-            if sh.node_stamp[m] != seen and bit_set(bits, m):
-                bits[m >> 6] &= ~(np.uint64(1) << np.uint64(m & 63))
-                if track:
-                    found = neighbours_of(side, c, m, starts, found, sh.queued, near)
+        for i in range(lost):
+            found = neighbours_of(down, c, queue[i], starts, found, sh.queued, near)
         if found:
             _recheck(fw, bw, sh, column, starts[:found])
-    if first:
-        _first_root_bits(fw, bw, sh, c, at_once)
 
 
 @njit(nogil=True, inline="always")  # its column is a literal at two calls (_LITERALS)
@@ -632,13 +680,15 @@ def _remove_base(fw, bw, sh, table, x, y, stamp, n_dag, later, budget):
     cx, cy = fw.comp[x], fw.comp[y]
     if cx == cy:
         if _joined(fw, bw, sh, x, y):
+            if lookup(table, table_key(ROOT, cx)) != EMPTY:  # no reach is lost, but the trees may have used e
+                _root_reach(fw, bw, sh, table, cx, e, x, y, later)
             return 1
         if not bit_set(sh.broken_bits, cx):
             _set(sh.broken_bits, cx)
             sh.counters[TABLE_USED] += store(table, table_key(BROKEN_COMP, cx), stamp)
             if later.shape[0] == 0:
                 _cut(fw, bw, sh, cx, cx)
-        _root_reach(fw, bw, sh, table, cx, later)
+        _root_reach(fw, bw, sh, table, cx, e, x, y, later)
         if not _closed(table, cx):
             _mark_split(fw, bw, sh, table, x, y, cx, n_dag, later, budget)
         return 1

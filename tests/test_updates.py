@@ -1030,6 +1030,48 @@ def _check_root_bits(index: ReachabilityIndex, reach: np.ndarray) -> None:
     np.testing.assert_array_equal(laid, p.roots)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph=digraphs(max_nodes=50), data=st.data())
+def test_root_sets_are_exactly_what_reaches_the_root_and_what_it_reaches(
+    graph: tuple[int, list[tuple[int, int]]], data: st.DataObject
+) -> None:
+    """Edges removed one by one, inside components and between them: after each, every broken component's
+    ``to_root`` is exactly its members that reach its root inside it, in the graph as it is, and
+    ``from_root`` exactly those the root reaches (the trees hang again what a removal left joined, and drop
+    what it cut), and the answers equal BFS."""
+    from grail_core.pending import bit_set, table_key
+    from grail_core.probing import lookup
+    from grail_core.staging import ROOT
+
+    n, edges = graph
+    distinct = sorted(set(edges))
+    shuffled = data.draw(st.permutations(distinct)) if distinct else []
+    index = ReachabilityIndex.from_edges(*np.array(edges or [(0, 0)], dtype=np.int64).T, num_nodes=n, backend="cpu")
+    comp = np.asarray(index.current().labels.views.forward().comp)
+    inner = [e for e in shuffled if comp[e[0]] == comp[e[1]] and e[0] != e[1]]
+    removals = (inner + [e for e in shuffled if e not in inner])[: data.draw(st.integers(1, 16))]
+    current = set(edges)
+    pairs = np.argwhere(np.ones((n, n), dtype=bool)).astype(np.int64)
+    for x, y in removals:
+        current.discard((x, y))
+        index.remove_edges([[x, y]])
+        answers, _ = index.query_ids(pairs)
+        np.testing.assert_array_equal(answers, reachability_matrix(n, sorted(current)).ravel())
+        p = index.current()._updates()
+        if p.to_root.size == 0:
+            continue  # every component is one node: no roots
+        for c in np.unique(comp):
+            if not bit_set(p.broken_bits, c):
+                continue
+            members = np.flatnonzero(comp == c)
+            inside = [(u, v) for u, v in current if comp[u] == c and comp[v] == c]
+            reach = reachability_matrix(n, inside)
+            root = lookup(p.table, table_key(ROOT, c))
+            for bits, expected in ((p.to_root, reach[members, root]), (p.from_root, reach[root, members])):
+                held = np.array([bit_set(bits, m) for m in members])
+                np.testing.assert_array_equal(held, expected)
+
+
 def test_pairs_through_a_broken_component_are_witnessed_by_its_root() -> None:
     """A cycle of 6,000 members that a removal opens into a chain (both sides too large to mark one by one:
     the component takes its closed marks), with nodes entering and leaving it. The pairs from outside it (or
