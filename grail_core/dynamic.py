@@ -50,6 +50,7 @@ from .query import (
     answer_pair,
     classify,
     classify_nodes,
+    frozen,
 )
 from .records import ID, NO, UNDECIDED, YES
 from .traversal import Side, reaches, walk_pairs_parallel
@@ -512,6 +513,7 @@ def pair_verdict(h, p, u, v):
 
 def verdicts(hot: HotArrays, pending: Pending, pairs: np.ndarray) -> np.ndarray:
     """NO, YES, UNDECIDED or BASE (int8) for each pair of node ids (an (M, 2) int64 array)."""
+    pairs = frozen(pairs)  # read-only like every caller's: one compiled kernel, not one per flag
     codes = np.empty(pairs.shape[0], dtype=np.int8)
     if pairs.shape[0] < SERIAL_BATCH:
         _verdicts_serial(hot, pending, pairs, codes)
@@ -534,7 +536,7 @@ def answer_pairs(
     graph's). ``sides``: the forward and backward views of the graph; ``pool``: buffers of ``walk_size``;
     ``search(pairs, which, answers)``: what searches the undecided pairs on the updated graph (the CPU's
     ``search_pairs`` when None)."""
-    pairs = np.ascontiguousarray(pairs, dtype=np.int64)
+    pairs = frozen(np.asarray(pairs, dtype=np.int64))  # one compiled verdict and crossing kernel (``verdicts``)
     codes = verdicts(hot, pending, pairs)
     undecided = np.flatnonzero(codes == UNDECIDED)
     if undecided.size:
