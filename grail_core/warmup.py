@@ -30,8 +30,9 @@ from .query import SERIAL_BATCH
 from .scc import SccOptions, strongly_connected_components
 from .scheduler import GPU_MODES
 from .search import start_calibration
+from .synthetic import layered_dag
 
-__all__ = ["fill_caches", "warm_up", "warm_up_build"]
+__all__ = ["fill_caches", "warm_up", "warm_up_build", "warm_up_updates"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,9 @@ _CYCLES = np.array([[i, i + 1] for i in range(11)] + [[3, 0], [7, 4], [11, 8], [
 _EVERY_BRANCH = SccOptions(parallel_min_nodes=1, serial_below=0, min_round_share=0.0)
 _MEDIUM = 1 << 18
 _STAR = LONG_ROW + 1
+# The deep DAG of ``warm_up_updates`` (a sixth as many edges added, a twentieth removed): tens of pairs of a
+# batch across the order left to crossing, more than its threads start from (``dynamic.PARALLEL_CROSSING``).
+_UPDATED_NODES = 2_000
 
 
 def _queries(index: ReachabilityIndex) -> None:
@@ -101,6 +105,29 @@ def warm_up(backend: str = "auto") -> float:
     seconds = time.perf_counter() - started
     log.info("build and query kernels (%s) ready in %.2f s", resolved, seconds)
     return seconds
+
+
+def warm_up_updates() -> float:
+    """Compile (or load) the kernels that answer batches on a version with edge updates on numba's threads:
+    the verdicts, the crossing of pairs across the order and the searches of the updated graph, which small
+    batches and single pairs do not reach. A deep DAG with edges added between random nodes and some removed,
+    and batches whose sources lie among its last DAG nodes (many pairs across the order); returns seconds."""
+    started = time.perf_counter()
+    rng = np.random.default_rng(0)
+    n = _UPDATED_NODES
+    indptr, indices = layered_dag(n, n // 4, 3.0, 4, seed=1)
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    index = ReachabilityIndex.from_edges(src, indices, num_nodes=n, backend="cpu")
+    added = rng.integers(0, n, size=(_UPDATED_NODES // 6, 2))
+    index.update(add=added[added[:, 0] != added[:, 1]].tolist())
+    removed = rng.choice(src.size, size=_UPDATED_NODES // 20, replace=False)
+    index.update(remove=np.column_stack([src[removed], indices[removed]]).tolist())
+    comp = index.current().labels.views.forward().comp
+    last = np.flatnonzero(comp >= comp.max() - n // 40)
+    pairs = np.column_stack([rng.choice(last, SERIAL_BATCH), rng.integers(0, n, SERIAL_BATCH)])
+    index.query_batch_with_stats(pairs)
+    index.query_batch_with_stats(pairs.astype(str))
+    return time.perf_counter() - started
 
 
 def fill_caches(backend: str = "auto") -> str:

@@ -32,6 +32,7 @@ import numpy as np
 
 from grail_core import ReachabilityIndex
 from grail_core.warmup import warm_up as warm_up_kernels
+from grail_core.warmup import warm_up_updates
 
 from .codecs import decode_pairs
 
@@ -103,7 +104,8 @@ def warm_up(backend: str = "auto") -> str:
 
 
 def warm_up_beyond() -> None:
-    """Compile the kernels of paths, listings, edge updates and journals folded at once (a minute on a cold
+    """Compile the kernels of paths, listings, edge updates, batches on a version with updates (on numba's
+    threads: ``grail_core.warmup.warm_up_updates``) and journals folded at once (a minute on a cold
     numba cache, on two cores): after ``/ready``, since most graphs are only asked yes or no; a path asked
     meanwhile waits for them, and so does the first restart's replay where the cache did not hold the fold's."""
     started = time.perf_counter()
@@ -117,6 +119,7 @@ def warm_up_beyond() -> None:
             built = ReachabilityIndex.from_bytes(_GRAPHS[kind].encode(), format="edgelist", backend="cpu")
             built.save(Path(tmp) / kind)
             ReachabilityIndex.load(Path(tmp) / kind, mmap=True).update_many(journal)
+    warm_up_updates()
     log.info("path, listing and update kernels ready in %.2f s", time.perf_counter() - started)
 
 
