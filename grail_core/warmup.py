@@ -133,10 +133,12 @@ def warm_up_updates() -> float:
 def fill_caches(backend: str = "auto") -> str:
     """Everything the warm-up compiles or fits, written to the disk caches and kept there (``python -m
     grail_core.warmup [backend]``: the container image's build runs it, so that a container's start only
-    loads): numba's CPU kernels, on 'cuda' the GPU kernels, CuPy's and the search cost model's fit (waited
-    for here; a start fits it in the background). Returns the backend resolved."""
+    loads): numba's CPU kernels, those of batches on a version with updates included (``warm_up_updates``), on
+    'cuda' the GPU kernels, CuPy's and the search cost model's fit (waited for here; a start fits it in the
+    background). Returns the backend resolved."""
     resolved = backends.resolve_backend(backend)
     warm_up(resolved)
+    warm_up_updates()
     if resolved == "cuda":
         start_calibration(wait=True)
     return resolved
