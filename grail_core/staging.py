@@ -175,8 +175,8 @@ class Shared(NamedTuple):
     node_marked: np.ndarray  # per node: it has removal marks of its own (``pending.removal_mask``)
     to_root: np.ndarray  # per node: it reaches (is reached from) its broken component's root (``_root_reach``)
     from_root: np.ndarray
-    to_parent: np.ndarray  # int64 per node: the edge that joins it to the root, in a tree of to_root (from_root)
-    from_parent: np.ndarray
+    to_parent: np.ndarray  # int64 per node: in a tree of to_root, its edge to the next member on its way to the root;
+    from_parent: np.ndarray  # in a tree of from_root, the edge into it from the member before it
     roots: np.ndarray  # (DAG nodes, 2) uint64: ROOT_UP, ROOT_DOWN (``grail_core.roots``)
     open_sources: np.ndarray  # per DAG node: its UP_NO or RM_UP has a bit (``pending.labels_hold``),
     open_targets: np.ndarray  # its DOWN_NO or RM_DOWN
