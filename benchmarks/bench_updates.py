@@ -20,6 +20,11 @@ Sections:
   (an added or removed edge, between DAG nodes or inside a component) the count, median, p99 and total, and
   the rate and CPU seconds. To compare checkouts, copy this file into the other one's ``benchmarks/`` (it
   imports the project from the folder above its own) and run it there too.
+* ``auto-rebuild`` (not in ``all``): per graph and stream, ``--mixed`` updates of the ``queries`` section's
+  streams applied, then each batch (random, positive-heavy) on an index that keeps them pending
+  (``auto_rebuild`` off: one run) and on a fresh one that rebuilds once its searches cost a rebuild
+  (``auto_rebuild``, the default: the first run, and the median of QUERY_RUNS), against the batch before the
+  updates; with the rebuilds done and the answers checked against the index that kept them pending.
 * ``restart`` (not in ``all``): a real ``grail-serve`` (SQLite in its data directory, or ``--database-url``
   PostgreSQL) builds a DAG of 500,000 nodes (x scale), is killed (SIGKILL to its process group), finds
   ``--journal`` updates (a quarter removing edges, half adding edges between existing nodes, a quarter adding
@@ -28,7 +33,7 @@ Sections:
   Retry-After) and ``/ready``'s loading phases seen; then its answers on sample pairs against a fresh build
   of the final edge set.
 
-    .venv/bin/python -m benchmarks.bench_updates [--section all|issue|queries|apply|restart] [--scale 1.0]
+    .venv/bin/python -m benchmarks.bench_updates [--section all|issue|queries|apply|auto-rebuild|restart] [--scale 1.0]
         [--pairs 20000] [--pending 0,10,100,1000,10000] [--before DIR] [--stem updates-vm]
         [--journal 100000] [--runs 3] [--database-url postgresql://... | --postgres] [--mixed 1000]
         [--streams shaped,uniform]
@@ -144,6 +149,14 @@ def pair_batches(indptr: np.ndarray, indices: np.ndarray, count: int, seed: int)
 QUERY_RUNS = 9
 
 
+def pending_index(src: np.ndarray, dst: np.ndarray, n: int) -> ReachabilityIndex:
+    """An index that keeps its updates pending (no ``auto_rebuild``): what the sections measure is the cost of
+    answering with them pending."""
+    index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+    index.auto_rebuild = False
+    return index
+
+
 def batch_seconds(index: ReachabilityIndex, pairs: np.ndarray, runs: int = 3) -> tuple[float, np.ndarray]:
     times, answers = [], None
     for _ in range(runs):
@@ -181,7 +194,7 @@ def issue_rows() -> list[dict[str, object]]:
     pairs = np.random.default_rng(7).integers(0, 200_000, size=(500, 2))
     rows = []
     for label, adds, removes in ISSUE_ROWS:
-        index = ReachabilityIndex.from_edges(src, dst, num_nodes=200_000, backend="cpu")
+        index = pending_index(src, dst, 200_000)
         index.query_ids(pairs)  # compiled and warm
         before, _ = batch_seconds(index, pairs, runs=5)
         rng = np.random.default_rng(adds + 1000 * removes)
@@ -261,7 +274,7 @@ def queries_section(
         singles = np.concatenate([batches["random"][:1000], batches["positive"][:1000]])
         for kind in streams:
             start = time.perf_counter()
-            index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+            index = pending_index(src, dst, n)
             build = time.perf_counter() - start
             stream = updates(src, dst, n, max(pending), kind, seed=2)
             for batch in batches.values():
@@ -321,6 +334,68 @@ def _check_and_rebuild(
         f"fresh build's; rebuild from the version {rebuild:.2f} s (its edges {edges * 1e3:.0f} ms, {src.size:,}); "
         f"first build {build:.2f} s"
     )
+
+
+def auto_rebuild_section(
+    scale: float, pair_count: int, count: int, only: list[str], streams: tuple[str, ...] = STREAMS
+) -> tuple[str, list[list[object]]]:
+    header = [
+        "graph",
+        "updates",
+        "batch",
+        "before ms",
+        "kept pending ms",
+        "auto first ms",
+        "auto median ms",
+        "auto x",
+        "rebuilds",
+        "rebuild cost s",
+    ]
+    rows: list[list[object]] = []
+    for name, (_, make) in graphs(scale).items():
+        if only and name not in only:
+            continue
+        indptr, indices = make()
+        src, dst = edge_arrays(indptr, indices)
+        n = indptr.size - 1
+        batches = pair_batches(indptr, indices, pair_count, seed=1)
+        for kind in streams:
+            stream = updates(src, dst, n, count, kind, seed=2)
+            kept = pending_index(src, dst, n)
+            for add, remove in stream:
+                kept.update(add=add, remove=remove)
+            for label, batch in batches.items():
+                index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+                index.query_ids(batch[:4096])
+                before, _ = batch_seconds(index, batch, QUERY_RUNS)
+                for add, remove in stream:
+                    index.update(add=add, remove=remove)
+                cost = index.rebuild_seconds()
+                kept.query_ids(batch[:64])
+                kept_seconds, truth = batch_seconds(kept, batch, 1)
+                runs = []
+                for _ in range(QUERY_RUNS):
+                    start = time.perf_counter()
+                    answers, _ = index.query_ids(batch)
+                    runs.append(time.perf_counter() - start)
+                    assert (answers == truth).all(), f"{name} {kind} {label}: answers differ after a rebuild"
+                median = float(np.median(runs))
+                rows.append(
+                    [
+                        name,
+                        kind,
+                        label,
+                        before * 1e3,
+                        kept_seconds * 1e3,
+                        runs[0] * 1e3,
+                        median * 1e3,
+                        median / before,
+                        index.auto_rebuilds,
+                        cost,
+                    ]
+                )
+                print(_markdown(header, [rows[-1]]).splitlines()[-1], flush=True)
+    return _markdown(header, rows), [["auto-rebuild", *row] for row in rows]
 
 
 # ---- applying updates that add nodes, one by one and folded -------------------------------------------
@@ -796,14 +871,16 @@ def _plot(rows: list[list[object]], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--section", choices=("all", "issue", "queries", "apply", "apply-mixed", "restart"), default="all"
+        "--section",
+        choices=("all", "issue", "queries", "apply", "apply-mixed", "auto-rebuild", "restart"),
+        default="all",
     )
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--pairs", type=int, default=20_000)
     parser.add_argument("--pending", default=",".join(map(str, PENDING)))
     parser.add_argument("--graphs", default="", help="comma-separated names (default: all)")
     parser.add_argument("--before", default=None, help="another checkout to run the issue's table with")
-    parser.add_argument("--mixed", type=int, default=1_000, help="apply-mixed: updates per stream")
+    parser.add_argument("--mixed", type=int, default=1_000, help="apply-mixed, auto-rebuild: updates per stream")
     parser.add_argument(
         "--streams", default=",".join(STREAMS), help="queries, apply-mixed: the update streams (shaped, uniform)"
     )
@@ -842,6 +919,9 @@ def main() -> None:
             )
         elif section == "apply-mixed":
             text, found = mixed_section(args.scale, [g for g in args.graphs.split(",") if g], args.mixed, streams)
+        elif section == "auto-rebuild":
+            only = [g for g in args.graphs.split(",") if g]
+            text, found = auto_rebuild_section(args.scale, args.pairs, args.mixed, only, streams)
         else:
             text, found = apply_section(args.scale)
         print(f"\n## {section}\n{text}", flush=True)

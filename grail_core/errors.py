@@ -22,6 +22,7 @@ __all__ = [
     "IndexFileError",
     "BackendUnavailableError",
     "InputTooLargeError",
+    "SearchStopped",
     "CORE_ERRORS",
 ]
 
@@ -115,7 +116,14 @@ class InputTooLargeError(GrailError):
     category = Category.TOO_LARGE
 
 
-# Every kind grail_core raises.
+class SearchStopped(GrailError):
+    """A query's ``stop`` condition held between its searches of the updated graph: it has no answers. Only a
+    caller that passed ``stop`` sees it, and asks another version (one whose labels fold the updates in)."""
+
+    category = Category.CONFLICT
+
+
+# Every kind grail_core raises on bad input or bad state (``SearchStopped`` is its callers' own request).
 CORE_ERRORS: tuple[type[GrailError], ...] = (
     InvalidParameterError,
     GraphFormatError,

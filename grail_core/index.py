@@ -3,19 +3,28 @@
 The index is a handle on the graph's current ``Version`` (``current()``), which answers every query: a
 caller that must read one version from start to end takes it once. Updates make new versions; one staged
 without being published waits until ``publish``.
+
+With updates pending, a pair the updates' tests leave open is searched on the updated graph. On some graphs
+(deep ones whose large strongly connected components removals split) most pairs are, at milliseconds each.
+With ``auto_rebuild`` (the default), once the queries on one set of labels have spent searching as long as
+those labels took to build (``rebuild_seconds``), the index rebuilds them in place, nothing pending after, and
+answers on the new labels: a batch under way stops its searches for it (``Version.query_ids``' ``stop``) and
+is answered again. Whatever the graph, pending updates then cost the queries at most about twice what their
+best choice between searching and rebuilding would.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .backends import resolve_backend
 from .build import ProgressCallback
-from .errors import InvalidParameterError
+from .errors import InvalidParameterError, SearchStopped
 from .graph import Digraph, edge_id_range
 from .labels import MAX_DIMS, Labels
 from .names import MAX_NAME_BYTES, NodeNames
@@ -31,6 +40,7 @@ from .version import (
     PairAnswer,
     PendingUpdates,
     ReachCount,
+    StopCondition,
     UpdatePlan,
     UpdateResult,
     Version,
@@ -47,7 +57,13 @@ __all__ = [
     "PendingUpdates",
     "UpdatePlan",
     "UpdateResult",
+    "MIN_REBUILD_S",
 ]
+
+# The least a rebuild is taken to cost, in seconds (``rebuild_seconds``): a small graph builds in
+# milliseconds, less than a first search's compilation, which the searches' seconds count.
+MIN_REBUILD_S = 0.25
+_Answer = TypeVar("_Answer")
 
 
 def _edge_array(ids: np.ndarray) -> np.ndarray:
@@ -67,11 +83,16 @@ class ReachabilityIndex:
     u to v (every node reaches itself). Each answers from the version current when it starts.
     """
 
+    # Rebuild once the searches that pending updates leave have cost a rebuild (module docstring); per index
+    # or for every index.
+    auto_rebuild = True
+
     def __init__(self, version: Version) -> None:
         self._current = version  # what queries answer for
         self._latest = version  # the newest version staged, published or not
         self._staged: dict[int, Version] = {}
         self._updates = threading.RLock()  # plans, stages, publishes and rebuilds, in order
+        self.auto_rebuilds = 0  # how many times ``auto_rebuild`` rebuilt it
 
     def current(self) -> Version:
         """The version queries answer for now: immutable, it answers for its ``number`` whatever comes after."""
@@ -271,24 +292,58 @@ class ReachabilityIndex:
 
     def reachable(self, source: Any, target: Any) -> bool:
         """True when a directed path leads from ``source`` to ``target`` (names as uploaded)."""
-        return self._current.reachable(source, target)
+        return self._answered(lambda version, _: version.reachable(source, target))
 
     def query_pair(self, source: Any, target: Any) -> PairAnswer:
         """(reachable, whether the labels left the pair to a search, the version), for one pair of names."""
-        return self._current.query_pair(source, target)
+        return self._answered(lambda version, _: version.query_pair(source, target))
 
     def query_batch(self, pairs: Any) -> np.ndarray:
         """Answers (bool array) for an (M, 2) array-like of (source, target) names, or for ``NameTokens`` of
         2M names (source, target, source, target ...)."""
-        return self._current.query_batch(pairs)
+        return self._answered(lambda version, stop: version.query_batch(pairs, stop))
 
     def query_batch_with_stats(self, pairs: Any) -> tuple[np.ndarray, QueryStats]:
         """Answers and what they cost: the label filter first, then a search for the undecided pairs."""
-        return self._current.query_batch_with_stats(pairs)
+        return self._answered(lambda version, stop: version.query_batch_with_stats(pairs, stop))
 
     def query_ids(self, pairs: np.ndarray, start: float | None = None) -> tuple[np.ndarray, QueryStats]:
         """``query_batch_with_stats`` on an (M, 2) int64 array of internal node ids."""
-        return self._current.query_ids(pairs, start)
+        return self._answered(lambda version, stop: version.query_ids(pairs, start, stop))
+
+    def rebuild_seconds(self) -> float:
+        """What ``auto_rebuild`` takes a rebuild of the current labels to cost: their build's seconds, at
+        least MIN_REBUILD_S."""
+        return max(self._current.stats.build_seconds, MIN_REBUILD_S)
+
+    def _answered(self, ask: Callable[[Version, StopCondition | None], _Answer]) -> _Answer:
+        """``ask`` on the current version, with ``auto_rebuild``: first rebuilt where the searches on its labels
+        have cost ``rebuild_seconds``, else with a ``stop`` that ends its searches once they have (a single
+        pair's search is not stopped: the next query rebuilds), then answered again on the rebuilt labels."""
+        version = self._current
+        if not self.auto_rebuild or not version.updates_pending:
+            return ask(version, None)
+        cost = self.rebuild_seconds()
+
+        def searched_enough() -> bool:
+            return version.search_seconds >= cost
+
+        if not searched_enough():
+            try:
+                return ask(version, searched_enough)
+            except SearchStopped:
+                pass
+        return ask(self._rebuilt_from(version), None)
+
+    def _rebuilt_from(self, version: Version) -> Version:
+        """The current version after rebuilding ``version``'s labels, where it is still current and no update
+        is staged past it (else the current one as it is: another query rebuilt it, or a rebuild would drop
+        the staged updates)."""
+        with self._updates:
+            if self._current is version and self._latest.number == version.number:
+                self.rebuild()
+                self.auto_rebuilds += 1
+            return self._current
 
     def path(self, source: Any, target: Any) -> list[int | str] | None:
         """A shortest path from ``source`` to ``target`` through the graph (names as uploaded, both ends

@@ -15,11 +15,12 @@ Queries over pending updates reach the updates' tests and searches (``grail_core
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -28,7 +29,7 @@ import numpy as np
 
 from .build import ProgressCallback
 from .dynamic import UpdatedAnswers, answer_one, answer_pairs, search_pairs, walk_size
-from .errors import IndexFileError, InvalidParameterError, UnknownName, UnknownNodeError
+from .errors import IndexFileError, InvalidParameterError, SearchStopped, UnknownName, UnknownNodeError
 from .labels import Labels
 from .listing import Listing, ReachCount, count_reached, listing
 from .names import NameTokens, NodeNames
@@ -51,10 +52,18 @@ __all__ = [
     "UpdatePlan",
     "UpdateResult",
     "MAX_LISTED_UNKNOWN",
+    "FIRST_STOP_PART",
+    "StopCondition",
 ]
 
 # How many unknown names an UnknownNodeError of a batch lists (with their pairs); it counts them all.
 MAX_LISTED_UNKNOWN = 100
+# Pairs in the first part of a batch's searches on the updated graph where its caller may stop it (``stop``);
+# each part after doubles, so the checks cost nothing on cheap searches, and a stop comes at most as long again
+# after the condition holds as the searches so far took.
+FIRST_STOP_PART = 64
+# A query's ``stop``: checked between parts of its searches on the updated graph; True gives up (SearchStopped).
+StopCondition = Callable[[], bool]
 _ENDS = ("source", "target")
 
 
@@ -351,14 +360,16 @@ class Version:
             self._lineage.searched(seconds)
         return found, searched
 
-    def query_batch(self, pairs: Any) -> np.ndarray:
+    def query_batch(self, pairs: Any, stop: StopCondition | None = None) -> np.ndarray:
         """Answers (bool array) for an (M, 2) array-like of (source, target) names, or for ``NameTokens`` of
         2M names (source, target, source, target ...)."""
-        return self.query_batch_with_stats(pairs)[0]
+        return self.query_batch_with_stats(pairs, stop)[0]
 
-    def query_batch_with_stats(self, pairs: Any) -> tuple[np.ndarray, QueryStats]:
+    def query_batch_with_stats(self, pairs: Any, stop: StopCondition | None = None) -> tuple[np.ndarray, QueryStats]:
         """Answers and what they cost: the label filter first, then a search for the undecided pairs.
-        UnknownNodeError when a pair names a node this version lacks, listing where (``unknown_error``)."""
+        UnknownNodeError when a pair names a node this version lacks, listing where (``unknown_error``).
+        ``stop``: asked between parts of the searches on the updated graph; where it says True, SearchStopped
+        ends the batch (its caller answers it on another version)."""
         start = time.perf_counter()
         names, as_list, shape = _pair_names(pairs)
         if shape[0] == 0:
@@ -367,9 +378,11 @@ class Version:
             ids = self._names.ids_of(names, as_list)
         except UnknownNodeError:
             raise self._names.unknown_error(names, as_list) from None
-        return self.query_ids(ids.reshape(shape), start)
+        return self.query_ids(ids.reshape(shape), start, stop)
 
-    def query_batch_known(self, pairs: Any) -> tuple[np.ndarray, np.ndarray, QueryStats]:
+    def query_batch_known(
+        self, pairs: Any, stop: StopCondition | None = None
+    ) -> tuple[np.ndarray, np.ndarray, QueryStats]:
         """``query_batch_with_stats`` for pairs that may name nodes this version lacks: (answers, unknown,
         stats), where ``unknown`` marks the pairs that name such a node; their answers are False."""
         start = time.perf_counter()
@@ -380,17 +393,19 @@ class Version:
         unknown: np.ndarray = np.any(ids < 0, axis=1)
         count = int(np.count_nonzero(unknown))
         if count == 0:
-            answers, stats = self.query_ids(ids, start)
+            answers, stats = self.query_ids(ids, start, stop)
             return answers, unknown, stats
         answers = np.zeros(shape[0], dtype=np.bool_)
         known = ~unknown
-        answers[known], stats = self.query_ids(ids[known], start)
+        answers[known], stats = self.query_ids(ids[known], start, stop)
         return answers, unknown, replace(stats, pairs=shape[0], unknown_pairs=count)
 
     def _no_pairs(self, start: float) -> QueryStats:
         return QueryStats(0, 0, 0, 0, time.perf_counter() - start, "none", version=self.number)
 
-    def query_ids(self, pairs: np.ndarray, start: float | None = None) -> tuple[np.ndarray, QueryStats]:
+    def query_ids(
+        self, pairs: np.ndarray, start: float | None = None, stop: StopCondition | None = None
+    ) -> tuple[np.ndarray, QueryStats]:
         """``query_batch_with_stats`` on an (M, 2) int64 array of internal node ids."""
         start = time.perf_counter() if start is None else start
         flagged = 0
@@ -399,12 +414,13 @@ class Version:
         else:
             # The updates' tests decide most pairs, or search them on the updated graph; those whose answer
             # is the labels' graph's go to the labels' engines (GPU included).
-            answers, left = self._answers_under_updates(pairs)
+            answers, left = self._answers_under_updates(pairs, stop)
             searched, decision = 0, None
             on_labels = np.concatenate((left.base, left.base_first))
             if on_labels.size:
                 answers[on_labels], searched, _, decision = self.search.answer_ids(pairs[on_labels])
-            flagged = left.searched + self._search_updated(pairs, left.base_first[~answers[left.base_first]], answers)
+            lost = left.base_first[~answers[left.base_first]]
+            flagged = left.searched + self._search_updated(pairs, lost, answers, stop)
             positives = int(np.count_nonzero(answers))
         engine = decision.engine if decision is not None else ("cpu" if searched else "none")
         stats = QueryStats(
@@ -496,19 +512,38 @@ class Version:
         """Room for the searches' stacks over this version's keys (``dynamic.walk_size``)."""
         return walk_size(self.labels.views.num_dag_nodes, self.num_nodes)
 
-    def _answers_under_updates(self, pairs: np.ndarray) -> tuple[np.ndarray, UpdatedAnswers]:
+    def _answers_under_updates(
+        self, pairs: np.ndarray, stop: StopCondition | None
+    ) -> tuple[np.ndarray, UpdatedAnswers]:
         """Answers of pairs of node ids on this version's graph, with updates pending, and what they left to
         the labels' engines (``dynamic.UpdatedAnswers``)."""
         views = self.labels.views
         answers = np.empty(pairs.shape[0], dtype=np.bool_)
         pool = self.search.walk_buffers(self._walk_size())
         sides = (views.forward(), views.backward())
-        left = answer_pairs(sides, self._updates(), self.search.hot, pool, pairs, answers, self._search_updated)
+        search = functools.partial(self._search_updated, stop=stop)
+        left = answer_pairs(sides, self._updates(), self.search.hot, pool, pairs, answers, search)
         return answers, left
 
-    def _search_updated(self, pairs: np.ndarray, which: np.ndarray, answers: np.ndarray) -> int:
-        """Answers of ``pairs[which]`` by searches on this version's graph into ``answers``; how many. The
-        scheduler sends them to the CPU's walk or to a GPU (``Scheduler.search_touched``), by cost."""
+    def _search_updated(
+        self, pairs: np.ndarray, which: np.ndarray, answers: np.ndarray, stop: StopCondition | None = None
+    ) -> int:
+        """Answers of ``pairs[which]`` by searches on this version's graph into ``answers``; how many. With
+        ``stop``, in parts (FIRST_STOP_PART pairs, then twice as many each time), ``stop`` asked before each."""
+        if stop is None:
+            self._search_part(pairs, which, answers)
+            return int(which.size)
+        first, size = 0, FIRST_STOP_PART
+        while first < which.size:
+            if stop():
+                raise SearchStopped(f"version {self.number}: stopped after {first} of {which.size} searches")
+            self._search_part(pairs, which[first : first + size], answers)
+            first, size = first + size, 2 * size
+        return int(which.size)
+
+    def _search_part(self, pairs: np.ndarray, which: np.ndarray, answers: np.ndarray) -> None:
+        """``_search_updated`` of ``pairs[which]``: the scheduler sends them to the CPU's walk or to a GPU
+        (``Scheduler.search_touched``), by cost."""
         if which.size:
             chosen = pairs[which]
 
@@ -525,7 +560,6 @@ class Version:
                 answers[which], _ = self.search.scheduler.search_touched(
                     self.touched_graph, self._touched_build_size(), chosen[:, 0], chosen[:, 1], on_cpu
                 )
-        return int(which.size)
 
     def touched_graph(self) -> TouchedGraph:
         """This version's graph over search keys, as a GPU searches it (``grail_core.touched``): made once."""

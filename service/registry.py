@@ -40,18 +40,19 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from grail_core import IndexFileError, sizing
 from grail_core.backends import resolve_backend
+from grail_core.errors import SearchStopped
 from grail_core.labels import Labels
 from grail_core.storage import read_index_dir
-from grail_core.version import Version, load_version
+from grail_core.version import StopCondition, Version, load_version
 
 from .cache import VersionCache, memory_bytes
 from .errors import GRAPH_FAILED, GRAPH_LOADING, GRAPH_NOT_READY, ServiceError, truncate
@@ -108,6 +109,7 @@ REBUILD_MAX_PENDING = 1_000
 REBUILD_SEARCH_S = 1.0
 # An update of ``update_many``: its answer, its refusal, or None (left to ``update``).
 UpdateOutcome = dict[str, Any] | BaseException | None
+_T = TypeVar("_T")
 _DAMAGED = {"type": IndexFileError.kind, "message": "index files are missing or corrupt; upload the graph again"}
 
 
@@ -378,6 +380,29 @@ class GraphRegistry:
             raise ServiceError(GRAPH_NOT_READY, f"graph {entry.id!r} is {record.status}, not ready")
         self._hasten_if_searched(entry, version)
         return version
+
+    def answered(
+        self, ref: str, version: Version, ask: Callable[[Version, StopCondition | None], _T]
+    ) -> tuple[_T, Version]:
+        """``ask`` (a batch) on ``version``, and the version that answered it. Its searches of pairs that the
+        updates left open ask, between parts, for the graph's rebuild once they have cost REBUILD_SEARCH_S
+        (``_hasten_if_searched``), and stop once a version with new labels is published: the whole batch is
+        then answered on the newest version (read from start to end; its searches on some graphs cost
+        milliseconds a pair, the new labels' tests microseconds)."""
+        if not version.updates_pending:
+            return ask(version, None), version
+        entry = self._entry(ref)
+
+        def rebuilt() -> bool:
+            self._hasten_if_searched(entry, version)
+            newest = entry.version
+            return newest is not None and newest.labels is not version.labels
+
+        try:
+            return ask(version, rebuilt), version
+        except SearchStopped:
+            newest = self.ready_version(ref)
+            return ask(newest, None), newest
 
     def _hasten_if_searched(self, entry: _Entry, version: Version) -> None:
         """Once queries on ``version`` have spent REBUILD_SEARCH_S searching the updated graph (checked as a

@@ -126,6 +126,7 @@ def warm_up_beyond() -> None:
 def _beyond_yes_or_no(index: ReachabilityIndex, names: np.ndarray) -> None:
     """Paths, listings and counts, then the same and the queries with edge updates pending (an edge added,
     one inside a cycle removed), and the graph's edges as a rebuild reads them."""
+    index.auto_rebuild = False  # the queries must run, and compile, on the version with updates
     for _ in range(2):
         index.path(*names[0])
         index.descendant_ids(names[0][0])

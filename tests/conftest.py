@@ -120,6 +120,18 @@ def dataset_graphs() -> list[str]:
     return [path.stem for path in sorted(graphs, key=lambda path: path.stat().st_size)]
 
 
+@pytest.fixture(scope="module")
+def updates_kept() -> Iterator[None]:
+    """Indexes that keep their updates pending (``ReachabilityIndex.auto_rebuild`` off), for the tests of answers
+    with updates pending: a rebuild, started by the searches' seconds (a first compilation's included), would
+    answer in their place."""
+    from grail_core import ReachabilityIndex
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ReachabilityIndex, "auto_rebuild", False)
+        yield
+
+
 @pytest.fixture(scope="session")
 def datasets() -> Path:
     folder = datasets_dir()

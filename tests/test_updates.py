@@ -25,6 +25,8 @@ from tests.reference import bfs_distances, reachability_matrix, reachable_pairs
 from tests.strategies import cycle_chains, digraphs
 from tests.test_paths import check_path
 
+pytestmark = pytest.mark.usefixtures("updates_kept")  # they test the answers with updates pending
+
 
 def check_open_rows(index: ReachabilityIndex) -> None:
     """Every DAG node whose UP_NO or RM_UP holds a bit is in ``open_sources``, and every one whose DOWN_NO or

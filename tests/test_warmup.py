@@ -69,6 +69,7 @@ from service.warmup import warm_up as warm_up_service, warm_up_beyond
 from grail_core.synthetic import layered_dag
 warm_up_service("cpu")
 warm_up_beyond()
+ReachabilityIndex.auto_rebuild = False  # the batches must run on the versions with updates
 before = compiled()
 rng = np.random.default_rng(1)
 n = 3_000

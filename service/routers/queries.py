@@ -12,7 +12,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from grail_core import UnknownNodeError
-from grail_core.version import Version
+from grail_core.version import StopCondition, Version
 
 from ..bodies import declared_length, read_array
 from ..codecs import BINARY, answer_type, batch_memory, decode_pairs, encode_answers, pair_format, parse_get_pairs
@@ -197,12 +197,14 @@ def unknown_policy(value: str | None) -> str:
     return value
 
 
-def _answer(version: Version, pairs: Any, unknown: str) -> tuple[np.ndarray, np.ndarray | None, Any]:
+def _answer(
+    version: Version, pairs: Any, unknown: str, stop: StopCondition | None = None
+) -> tuple[np.ndarray, np.ndarray | None, Any]:
     """(answers, the pairs naming unknown nodes or None, stats) under the ``unknown`` policy."""
     if unknown == "error":
-        answers, stats = version.query_batch_with_stats(pairs)
+        answers, stats = version.query_batch_with_stats(pairs, stop)
         return answers, None, stats
-    answers, missing, stats = version.query_batch_known(pairs)
+    answers, missing, stats = version.query_batch_known(pairs, stop)
     return answers, (missing if unknown == "null" and missing.any() else None), stats
 
 
@@ -318,12 +320,13 @@ async def query_batch(
         else min(settings.max_upload_bytes, settings.max_batch_memory_bytes // factor)
     )
     with state.admission.batch(factor * (declared if declared is not None else limit)):
-        return await _answer_batch(request, state, version, content_type, out_type, limit, unknown)
+        return await _answer_batch(request, state, graph_id, version, content_type, out_type, limit, unknown)
 
 
 async def _answer_batch(
     request: Request,
     state: ServiceState,
+    graph_id: str,
     version: Version,
     content_type: str,
     out_type: str,
@@ -333,15 +336,17 @@ async def _answer_batch(
     # Every format into one numpy buffer: text and JSON bodies are scanned in place as binary ones are read.
     body = await read_array(request, limit)
 
-    def run() -> bytes | memoryview:
+    def run() -> tuple[bytes | memoryview, Version]:
         # Decoding, the query and encoding together in a worker thread: a million pairs must not stall the loop.
         pairs = decode_pairs(body, content_type)
         with state.core_gate:
-            answers, missing, stats = _answer(version, pairs, unknown)
+            (answers, missing, stats), answering = state.registry.answered(
+                graph_id, version, lambda on, stop: _answer(on, pairs, unknown, stop)
+            )
         _count(state, stats)
         if out_type != "application/json":
-            return encode_answers(answers, out_type, missing)
-        return json_answers(answers, stats.to_dict(), missing)
+            return encode_answers(answers, out_type, missing), answering
+        return json_answers(answers, stats.to_dict(), missing), answering
 
-    content = await anyio.to_thread.run_sync(run)
-    return Response(content, media_type=out_type, headers={VERSION_HEADER: str(version.number)})
+    content, answering = await anyio.to_thread.run_sync(run)
+    return Response(content, media_type=out_type, headers={VERSION_HEADER: str(answering.number)})

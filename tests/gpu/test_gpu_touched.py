@@ -15,7 +15,11 @@ from grail_core.synthetic import downward_walk_pairs, layered_dag
 
 from . import device_present
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not device_present(), reason="needs a CUDA device")]
+pytestmark = [
+    pytest.mark.usefixtures("updates_kept"),  # they test the answers with updates pending
+    pytest.mark.gpu,
+    pytest.mark.skipif(not device_present(), reason="needs a CUDA device"),
+]
 
 PENDING = 1_000
 PAIRS = 50_000

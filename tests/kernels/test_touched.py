@@ -24,6 +24,8 @@ from ..reference import reachable_pairs
 from ..strategies import digraphs
 from .test_search import gpu_favoured
 
+pytestmark = pytest.mark.usefixtures("updates_kept")  # they test the answers with updates pending
+
 Update = tuple[list[list[int]], list[list[int]]]
 
 

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
+from grail_core import ReachabilityIndex
 from service import registry as registry_module
 from service.registry import GraphRegistry, rebuild_wait
 from service.state import open_artifacts, open_metadata
 from service.state.metadata import JobKind, JobState, JournalTimes
 
-from .conftest import publish_in_process
+from .conftest import publish_in_process, wait_until
 
 GRAPH_ID = "aaaaaaaaaaaa"
 HOUR = 3600.0
@@ -212,3 +213,53 @@ def test_searches_on_the_updated_graph_make_the_rebuild_urgent(
     assert registry.rebuild_delay(ring_id) > HOUR - 60, "the stream has not paused"
     assert registry.rebuild_delay_of(job) == 0.0
     assert registry.rebuild_source(job) == (1, 4)
+
+
+def test_a_batch_stops_its_searches_for_the_published_rebuild(
+    registry: GraphRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose searches on the updated graph have cost REBUILD_SEARCH_S asks, between parts of them, for
+    the graph's rebuild, and stops them once it is published: the whole batch is then answered on the newest
+    version, which the request reports."""
+    monkeypatch.setattr(registry_module, "REBUILD_QUIET_S", HOUR)
+    monkeypatch.setattr(registry_module, "REBUILD_MAX_WAIT_S", 10 * HOUR)
+    monkeypatch.setattr(registry_module, "REBUILD_SEARCH_S", HOUR)
+    ring_id, n = "cccccccccccc", 400
+    publish_in_process(registry, tmp_path, ring_id, "ring", "".join(f"{i} {(i + 1) % n}\n" for i in range(n)).encode())
+    registry.update(ring_id, [], [[0, 1]])  # the ring split: most pairs need a search
+    for k in range(2):  # then a stream
+        registry.update(ring_id, [[n + 10, n + 11]] if k % 2 == 0 else [], [] if k % 2 == 0 else [[n + 10, n + 11]])
+    assert registry.rebuild_if_pending(ring_id)
+    pairs = [[u, v] for u in range(0, n, 3) for v in range(0, n, 2)]
+    # The path 1 -> 2 -> ... -> n-1 -> 0: u reaches v where v comes after it (0 comes last).
+    truth = [u == v or v == 0 or (u != 0 and u <= v) for u, v in pairs]
+    version = registry.ready_version(ring_id)
+    chain = registry.ready_version(GRAPH_ID)
+    asked: list[bool] = []
+
+    def batch(on: Any, stop: Any) -> Any:
+        asked.append(stop is not None)
+        return on.query_batch_with_stats(pairs, stop)
+
+    answers, answering = registry.answered(GRAPH_ID, chain, lambda on, stop: (asked.append(stop is not None), on))
+    assert answering is chain and asked == [False], "nothing pending: no stop"
+    asked.clear()
+    (answers, stats), answering = registry.answered(ring_id, version, batch)
+    assert answering is version and asked == [True] and stats.searched_updated > 0 and answers.tolist() == truth
+    assert registry.metadata.claim_job("builder", 60) is None, "below REBUILD_SEARCH_S: it waits for the stream"
+
+    monkeypatch.setattr(registry_module, "REBUILD_SEARCH_S", 0.0)
+    asked.clear()
+    (answers, stats), answering = registry.answered(ring_id, version, batch)  # its searches ask for the rebuild
+    assert answering is version and asked == [True] and answers.tolist() == truth
+    job = wait_until(lambda: registry.metadata.claim_job("builder", 60))
+    assert job.kind is JobKind.rebuild and job.graph_id == ring_id and job.urgent
+
+    folder = tmp_path / "rebuilt"
+    ReachabilityIndex(version).rebuilt(backend="cpu").save(folder)
+    assert registry.publish(job, folder, None, "cpu", base_version=1) is not None
+    asked.clear()
+    (answers, stats), answering = registry.answered(ring_id, version, batch)
+    assert asked == [True, False] and answering is not version and answering.number == version.number
+    assert answering.labels is not version.labels and not answering.updates_pending
+    assert answers.tolist() == truth and stats.searched_updated == 0 and stats.version == version.number

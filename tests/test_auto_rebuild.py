@@ -1,0 +1,95 @@
+"""``ReachabilityIndex.auto_rebuild``: once the searches that pending updates leave have cost what a rebuild
+would, the index rebuilds its labels (the same graph, nothing pending) and answers on them; a batch stops its
+searches for it (``Version.query_ids``' ``stop``). Answers stay exact throughout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grail_core import ReachabilityIndex
+from grail_core.errors import SearchStopped
+from grail_core.index import MIN_REBUILD_S
+from grail_core.version import FIRST_STOP_PART
+from tests.reference import reachable_pairs
+
+N = 3_000
+
+
+def _broken_cycle() -> tuple[ReachabilityIndex, np.ndarray, np.ndarray]:
+    """A cycle through N nodes with one of its edges removed (most pairs then need a search), random pairs, and
+    the graph's edges as they are after the removal."""
+    src = np.arange(N)
+    dst = (src + 1) % N
+    index = ReachabilityIndex.from_edges(src, dst, num_nodes=N, backend="cpu")
+    index.update(remove=[[5, 6]])
+    edges = np.column_stack([src, dst])
+    edges = edges[edges[:, 0] != 5]
+    pairs = np.random.default_rng(1).integers(0, N, size=(5_000, 2)).astype(np.int64)
+    return index, pairs, edges
+
+
+def test_a_batch_asks_its_stop_between_parts_of_its_searches() -> None:
+    index, pairs, edges = _broken_cycle()
+    index.auto_rebuild = False
+    version = index.current()
+    asked: list[float] = []
+
+    def never() -> bool:
+        asked.append(version.search_seconds)
+        return False
+
+    answers, stats = version.query_ids(pairs, stop=never)
+    np.testing.assert_array_equal(answers, reachable_pairs(N, edges, pairs))
+    # Parts of 64, 128, 256 ... pairs: one question before each.
+    assert stats.searched_updated > 4 * FIRST_STOP_PART
+    parts = int(np.ceil(np.log2(stats.searched_updated / FIRST_STOP_PART + 1)))
+    assert len(asked) == parts and asked == sorted(asked) and asked[0] < asked[-1]
+
+    def after_one_part() -> bool:
+        asked.append(version.search_seconds)
+        return len(asked) > parts + 1
+
+    before = version.search_seconds
+    with pytest.raises(SearchStopped):
+        version.query_ids(pairs, stop=after_one_part)
+    assert version.search_seconds > before and len(asked) == parts + 2
+    assert index.pending.updates == 1
+
+
+def test_the_index_rebuilds_once_its_searches_cost_a_rebuild(monkeypatch: pytest.MonkeyPatch) -> None:
+    index, pairs, edges = _broken_cycle()
+    assert index.rebuild_seconds() >= max(MIN_REBUILD_S, index.current().stats.build_seconds)
+    # A rebuild taken to cost next to nothing: the batch's first part of searches already passes it.
+    monkeypatch.setattr(ReachabilityIndex, "rebuild_seconds", lambda self: 1e-9)
+    updated = index.current()
+    answers, stats = index.query_ids(pairs)
+    np.testing.assert_array_equal(answers, reachable_pairs(N, edges, pairs))
+    assert 0 < updated.search_seconds and index.auto_rebuilds == 1
+    assert index.pending.updates == 0 and index.version == updated.number == stats.version
+    assert stats.searched_updated == 0  # answered on the new labels
+
+    # A single pair is not stopped: its search counts, and the next query rebuilds first.
+    index.update(remove=[[300, 301]])
+    edges = edges[edges[:, 0] != 300]
+    searched = index.current()
+    assert index.query_pair(20, 700) == (False, True, searched.number) and searched.search_seconds > 0
+    assert index.auto_rebuilds == 1 and index.pending.updates == 1
+    assert index.reachable(301, 5) and index.auto_rebuilds == 2 and index.pending.updates == 0
+    np.testing.assert_array_equal(index.query_batch(pairs), reachable_pairs(N, edges, pairs))
+
+
+def test_no_rebuild_when_off_or_past_staged_updates(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ReachabilityIndex, "rebuild_seconds", lambda self: 1e-9)
+    index, pairs, edges = _broken_cycle()
+    truth = reachable_pairs(N, edges, pairs)
+    index.auto_rebuild = False
+    np.testing.assert_array_equal(index.query_batch(pairs), truth)
+    assert index.auto_rebuilds == 0 and index.pending.updates == 1
+
+    # A rebuild would drop an update staged but not published: the batch searches on.
+    index.auto_rebuild = True
+    index.update(remove=[[300, 301]], publish=False)
+    answers, stats = index.query_ids(pairs)
+    np.testing.assert_array_equal(answers, truth)
+    assert index.auto_rebuilds == 0 and stats.searched_updated > 0 and index.staged_version == index.version + 1
