@@ -112,6 +112,7 @@ def main() -> None:
         batches = pair_batches(indptr, indices, args.pairs, seed=1)
         for kind in args.kinds.split(","):
             index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+            index.auto_rebuild = False  # measured: answers with the updates pending
             for add, remove in updates(src, dst, n, args.pending, kind, seed=2):
                 index.update(add=add, remove=remove)
             for label, batch in batches.items():

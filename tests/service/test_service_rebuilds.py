@@ -18,6 +18,7 @@ from grail_core import ReachabilityIndex
 from service import registry as registry_module
 from service.registry import GraphRegistry, rebuild_wait
 from service.state import open_artifacts, open_metadata
+from service.state.errors import StorageFull
 from service.state.metadata import JobKind, JobState, JournalTimes
 
 from .conftest import publish_in_process, wait_until
@@ -263,3 +264,33 @@ def test_a_batch_stops_its_searches_for_the_published_rebuild(
     assert asked == [True, False] and answering is not version and answering.number == version.number
     assert answering.labels is not version.labels and not answering.updates_pending
     assert answers.tolist() == truth and stats.searched_updated == 0 and stats.version == version.number
+
+
+def test_a_rebuild_hastened_on_a_full_disk_is_asked_for_again(
+    registry: GraphRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the store refuses to make the rebuild urgent (a full disk), the next query asks again, until it
+    is."""
+    monkeypatch.setattr(registry_module, "REBUILD_QUIET_S", HOUR)
+    monkeypatch.setattr(registry_module, "REBUILD_MAX_WAIT_S", 10 * HOUR)
+    ring_id, n = "dddddddddddd", 60
+    publish_in_process(registry, tmp_path, ring_id, "ring", "".join(f"{i} {(i + 1) % n}\n" for i in range(n)).encode())
+    registry.update(ring_id, [], [[0, 1]])
+    for k in range(2):
+        registry.update(ring_id, [[n + 10, n + 11]] if k % 2 == 0 else [], [] if k % 2 == 0 else [[n + 10, n + 11]])
+    assert registry.rebuild_if_pending(ring_id)
+    metadata = registry.metadata
+    hasten = metadata.hasten_job
+    refused: list[str] = []
+
+    def full_disk(*args: Any, **kwargs: Any) -> Any:
+        refused.append(args[0])
+        raise StorageFull("the disk is full (hastening a rebuild); free space and try again")
+
+    monkeypatch.setattr(metadata, "hasten_job", full_disk)
+    monkeypatch.setattr(registry_module, "REBUILD_SEARCH_S", 0.0)
+    wait_until(lambda: registry.ready_version(ring_id) and len(refused) >= 2)  # asked again after the refusal
+    assert set(refused) == {ring_id} and metadata.claim_job("builder", 60) is None
+    monkeypatch.setattr(metadata, "hasten_job", hasten)
+    job = wait_until(lambda: registry.ready_version(ring_id) and metadata.claim_job("builder", 60))
+    assert job.kind is JobKind.rebuild and job.graph_id == ring_id and job.urgent
