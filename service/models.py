@@ -92,8 +92,8 @@ class GraphOut(BaseModel):
     rebuild: dict[str, Any] | None = Field(
         None,
         description="the rebuild folding the pending updates in: state (queued, running, failed), phase, progress, "
-        "attempts, max_attempts, the last attempt's error and, while queued, next_attempt_at (seconds since the "
-        "epoch)",
+        "attempts, max_attempts, the last attempt's error, while queued next_attempt_at (seconds since the "
+        "epoch), and urgent: whether queries' searches of the pending updates made it due at once",
     )
 
     @classmethod

@@ -490,6 +490,7 @@ class GraphRegistry:
             "max_attempts": job.max_attempts,
             "error": job.error,
             "next_attempt_at": job.next_attempt_at if job.state is JobState.queued else None,
+            "urgent": job.urgent,
         }
         if job.state is JobState.running and entry.rebuild is not None:
             shown.update(entry.rebuild.to_json())

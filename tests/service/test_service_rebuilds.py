@@ -197,6 +197,7 @@ def test_searches_on_the_updated_graph_make_the_rebuild_urgent(
     for k in range(2):  # then a stream
         registry.update(ring_id, [[70, 71]] if k % 2 == 0 else [], [] if k % 2 == 0 else [[70, 71]])
     assert registry.rebuild_if_pending(ring_id)
+    assert registry.record(ring_id).rebuild["urgent"] is False
     pairs = [[u, v] for u in range(60) for v in range(60)]
     version = registry.ready_version(ring_id)
     while version.search_seconds < 0.05:
@@ -211,6 +212,7 @@ def test_searches_on_the_updated_graph_make_the_rebuild_urgent(
         job = metadata.claim_job("builder", 60)
         time.sleep(0.05)
     assert job is not None and job.kind is JobKind.rebuild and job.graph_id == ring_id and job.urgent
+    assert registry.record(ring_id).rebuild["urgent"] is True
     assert registry.rebuild_delay(ring_id) > HOUR - 60, "the stream has not paused"
     assert registry.rebuild_delay_of(job) == 0.0
     assert registry.rebuild_source(job) == (1, 4)
