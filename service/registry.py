@@ -402,6 +402,12 @@ class GraphRegistry:
             return ask(version, rebuilt), version
         except SearchStopped:
             newest = self.ready_version(ref)
+            log.info(
+                "graph %s: a batch stopped its searches on version %d for the rebuilt labels of version %d",
+                entry.id,
+                version.number,
+                newest.number,
+            )
             return ask(newest, None), newest
 
     def _hasten_if_searched(self, entry: _Entry, version: Version) -> None:

@@ -6,6 +6,7 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -219,7 +220,7 @@ def test_searches_on_the_updated_graph_make_the_rebuild_urgent(
 
 
 def test_a_batch_stops_its_searches_for_the_published_rebuild(
-    registry: GraphRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    registry: GraphRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A batch whose searches on the updated graph have cost REBUILD_SEARCH_S asks, between parts of them, for
     the graph's rebuild, and stops them once it is published: the whole batch is then answered on the newest
@@ -262,7 +263,9 @@ def test_a_batch_stops_its_searches_for_the_published_rebuild(
     ReachabilityIndex(version).rebuilt(backend="cpu").save(folder)
     assert registry.publish(job, folder, None, "cpu", base_version=1) is not None
     asked.clear()
-    (answers, stats), answering = registry.answered(ring_id, version, batch)
+    with caplog.at_level(logging.INFO, logger=registry_module.log.name):
+        (answers, stats), answering = registry.answered(ring_id, version, batch)
+    assert f"graph {ring_id}: a batch stopped its searches on version 4" in caplog.text
     assert asked == [True, False] and answering is not version and answering.number == version.number
     assert answering.labels is not version.labels and not answering.updates_pending
     assert answers.tolist() == truth and stats.searched_updated == 0 and stats.version == version.number
