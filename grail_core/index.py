@@ -9,8 +9,9 @@ With updates pending, a pair the updates' tests leave open is searched on the up
 With ``auto_rebuild`` (the default), once the queries on one set of labels have spent searching as long as
 those labels took to build (``rebuild_seconds``), the index rebuilds them in place, nothing pending after, and
 answers on the new labels: a batch under way stops its searches for it (``Version.query_ids``' ``stop``) and
-is answered again. Whatever the graph, pending updates then cost the queries at most about twice what their
-best choice between searching and rebuilding would.
+is answered again. Whatever the graph, pending updates then cost the queries at most about three times what
+the cheaper of searching on and rebuilding at once would: searches up to a rebuild's price, the last part of
+them (as long as the batch's searches before it, at most), then the rebuild.
 """
 
 from __future__ import annotations
