@@ -51,9 +51,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -105,6 +105,27 @@ def graphs(scale: float) -> dict[str, tuple[str, Callable[[], tuple[np.ndarray, 
             lambda: _with_cycles(*layered_dag(n(500_000), 10_000, 3.0, 4), 0.1),
         ),
     }
+
+
+class Made(NamedTuple):
+    """A graph of ``graphs``, made: its name and description, CSR, edge arrays and node count."""
+
+    name: str
+    description: str
+    indptr: np.ndarray
+    indices: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    n: int
+
+
+def made_graphs(scale: float, only: list[str]) -> Iterator[Made]:
+    """The graphs named in ``only`` (all where it is empty), made one at a time."""
+    for name, (description, make) in graphs(scale).items():
+        if only and name not in only:
+            continue
+        indptr, indices = make()
+        yield Made(name, description, indptr, indices, *edge_arrays(indptr, indices), indptr.size - 1)
 
 
 def edge_arrays(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -263,13 +284,8 @@ def queries_section(
     ]
     rows: list[list[object]] = []
     notes = []
-    for name, (description, make) in graphs(scale).items():
-        if only and name not in only:
-            continue
+    for name, description, indptr, indices, src, dst, n in made_graphs(scale, only):
         notes.append(f"- {name}: {description}")
-        indptr, indices = make()
-        src, dst = edge_arrays(indptr, indices)
-        n = indptr.size - 1
         batches = pair_batches(indptr, indices, pair_count, seed=1)
         singles = np.concatenate([batches["random"][:1000], batches["positive"][:1000]])
         for kind in streams:
@@ -352,12 +368,7 @@ def auto_rebuild_section(
         "rebuild cost s",
     ]
     rows: list[list[object]] = []
-    for name, (_, make) in graphs(scale).items():
-        if only and name not in only:
-            continue
-        indptr, indices = make()
-        src, dst = edge_arrays(indptr, indices)
-        n = indptr.size - 1
+    for name, _, indptr, indices, src, dst, n in made_graphs(scale, only):
         batches = pair_batches(indptr, indices, pair_count, seed=1)
         for kind in streams:
             stream = updates(src, dst, n, count, kind, seed=2)
@@ -465,12 +476,7 @@ def mixed_rows(
     the first update (it makes the writer's state, and may compile) apart, and out of the rate and the CPU
     seconds."""
     rows: list[dict[str, object]] = []
-    for name, (_, make) in graphs(scale).items():
-        if only and name not in only:
-            continue
-        indptr, indices = make()
-        src, dst = edge_arrays(indptr, indices)
-        n = indptr.size - 1
+    for name, _, _, _, src, dst, n in made_graphs(scale, only):
         for kind in streams:
             index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
             comp = np.asarray(index.current().labels.views.forward().comp)
