@@ -4,6 +4,8 @@ searches for it (``Version.query_ids``' ``stop``). Answers stay exact throughout
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -93,3 +95,16 @@ def test_no_rebuild_when_off_or_past_staged_updates(monkeypatch: pytest.MonkeyPa
     answers, stats = index.query_ids(pairs)
     np.testing.assert_array_equal(answers, truth)
     assert index.auto_rebuilds == 0 and stats.searched_updated > 0 and index.staged_version == index.version + 1
+
+
+def test_queries_on_several_threads_rebuild_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches on several threads that each find the searches have cost a rebuild: one rebuilds, the others
+    answer on its labels."""
+    monkeypatch.setattr(ReachabilityIndex, "rebuild_seconds", lambda self: 1e-9)
+    index, pairs, edges = _broken_cycle()
+    truth = reachable_pairs(N, edges, pairs)
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda _: index.query_batch(pairs), range(8)))
+    for answers in found:
+        np.testing.assert_array_equal(answers, truth)
+    assert index.auto_rebuilds == 1 and index.pending.updates == 0
