@@ -107,6 +107,10 @@ REBUILD_MAX_PENDING = 1_000
 # components leave most pairs to searches of milliseconds each), its rebuild runs at once, stream or not: the
 # rebuild costs a build worker's CPU, the searches would go on costing the queries'.
 REBUILD_SEARCH_S = 1.0
+# How long a batch whose searches made the rebuild urgent waits for it, at a time, before it searches on: on a
+# machine of few cores the searches beside the build worker slowed the rebuild from 1.4 s to 18 s
+# (benchmarks/results/updates-auto-rebuild-vm.md).
+REBUILD_PATIENCE_S = 10.0
 # An update of ``update_many``: its answer, its refusal, or None (left to ``update``).
 UpdateOutcome = dict[str, Any] | BaseException | None
 _T = TypeVar("_T")
@@ -138,6 +142,7 @@ class _Entry:
         self.rebuild: Progress | None = None  # this server rebuilds it
         self.rebuild_asked_at = 0.0  # when this server last made sure a rebuild is queued (0: not since the last)
         self.hastened: Labels | None = None  # the labels whose versions' searches made this server hasten it
+        self.relabeled = threading.Condition()  # notified as a version is served (new labels: a rebuild)
         self.deleted = False
         self.settled: Future[None] = Future()  # done once ready and loaded here, failed, or deleted
 
@@ -386,17 +391,24 @@ class GraphRegistry:
     ) -> tuple[_T, Version]:
         """``ask`` (a batch) on ``version``, and the version that answered it. Its searches of pairs that the
         updates left open ask, between parts, for the graph's rebuild once they have cost REBUILD_SEARCH_S
-        (``_hasten_if_searched``), and stop once a version with new labels is published: the whole batch is
+        (``_hasten_if_searched``), then wait for it (REBUILD_PATIENCE_S at a time, searching a part in between)
+        and stop once a version with new labels is published: the whole batch is
         then answered on the newest version (read from start to end; its searches on some graphs cost
         milliseconds a pair, the new labels' tests microseconds)."""
         if not version.updates_pending:
             return ask(version, None), version
         entry = self._entry(ref)
 
-        def rebuilt() -> bool:
-            self._hasten_if_searched(entry, version)
+        def relabeled() -> bool:
             newest = entry.version
             return newest is not None and newest.labels is not version.labels
+
+        def rebuilt() -> bool:
+            self._hasten_if_searched(entry, version)
+            if entry.hastened is version.labels:  # the rebuild is urgent: the cores are its, for a while
+                with entry.relabeled:
+                    entry.relabeled.wait_for(relabeled, timeout=REBUILD_PATIENCE_S)
+            return relabeled()
 
         try:
             return ask(version, rebuilt), version
@@ -709,6 +721,8 @@ class GraphRegistry:
             self._set_version(entry, self._replayed(entry, base))
             entry.loading = None
             entry.load_error = None
+        with entry.relabeled:
+            entry.relabeled.notify_all()
 
     def _replayed(self, entry: _Entry, version: Version, read: Journal | None = None) -> Version:
         """``version`` with the graph's journal rows past it applied: ``read`` (rows read and decoded before the

@@ -10,6 +10,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -223,8 +224,8 @@ def test_a_batch_stops_its_searches_for_the_published_rebuild(
     registry: GraphRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A batch whose searches on the updated graph have cost REBUILD_SEARCH_S asks, between parts of them, for
-    the graph's rebuild, and stops them once it is published: the whole batch is then answered on the newest
-    version, which the request reports."""
+    the graph's rebuild, waits for it (its searches would take the build worker's cores), and stops them once it
+    is published: the whole batch is then answered on the newest version, which the request reports."""
     monkeypatch.setattr(registry_module, "REBUILD_QUIET_S", HOUR)
     monkeypatch.setattr(registry_module, "REBUILD_MAX_WAIT_S", 10 * HOUR)
     monkeypatch.setattr(registry_module, "REBUILD_SEARCH_S", HOUR)
@@ -253,18 +254,17 @@ def test_a_batch_stops_its_searches_for_the_published_rebuild(
     assert registry.metadata.claim_job("builder", 60) is None, "below REBUILD_SEARCH_S: it waits for the stream"
 
     monkeypatch.setattr(registry_module, "REBUILD_SEARCH_S", 0.0)
+    monkeypatch.setattr(registry_module, "REBUILD_PATIENCE_S", HOUR)
     asked.clear()
-    (answers, stats), answering = registry.answered(ring_id, version, batch)  # its searches ask for the rebuild
-    assert answering is version and asked == [True] and answers.tolist() == truth
-    job = wait_until(lambda: registry.metadata.claim_job("builder", 60))
-    assert job.kind is JobKind.rebuild and job.graph_id == ring_id and job.urgent
-
-    folder = tmp_path / "rebuilt"
-    ReachabilityIndex(version).rebuilt(backend="cpu").save(folder)
-    assert registry.publish(job, folder, None, "cpu", base_version=1) is not None
-    asked.clear()
-    with caplog.at_level(logging.INFO, logger=registry_module.log.name):
-        (answers, stats), answering = registry.answered(ring_id, version, batch)
+    with ThreadPoolExecutor(1) as pool, caplog.at_level(logging.INFO, logger=registry_module.log.name):
+        waiting = pool.submit(registry.answered, ring_id, version, batch)  # it asks for the rebuild, and waits
+        job = wait_until(lambda: registry.metadata.claim_job("builder", 60))
+        assert job.kind is JobKind.rebuild and job.graph_id == ring_id and job.urgent
+        assert not waiting.done(), "it waits for the rebuild rather than search on"
+        folder = tmp_path / "rebuilt"
+        ReachabilityIndex(version).rebuilt(backend="cpu").save(folder)
+        assert registry.publish(job, folder, None, "cpu", base_version=1) is not None
+        (answers, stats), answering = waiting.result(timeout=60)
     assert f"graph {ring_id}: a batch stopped its searches on version 4" in caplog.text
     assert asked == [True, False] and answering is not version and answering.number == version.number
     assert answering.labels is not version.labels and not answering.updates_pending
