@@ -405,7 +405,9 @@ class GraphRegistry:
 
         def rebuilt() -> bool:
             self._hasten_if_searched(entry, version)
-            if entry.hastened is version.labels:  # the rebuild is urgent: the cores are its, for a while
+            # The rebuild is urgent: the cores are its, for a while; not where calls run one at a time (the
+            # batch holds the gate that the new version's load needs).
+            if entry.hastened is version.labels and not getattr(self._gate, "serial", False):
                 with entry.relabeled:
                     entry.relabeled.wait_for(relabeled, timeout=REBUILD_PATIENCE_S)
             return relabeled()

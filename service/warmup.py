@@ -175,6 +175,11 @@ class CoreGate:
             self._held.lock = False
             self._lock.release()
 
+    @property
+    def serial(self) -> bool:
+        """Whether calls run one at a time: a holder that waits stalls every other call."""
+        return self._serial
+
     def settle(self, layer: str) -> None:
         """The layer is known: calls run side by side from now on where it is thread-safe."""
         if layer in _THREAD_SAFE_LAYERS:

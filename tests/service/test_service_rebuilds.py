@@ -6,6 +6,7 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -22,6 +23,7 @@ from service.registry import GraphRegistry, rebuild_wait
 from service.state import open_artifacts, open_metadata
 from service.state.errors import StorageFull
 from service.state.metadata import JobKind, JobState, JournalTimes
+from service.warmup import CoreGate
 
 from .conftest import publish_in_process, wait_until
 
@@ -255,9 +257,13 @@ def test_a_batch_stops_its_searches_for_the_published_rebuild(
 
     monkeypatch.setattr(registry_module, "REBUILD_SEARCH_S", 0.0)
     monkeypatch.setattr(registry_module, "REBUILD_PATIENCE_S", HOUR)
+    monkeypatch.setattr(registry, "_gate", CoreGate())  # calls one at a time: it must not wait, holding the gate
+    (answers, stats), answering = registry.answered(ring_id, version, batch)  # its searches ask for the rebuild
+    assert answering is version and answers.tolist() == truth
+    monkeypatch.setattr(registry, "_gate", contextlib.nullcontext())
     asked.clear()
     with ThreadPoolExecutor(1) as pool, caplog.at_level(logging.INFO, logger=registry_module.log.name):
-        waiting = pool.submit(registry.answered, ring_id, version, batch)  # it asks for the rebuild, and waits
+        waiting = pool.submit(registry.answered, ring_id, version, batch)  # it waits for the rebuild
         job = wait_until(lambda: registry.metadata.claim_job("builder", 60))
         assert job.kind is JobKind.rebuild and job.graph_id == ring_id and job.urgent
         assert not waiting.done(), "it waits for the rebuild rather than search on"
