@@ -5,8 +5,11 @@ Usage: python benchmarks/bench_frontier.py [--trees NAME=DIR ...] [--rounds 5] [
 Times ``condensation.longest_path_levels`` (Kahn's levels: one queue) and ``scc.strongly_connected_components``
 (the trim's queue, forward-backward reachability with bottom-up levels, label propagation, the coloring's
 backward searches) on generated graphs: a 1M-node chain (a million levels of one node: the serial queue), a
-layered DAG of 1M nodes on 10,000 levels, one of 2M nodes on 30 levels (wide levels: the parallel path), and
-an R-MAT graph of 2^20 nodes and 8M edges with cycles (a giant component, many small ones). ``--trees`` names
+layered DAG of 1M nodes on 10,000 levels, one of 2M nodes on 30 levels (wide levels: the parallel path), an
+R-MAT graph of 2^20 nodes and 8M edges with cycles (a giant component, many small ones), and layered graphs
+with a share of their edges turned back (``cycles-500k-10k``: 10% of a 500k-node DAG of 10,000 levels;
+``cycles-2M-50k``: 5% of a 2M-node one of 50,000: components that span many levels). Beside the components,
+serial Tarjan (``scc.tarjan_components``) on the graphs with cycles. ``--trees`` names
 source trees to compare (``new=. old=/path/to/an/older/checkout``): each round runs every tree in a fresh
 process of its own, in turns, so that a machine that drifts weighs on all alike; each process builds its
 kernels first (numba's cache) and times each pass once. Medians over the rounds; writes
@@ -31,7 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import RESULTS, markdown_table, write_results
 
-GRAPHS = ("chain-1M", "layered-1M-10k", "layered-2M-30", "rmat-8M")
+GRAPHS = ("chain-1M", "layered-1M-10k", "layered-2M-30", "rmat-8M", "cycles-500k-10k", "cycles-2M-50k")
+# name -> (nodes, levels, share of the edges turned back)
+_WITH_CYCLES = {"cycles-500k-10k": (500_000, 10_000, 0.1), "cycles-2M-50k": (2_000_000, 50_000, 0.05)}
 
 # Run in a fresh process with the tree under test first on its path: times every pass once per graph.
 _MEASURE = """
@@ -39,7 +44,7 @@ import json, sys, time
 import numpy as np
 from grail_core.condensation import longest_path_levels
 from grail_core.graph import Digraph
-from grail_core.scc import strongly_connected_components
+from grail_core.scc import strongly_connected_components, tarjan_components
 
 folder, names = sys.argv[1], sys.argv[2].split(",")
 seconds = {}
@@ -47,8 +52,10 @@ for name in names:
     data = np.load(f"{folder}/{name}.npz")
     graph = Digraph.from_edges(int(data["n"]), data["src"], data["dst"])
     passes = [("scc", lambda: strongly_connected_components(graph))]
-    if name != "rmat-8M":
+    if name.startswith(("chain", "layered")):
         passes.append(("levels", lambda: longest_path_levels(graph)))
+    else:
+        passes.append(("tarjan", lambda: tarjan_components(graph)))
     for kind, run in passes:
         run()  # loads (or compiles) the kernels
         start = time.perf_counter()
@@ -61,7 +68,7 @@ print(json.dumps(seconds))
 def make_graph(name: str) -> tuple[int, np.ndarray, np.ndarray]:
     """(num_nodes, src, dst) of a named graph."""
     from benchmarks.generate import rmat_edges
-    from grail_core.synthetic import layered_dag
+    from grail_core.synthetic import layered_dag, with_back_edges
 
     if name == "chain-1M":
         nodes = np.arange(1_000_000, dtype=np.int32)
@@ -69,6 +76,10 @@ def make_graph(name: str) -> tuple[int, np.ndarray, np.ndarray]:
     if name.startswith("layered"):
         size, levels = {"layered-1M-10k": (1_000_000, 10_000), "layered-2M-30": (2_000_000, 30)}[name]
         indptr, indices = layered_dag(size, levels, seed=3)
+        return size, np.repeat(np.arange(size, dtype=np.int32), np.diff(indptr)), indices
+    if name in _WITH_CYCLES:
+        size, levels, share = _WITH_CYCLES[name]
+        indptr, indices = with_back_edges(*layered_dag(size, levels, 3.0, 4), share)
         return size, np.repeat(np.arange(size, dtype=np.int32), np.diff(indptr)), indices
     src, dst = rmat_edges(20, 8_000_000, seed=1)
     return 1 << 20, src, dst

@@ -19,7 +19,9 @@ time over all threads otherwise, each thread collecting what it appends in a buf
   frontier that holds most of the graph would try every edge);
 - ``wrap``: nodes may come back after their visit (label propagation to a fixpoint) in a queue of twice
   ``wrap`` entries: the entries still to visit move to the front before a parallel level, and once ``wrap``
-  entries lie behind the head.
+  entries lie behind the head;
+- ``limit``: the pass gives up once it has made more than this many visits (a propagation whose cost has
+  no bound in the graph's size; 0: none).
 
 Searches (``search``, ``search_level``) are the second shape: one node's or one pair's breadth-first search
 on the calling thread (many run at once, one per request or pair), which stops at the first witness. Its
@@ -72,6 +74,7 @@ class Frontier(NamedTuple):
     pull_share: float = 0.0
     candidates: int = 0
     wrap: int = 0
+    limit: int = 0
 
     @classmethod
     def over(
@@ -82,10 +85,13 @@ class Frontier(NamedTuple):
         pull_share: float = 0.0,
         candidates: int = 0,
         wrap: int = 0,
+        limit: int = 0,
     ) -> Frontier:
         """A pass over a graph of ``nodes`` nodes (its chunks are decided here: a kernel that asks numba for
         its thread count cannot be cached)."""
-        return cls(int(nodes), int(parallel_min), chunk_count(nodes), float(pull_share), int(candidates), int(wrap))
+        return cls(
+            int(nodes), int(parallel_min), chunk_count(nodes), float(pull_share), int(candidates), int(wrap), int(limit)
+        )
 
 
 @njit(nogil=True, inline="always")
@@ -118,16 +124,21 @@ def _move_front(queue, start, stop):
 @njit(nogil=True, inline="always")
 def advance(visit, pull, context, queue, tail, frontier):
     """Runs the pass of the nodes in ``queue[0:tail[0]]`` until none is left; returns how many entries the
-    queue holds (without ``wrap``: every node queued, once each, in ``queue[:returned]``)."""
+    queue holds (without ``wrap``: every node queued, once each, in ``queue[:returned]``), or -1 where it gave
+    up past ``frontier.limit`` visits."""
     head = 0
     local = np.empty(LOCAL_QUEUE, dtype=queue.dtype)
     chunks = frontier.chunks
+    visits = 0
     while head < tail[0]:
         stop = tail[0]
+        if frontier.limit and visits > frontier.limit:
+            return -1
         if stop - head < frontier.parallel_min:
             count = visit(queue[head], context, local, 0, queue, tail)
             queue_flush(local, count, queue, tail)
             head += 1
+            visits += 1
             if frontier.wrap and head >= frontier.wrap:
                 tail[0] = _move_front(queue, head, tail[0])
                 head = 0
@@ -153,6 +164,7 @@ def advance(visit, pull, context, queue, tail, frontier):
                 for i in range(head + start, head + end):
                     count = visit(queue[i], context, mine, count, queue, tail)
                 queue_flush(mine, count, queue, tail)
+        visits += stop - head
         head = stop
     return head
 

@@ -9,7 +9,9 @@ This is Slota, Rajamanickam and Madduri's Multistep (IPDPS 2014) with a complete
    its component, the giant one of a real graph;
 3. coloring: every live node takes the largest id that reaches it (max-label propagation); a node
    that keeps its own id is a root, and the nodes of its color that reach it are its component. Each
-   round removes at least the component of the largest id; the rounds stop when one removes too few;
+   round removes at least the component of the largest id; the rounds stop when one removes too few,
+   or when a round's propagation has made more visits than Tarjan would (``SccOptions.coloring_visits``:
+   on deep graphs a color may rise dozens of times at each node);
 4. Tarjan's algorithm, serially, on whatever is left (nothing, on the benchmark graphs).
 
 Every frontier (the trim's queue, a BFS, a propagation round) is a queue that runs serially while it
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -53,6 +56,11 @@ class SccOptions:
     parallel_min_nodes: int = PARALLEL_MIN_NODES
     serial_below: int = 4096  # live nodes left for Tarjan without a coloring round
     min_round_share: float = 0.01  # a coloring round that removes less than this share of the live nodes is the last
+    # Visits per live node and thread after which a coloring round gives up and Tarjan, serial, takes the
+    # rest (a visit costs about what Tarjan spends on a node): a node's color rises once per larger id that
+    # reaches it sooner, on deep graphs whose components span many levels dozens of times
+    # (benchmarks/results/frontier-coloring-vm.md).
+    coloring_visits: float = 1.0
 
 
 # ---- trim ------------------------------------------------------------------------------------------
@@ -225,8 +233,8 @@ def _color_visit(v, context, local, count, queue, tail):
 def _propagate_colors(indptr, indices, label, color, queued, queue, tail, frontier):
     """Largest-id propagation to a fixpoint; ``queue`` (2n entries, ``frontier.wrap`` n) starts with every
     live node. A node waits in the queue at most once at a time (``queued``), but may come back after its
-    visit: the wrap keeps 2n entries enough."""
-    advance(_color_visit, no_pull, (indptr, indices, label, color, queued), queue, tail, frontier)
+    visit: the wrap keeps 2n entries enough. -1 where it gave up past ``frontier.limit`` visits."""
+    return advance(_color_visit, no_pull, (indptr, indices, label, color, queued), queue, tail, frontier)
 
 
 @njit(nogil=True, parallel=True, cache=True)
@@ -480,17 +488,21 @@ class _Components:
         reached = _reach(g.in_indptr, g.in_indices, g.out_indptr, g.out_indices, mark, 2, 3, queue, tail, frontier)
         self._placed(_label_marked(queue, reached, mark, 3, self.label, pivot))
 
-    def coloring_round(self, color: np.ndarray, queued: np.ndarray) -> None:
+    def coloring_round(self, color: np.ndarray, queued: np.ndarray) -> bool:
+        """One round of coloring; False where its propagation gave up (nothing placed)."""
         g, label, queue, tail = self.graph, self.label, self.queue, self.tail
         n, parallel_min = label.size, self.options.parallel_min_nodes
         tail[0] = 0
         _start_coloring(label, color, queued, queue, tail, self.chunks)
-        frontier = Frontier.over(n, parallel_min, wrap=n)
-        _propagate_colors(g.out_indptr, g.out_indices, label, color, queued, queue, tail, frontier)
+        visits = max(1, int(self.options.coloring_visits * self.live * numba.get_num_threads()))
+        frontier = Frontier.over(n, parallel_min, wrap=n, limit=visits)
+        if _propagate_colors(g.out_indptr, g.out_indices, label, color, queued, queue, tail, frontier) < 0:
+            return False
         tail[0] = 0
         _color_roots(label, color, queue, tail, self.mark, self.chunks)
         frontier = Frontier.over(n, parallel_min)
         self._placed(_collect_components(g.in_indptr, g.in_indices, label, color, self.mark, queue, tail, frontier))
+        return True
 
     def remainder(self) -> None:
         """Tarjan on the subgraph of the nodes still live (its arrays sized by them, not by the graph)."""
@@ -523,7 +535,8 @@ def finish_components(
         queued = np.empty(state.label.size, dtype=np.int8)
         while state.live > opts.serial_below:
             before = state.live
-            state.coloring_round(color, queued)
+            if not state.coloring_round(color, queued):
+                break
             state.trim()
             if before - state.live < opts.min_round_share * before:
                 break

@@ -21,11 +21,13 @@ from tests.reference import reachability_matrix
 from tests.strategies import cycle_chains, digraphs
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-# Every frontier level in parallel, coloring rounds until nothing is left, or rounds that stop at once.
+# Every frontier level in parallel, coloring rounds until nothing is left, rounds that stop at once, or a
+# round that gives up after its first level.
 SCHEDULES = [
     SccOptions(),
-    SccOptions(parallel_min_nodes=1, serial_below=0, min_round_share=0.0),
-    SccOptions(parallel_min_nodes=1, serial_below=0, min_round_share=1.0),
+    SccOptions(parallel_min_nodes=1, serial_below=0, min_round_share=0.0, coloring_visits=1e9),
+    SccOptions(parallel_min_nodes=1, serial_below=0, min_round_share=1.0, coloring_visits=1e9),
+    SccOptions(parallel_min_nodes=1, serial_below=0, min_round_share=0.0, coloring_visits=1e-9),
 ]
 
 
@@ -128,10 +130,30 @@ def test_components_of_long_cycles_and_chains() -> None:
     n = base + 5100
     digraph = Digraph.from_edges(n, *_arrays(edges))
     want = tarjan_components(digraph)
-    for schedule in [*SCHEDULES, SccOptions(parallel_min_nodes=64, serial_below=10, min_round_share=0.001)]:
+    rounds = SccOptions(parallel_min_nodes=64, serial_below=10, min_round_share=0.001, coloring_visits=1e9)
+    for schedule in [*SCHEDULES, rounds]:
         comp, count = strongly_connected_components(digraph, schedule)
         assert count == want[1] == cycles + 1 + 100
         np.testing.assert_array_equal(comp, want[0])
+
+
+def test_a_coloring_round_gives_up_past_its_visits_for_tarjan() -> None:
+    """On a chain of 3-cycles whose ids fall along it, the largest id of each cycle rises at every node below
+    it: the rounds place one cycle each where they may visit all they need, and where their visits are
+    bounded the first round gives up and Tarjan places every cycle left at once. Both find the components."""
+    cycles = 200
+    edges = [(3 * i + j, 3 * i + (j + 1) % 3) for i in range(cycles) for j in range(3)]
+    edges += [(3 * (i + 1), 3 * i) for i in range(cycles - 1)]
+    digraph = Digraph.from_edges(3 * cycles, *_arrays(edges))
+    want = tarjan_components(digraph)
+    placed: dict[float, list[int]] = {}
+    for visits in (1e9, 0.1):
+        schedule = SccOptions(parallel_min_nodes=1, serial_below=0, min_round_share=0.0, coloring_visits=visits)
+        comp, count = strongly_connected_components(digraph, schedule, placed.setdefault(visits, []).append)
+        np.testing.assert_array_equal(comp, want[0])
+        assert count == cycles and sum(placed[visits]) == 3 * cycles
+    assert placed[1e9].count(3) >= cycles - 2, "a cycle a round"
+    assert max(placed[0.1]) >= 3 * (cycles - 2), "the cycles left at once"
 
 
 def _brute_levels(n: int, edges: set[tuple[int, int]], reverse: bool) -> np.ndarray:
