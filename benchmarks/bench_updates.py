@@ -24,7 +24,8 @@ Sections:
   streams applied, then each batch (random, positive-heavy) on an index that keeps them pending
   (``auto_rebuild`` off: the median of 3 runs) and on a fresh one that rebuilds once its searches cost a rebuild
   (``auto_rebuild``, the default: the first run, and the median of QUERY_RUNS), against the batch before the
-  updates; with the rebuilds done and the answers checked against the index that kept them pending.
+  updates; with the rebuilds done and the answers checked against the index that kept them pending. Beside it,
+  the first run on a third index that rebuilds only once its searches have cost a rebuild, with no forecast.
 * ``restart`` (not in ``all``): a real ``grail-serve`` (SQLite in its data directory, or ``--database-url``
   PostgreSQL) builds a DAG of 500,000 nodes (x scale), is killed (SIGKILL to its process group), finds
   ``--journal`` updates (a quarter removing edges, half adding edges between existing nodes, a quarter adding
@@ -47,6 +48,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -62,7 +64,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # numba's cache folder as the server's, set before numba is imported: the kernels a server compiled load here.
 import service.main  # noqa: F401
 from grail_core import ReachabilityIndex
-from grail_core.synthetic import csr_from_edges, downward_walk_pairs, layered_dag
+from grail_core import index as grail_index
+from grail_core.synthetic import downward_walk_pairs, layered_dag, with_back_edges
 
 PENDING = (0, 10, 100, 1_000, 10_000)
 CHECKED_AT = 1_000
@@ -79,15 +82,6 @@ def _rmat(nodes: int, edges: int) -> tuple[np.ndarray, np.ndarray]:
     return rmat(nodes=nodes, edges=edges)
 
 
-def _with_cycles(indptr: np.ndarray, indices: np.ndarray, share: float) -> tuple[np.ndarray, np.ndarray]:
-    """The graph with a random ``share`` of its edges also turned back: on a layered DAG, strongly connected
-    components of thousands of nodes spread over many levels (10% on ``dag-10k``: 34,675 components, the
-    largest 24,232 nodes)."""
-    src, dst = edge_arrays(indptr, indices)
-    back = np.random.default_rng(3).choice(src.size, size=int(share * src.size), replace=False)
-    return csr_from_edges(indptr.size - 1, np.concatenate([src, dst[back]]), np.concatenate([dst, src[back]]))
-
-
 # name -> (description, generator of (indptr, indices) at a scale, generator of shaped additions)
 def graphs(scale: float) -> dict[str, tuple[str, Callable[[], tuple[np.ndarray, np.ndarray]]]]:
     def n(count: int) -> int:
@@ -102,7 +96,7 @@ def graphs(scale: float) -> dict[str, tuple[str, Callable[[], tuple[np.ndarray, 
         "rmat-16": (f"R-MAT {n(262_144):,} nodes, degree 16", lambda: _rmat(n(262_144), 16 * n(262_144))),
         "cycles-10k": (
             f"{n(500_000):,} nodes, 10,000 levels, 10% of the edges turned back",
-            lambda: _with_cycles(*layered_dag(n(500_000), 10_000, 3.0, 4), 0.1),
+            lambda: with_back_edges(*layered_dag(n(500_000), 10_000, 3.0, 4), 0.1),
         ),
     }
 
@@ -352,6 +346,30 @@ def _check_and_rebuild(
     )
 
 
+def _first_batch_without_forecast(
+    src: np.ndarray,
+    dst: np.ndarray,
+    n: int,
+    stream: list[tuple[list[list[int]], list[list[int]]]],
+    batch: np.ndarray,
+    truth: np.ndarray,
+) -> float:
+    """Seconds of the first batch after ``stream`` on a fresh index whose ``auto_rebuild`` waits until the
+    searches have cost a rebuild (no forecast: ``grail_core.index.FORECAST_MARGIN`` infinite)."""
+    index = ReachabilityIndex.from_edges(src, dst, num_nodes=n, backend="cpu")
+    for add, remove in stream:
+        index.update(add=add, remove=remove)
+    margin, grail_index.FORECAST_MARGIN = grail_index.FORECAST_MARGIN, math.inf
+    try:
+        start = time.perf_counter()
+        answers, _ = index.query_ids(batch)
+        seconds = time.perf_counter() - start
+    finally:
+        grail_index.FORECAST_MARGIN = margin
+    assert (answers == truth).all(), "answers differ after a rebuild"
+    return seconds
+
+
 def auto_rebuild_section(
     scale: float, pair_count: int, count: int, only: list[str], streams: tuple[str, ...] = STREAMS
 ) -> tuple[str, list[list[object]]]:
@@ -361,6 +379,7 @@ def auto_rebuild_section(
         "batch",
         "before ms",
         "kept pending ms",
+        "auto first, no forecast ms",
         "auto first ms",
         "auto median ms",
         "auto x",
@@ -384,6 +403,7 @@ def auto_rebuild_section(
                 cost = index.rebuild_seconds()
                 kept.query_ids(batch[:4096])  # compiled (the first in a process may compile its searches)
                 kept_seconds, truth = batch_seconds(kept, batch, 3)
+                unforecast = _first_batch_without_forecast(src, dst, n, stream, batch, truth)
                 runs = []
                 for _ in range(QUERY_RUNS):
                     start = time.perf_counter()
@@ -398,6 +418,7 @@ def auto_rebuild_section(
                         label,
                         before * 1e3,
                         kept_seconds * 1e3,
+                        unforecast * 1e3,
                         runs[0] * 1e3,
                         median * 1e3,
                         median / before,

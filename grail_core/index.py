@@ -11,7 +11,9 @@ those labels took to build (``rebuild_seconds``), the index rebuilds them in pla
 answers on the new labels: a batch under way stops its searches for it (``Version.query_ids``' ``stop``) and
 is answered again. Whatever the graph, pending updates then cost the queries at most about three times what
 the cheaper of searching on and rebuilding at once would: searches up to a rebuild's price, the last part of
-them (as long as the batch's searches before it, at most), then the rebuild.
+them (as long as the batch's searches before it, at most), then the rebuild. A batch whose searches are
+forecast (from its first part on) to cost FORECAST_MARGIN rebuilds or more buys the rebuild then: about one
+rebuild, not two.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from .scheduler import Scheduler
 from .stats import IndexStats, QueryStats
 from .supportive import HUB_BITS
 from .version import (
+    FORECAST_MARGIN,
     Listing,
     PairAnswer,
     PendingUpdates,
@@ -319,19 +322,20 @@ class ReachabilityIndex:
 
     def _answered(self, ask: Callable[[Version, StopCondition | None], _Answer]) -> _Answer:
         """``ask`` on the current version, with ``auto_rebuild``: first rebuilt where the searches on its labels
-        have cost ``rebuild_seconds``, else with a ``stop`` that ends its searches once they have (a single
-        pair's search is not stopped: the next query rebuilds), then answered again on the rebuilt labels."""
+        have cost ``rebuild_seconds``, else with a ``stop`` that ends its searches once they have, or once the
+        batch's searches left are forecast to cost FORECAST_MARGIN rebuilds (a single pair's search is not
+        stopped: the next query rebuilds), then answered again on the rebuilt labels."""
         version = self._current
         if not self.auto_rebuild or not version.updates_pending:
             return ask(version, None)
         cost = self.rebuild_seconds()
 
-        def searched_enough() -> bool:
-            return version.search_seconds >= cost
+        def worth_a_rebuild(forecast: float) -> bool:
+            return version.search_seconds >= cost or forecast >= FORECAST_MARGIN * cost
 
-        if not searched_enough():
+        if not worth_a_rebuild(0.0):
             try:
-                return ask(version, searched_enough)
+                return ask(version, worth_a_rebuild)
             except SearchStopped:
                 pass
         return ask(self._rebuilt_from(version), None)

@@ -53,6 +53,7 @@ __all__ = [
     "UpdateResult",
     "MAX_LISTED_UNKNOWN",
     "FIRST_STOP_PART",
+    "FORECAST_MARGIN",
     "StopCondition",
 ]
 
@@ -62,8 +63,13 @@ MAX_LISTED_UNKNOWN = 100
 # each part after doubles, so the checks cost nothing on cheap searches, and a stop comes at most as long again
 # after the condition holds as the searches so far took.
 FIRST_STOP_PART = 64
-# A query's ``stop``: checked between parts of its searches on the updated graph; True gives up (SearchStopped).
-StopCondition = Callable[[], bool]
+# A query's ``stop``: asked between parts of its searches on the updated graph, with the seconds the searches
+# left are forecast to take (those done so far, per pair, times the pairs left; 0 before the first part);
+# True gives up (SearchStopped).
+StopCondition = Callable[[float], bool]
+# How many times a rebuild's price the forecast of a batch's searches must be before a rebuild is bought ahead
+# of them: a first part of 64 pairs may hold most of a batch's slow searches.
+FORECAST_MARGIN = 2.0
 _ENDS = ("source", "target")
 
 
@@ -529,13 +535,15 @@ class Version:
         self, pairs: np.ndarray, which: np.ndarray, answers: np.ndarray, stop: StopCondition | None = None
     ) -> int:
         """Answers of ``pairs[which]`` by searches on this version's graph into ``answers``; how many. With
-        ``stop``, in parts (FIRST_STOP_PART pairs, then twice as many each time), ``stop`` asked before each."""
+        ``stop``, in parts (FIRST_STOP_PART pairs, then twice as many each time), ``stop`` asked before each with
+        the seconds the rest are forecast to take."""
         if stop is None:
             self._search_part(pairs, which, answers)
             return int(which.size)
-        first, size = 0, FIRST_STOP_PART
+        first, size, began = 0, FIRST_STOP_PART, time.perf_counter()
         while first < which.size:
-            if stop():
+            per_pair = (time.perf_counter() - began) / first if first else 0.0
+            if stop(per_pair * (which.size - first)):
                 raise SearchStopped(f"version {self.number}: stopped after {first} of {which.size} searches")
             self._search_part(pairs, which[first : first + size], answers)
             first, size = first + size, 2 * size

@@ -52,7 +52,7 @@ from grail_core.backends import resolve_backend
 from grail_core.errors import SearchStopped
 from grail_core.labels import Labels
 from grail_core.storage import read_index_dir
-from grail_core.version import StopCondition, Version, load_version
+from grail_core.version import FORECAST_MARGIN, StopCondition, Version, load_version
 
 from .cache import VersionCache, memory_bytes
 from .errors import GRAPH_FAILED, GRAPH_LOADING, GRAPH_NOT_READY, ServiceError, truncate
@@ -403,8 +403,8 @@ class GraphRegistry:
             newest = entry.version
             return newest is not None and newest.labels is not version.labels
 
-        def rebuilt() -> bool:
-            self._hasten_if_searched(entry, version)
+        def rebuilt(forecast: float) -> bool:
+            self._hasten_if_searched(entry, version, forecast)
             # The rebuild is urgent: the cores are its, for a while; not where calls run one at a time (the
             # batch holds the gate that the new version's load needs).
             if entry.hastened is version.labels and not getattr(self._gate, "serial", False):
@@ -424,18 +424,24 @@ class GraphRegistry:
             )
             return ask(newest, None), newest
 
-    def _hasten_if_searched(self, entry: _Entry, version: Version) -> None:
+    def _hasten_if_searched(self, entry: _Entry, version: Version, forecast: float = 0.0) -> None:
         """Once queries on ``version`` have spent REBUILD_SEARCH_S searching the updated graph (checked as a
-        query starts and after an update), the graph's rebuild is made due now and urgent, or queued so (a
-        store's write, on a thread of its own, off the request)."""
-        if version.search_seconds < REBUILD_SEARCH_S or entry.hastened is version.labels:
+        query starts, after an update, and between a batch's parts of searches), or a batch's searches left are
+        ``forecast`` to take FORECAST_MARGIN times as long, the graph's rebuild is made due now and urgent, or
+        queued so (a store's write, on a thread of its own, off the request)."""
+        searched = version.search_seconds
+        if entry.hastened is version.labels or (
+            searched < REBUILD_SEARCH_S and forecast < FORECAST_MARGIN * REBUILD_SEARCH_S
+        ):
             return
         entry.hastened = version.labels
         log.info(
-            "graph %s: queries spent %.1f s searching %d pending updates: rebuild now",
+            "graph %s: queries spent %.1f s searching %d pending updates (a batch's searches left: %.1f s more): "
+            "rebuild now",
             entry.id,
-            version.search_seconds,
+            searched,
             version.pending.updates,
+            forecast,
         )
 
         def hasten() -> None:

@@ -4,6 +4,7 @@ searches for it (``Version.query_ids``' ``stop``). Answers stay exact throughout
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 from grail_core import ReachabilityIndex
 from grail_core.errors import SearchStopped
 from grail_core.index import MIN_REBUILD_S
-from grail_core.version import FIRST_STOP_PART
+from grail_core.version import FIRST_STOP_PART, FORECAST_MARGIN, StopCondition, Version
 from tests.reference import reachable_pairs
 
 N = 3_000
@@ -36,19 +37,27 @@ def test_a_batch_asks_its_stop_between_parts_of_its_searches() -> None:
     index.auto_rebuild = False
     version = index.current()
     asked: list[float] = []
+    forecasts: list[float] = []
 
-    def never() -> bool:
+    def never(forecast: float) -> bool:
         asked.append(version.search_seconds)
+        forecasts.append(forecast)
         return False
 
     answers, stats = version.query_ids(pairs, stop=never)
     np.testing.assert_array_equal(answers, reachable_pairs(N, edges, pairs))
     # Parts of 64, 128, 256 ... pairs: one question before each.
-    assert stats.searched_updated > 4 * FIRST_STOP_PART
-    parts = int(np.ceil(np.log2(stats.searched_updated / FIRST_STOP_PART + 1)))
+    searched = stats.searched_updated
+    assert searched > 4 * FIRST_STOP_PART
+    parts = int(np.ceil(np.log2(searched / FIRST_STOP_PART + 1)))
     assert len(asked) == parts and asked == sorted(asked) and asked[0] < asked[-1]
+    # The forecast: the seconds per pair so far (their searches' seconds at least) times the pairs left.
+    assert forecasts[0] == 0.0
+    for part in range(1, parts):
+        done = FIRST_STOP_PART * (2**part - 1)
+        assert forecasts[part] >= (asked[part] - asked[0]) / done * (searched - done) > 0
 
-    def after_one_part() -> bool:
+    def after_one_part(forecast: float) -> bool:
         asked.append(version.search_seconds)
         return len(asked) > parts + 1
 
@@ -108,3 +117,30 @@ def test_queries_on_several_threads_rebuild_once(monkeypatch: pytest.MonkeyPatch
     for answers in found:
         np.testing.assert_array_equal(answers, truth)
     assert index.auto_rebuilds == 1 and index.pending.updates == 0
+
+
+def test_a_batch_forecast_to_search_longer_buys_the_rebuild_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch whose searches left are forecast to cost FORECAST_MARGIN rebuilds stops before they have cost
+    one; a forecast under that searches on."""
+    # A price no searches here come near (a first search's compilation counts in their seconds).
+    price = 1_000.0
+    monkeypatch.setattr(ReachabilityIndex, "rebuild_seconds", lambda self: price)
+    index, pairs, edges = _broken_cycle()
+    truth = reachable_pairs(N, edges, pairs)
+    asked: list[bool] = []
+
+    def batch_forecast(forecast: float) -> Callable[[Version, StopCondition | None], np.ndarray]:
+        def ask(version: Version, stop: StopCondition | None) -> np.ndarray:
+            if stop is not None:
+                asked.append(stop(forecast))
+                if asked[-1]:
+                    raise SearchStopped("stopped")
+            return version.query_batch(pairs)
+
+        return ask
+
+    np.testing.assert_array_equal(index._answered(batch_forecast(FORECAST_MARGIN * price * 0.99)), truth)
+    assert asked == [False] and index.auto_rebuilds == 0 and index.pending.updates == 1
+    assert 0 < index.current().search_seconds < price
+    np.testing.assert_array_equal(index._answered(batch_forecast(FORECAST_MARGIN * price)), truth)
+    assert asked == [False, True] and index.auto_rebuilds == 1 and index.pending.updates == 0

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from grail_core import ReachabilityIndex
+from grail_core.version import FORECAST_MARGIN
 from service import registry as registry_module
 from service.registry import GraphRegistry, rebuild_wait
 from service.state import open_artifacts, open_metadata
@@ -183,12 +184,17 @@ def test_a_builder_sharing_the_store_sees_another_servers_stream(
         metadata.close()
 
 
+@pytest.mark.parametrize("hastened_by", ["seconds", "forecast"])
 def test_searches_on_the_updated_graph_make_the_rebuild_urgent(
-    registry: GraphRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    registry: GraphRegistry,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    hastened_by: str,
 ) -> None:
     """Under a stream the rebuild waits for a pause; once queries on the version have spent REBUILD_SEARCH_S on
-    pairs that its updates left to searches, it is due at once and urgent, and a builder runs it though the
-    stream goes on."""
+    pairs that its updates left to searches, or a batch's searches left are forecast to take FORECAST_MARGIN
+    times as long, it is due at once and urgent, and a builder runs it though the stream goes on."""
     monkeypatch.setattr(registry_module, "REBUILD_QUIET_S", HOUR)
     monkeypatch.setattr(registry_module, "REBUILD_MAX_WAIT_S", 10 * HOUR)
     monkeypatch.setattr(registry_module, "REBUILD_SEARCH_S", HOUR)
@@ -208,8 +214,17 @@ def test_searches_on_the_updated_graph_make_the_rebuild_urgent(
         version.query_batch(pairs)
         version = registry.ready_version(ring_id)
     assert metadata.claim_job("builder", 60) is None, "below REBUILD_SEARCH_S: it waits for the stream to pause"
-    monkeypatch.setattr(registry_module, "REBUILD_SEARCH_S", 0.05)
-    registry.ready_version(ring_id)
+    if hastened_by == "seconds":
+        monkeypatch.setattr(registry_module, "REBUILD_SEARCH_S", 0.05)
+        registry.ready_version(ring_id)
+    else:  # a batch's stop, told how long its searches left would take
+        monkeypatch.setattr(registry, "_gate", CoreGate())  # calls one at a time: the stop does not wait
+        with caplog.at_level(logging.INFO, logger=registry_module.log.name):
+            for forecast in (0.99 * FORECAST_MARGIN * HOUR, FORECAST_MARGIN * HOUR):
+                assert "rebuild now" not in caplog.text
+                stopped, _ = registry.answered(ring_id, version, lambda on, stop, forecast=forecast: stop(forecast))
+                assert stopped is False, "no new labels yet"
+        assert f"(a batch's searches left: {FORECAST_MARGIN * HOUR:.1f} s more): rebuild now" in caplog.text
     deadline = time.monotonic() + 60
     job = None
     while job is None and time.monotonic() < deadline:  # hastened on a thread of its own
