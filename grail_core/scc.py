@@ -12,7 +12,8 @@ This is Slota, Rajamanickam and Madduri's Multistep (IPDPS 2014) with a complete
    round removes at least the component of the largest id; the rounds stop when one removes too few,
    or when a round's propagation has made more visits than Tarjan would (``SccOptions.coloring_visits``:
    on deep graphs a color may rise dozens of times at each node);
-4. Tarjan's algorithm, serially, on whatever is left (nothing, on the benchmark graphs).
+4. Tarjan's algorithm, serially, on whatever is left (nothing on R-MAT graphs; most of a deep graph whose
+   components span many levels, where the coloring gives up).
 
 Every frontier (the trim's queue, a BFS, a propagation round) is a queue that runs serially while it
 is short and in parallel levels once it is long (``grail_core.parallel``), so deep graphs cost what a
