@@ -13,7 +13,8 @@ is answered again. Whatever the graph, pending updates then cost the queries at 
 the cheaper of searching on and rebuilding at once would: searches up to a rebuild's price, the last part of
 them (as long as the batch's searches before it, at most), then the rebuild. A batch whose searches are
 forecast (from its first part on) to cost FORECAST_MARGIN rebuilds or more buys the rebuild then: about one
-rebuild, not two.
+rebuild, not two. A forecast can be wrong (the first parts held the slow searches); such a rebuild costs at
+most its price where searching on would have cost less.
 """
 
 from __future__ import annotations
