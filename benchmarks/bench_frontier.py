@@ -73,16 +73,16 @@ def make_graph(name: str) -> tuple[int, np.ndarray, np.ndarray]:
     if name == "chain-1M":
         nodes = np.arange(1_000_000, dtype=np.int32)
         return nodes.size, nodes[:-1].copy(), nodes[1:].copy()
-    if name.startswith("layered"):
-        size, levels = {"layered-1M-10k": (1_000_000, 10_000), "layered-2M-30": (2_000_000, 30)}[name]
-        indptr, indices = layered_dag(size, levels, seed=3)
-        return size, np.repeat(np.arange(size, dtype=np.int32), np.diff(indptr)), indices
+    if name.startswith("rmat"):
+        src, dst = rmat_edges(20, 8_000_000, seed=1)
+        return 1 << 20, src, dst
     if name in _WITH_CYCLES:
         size, levels, share = _WITH_CYCLES[name]
         indptr, indices = with_back_edges(*layered_dag(size, levels, 3.0, 4), share)
-        return size, np.repeat(np.arange(size, dtype=np.int32), np.diff(indptr)), indices
-    src, dst = rmat_edges(20, 8_000_000, seed=1)
-    return 1 << 20, src, dst
+    else:
+        size, levels = {"layered-1M-10k": (1_000_000, 10_000), "layered-2M-30": (2_000_000, 30)}[name]
+        indptr, indices = layered_dag(size, levels, seed=3)
+    return size, np.repeat(np.arange(size, dtype=np.int32), np.diff(indptr)), indices
 
 
 def measure(tree: Path, folder: Path, graphs: list[str]) -> dict[str, float]:
